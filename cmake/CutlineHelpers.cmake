@@ -1,0 +1,40 @@
+# cutline_module(NAME name [DEPS ...]): a library cutline_<name> from src/*.cc (and src/*.c),
+# public headers in include/. Globbing lets a new file join its module without editing CMake.
+function(cutline_module)
+  cmake_parse_arguments(M "" "NAME" "DEPS;PRIVATE_DEPS" ${ARGN})
+  file(GLOB _srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cc
+       ${CMAKE_CURRENT_SOURCE_DIR}/src/*.c)
+  add_library(cutline_${M_NAME} STATIC ${_srcs})
+  target_include_directories(cutline_${M_NAME} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+                                                 PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(cutline_${M_NAME} PUBLIC ${M_DEPS} PRIVATE ${M_PRIVATE_DEPS})
+  set_target_properties(cutline_${M_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()
+
+# cutline_unit_tests(NAME name DEPS ...): one gtest binary per folder from *_test.cc,
+# each test registered with ctest.
+function(cutline_unit_tests)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "DEPS" ${ARGN})
+  file(GLOB _srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
+  if(NOT _srcs)
+    return()
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${T_NAME} ${_srcs})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest_main GTest::gtest)
+  include(GoogleTest)
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+endfunction()
+
+# Adds every immediate subfolder of `dir` that has a CMakeLists.txt.
+function(cutline_add_subdirs dir)
+  file(GLOB _children LIST_DIRECTORIES true ${dir}/*)
+  list(SORT _children)
+  foreach(_child ${_children})
+    if(IS_DIRECTORY ${_child} AND EXISTS ${_child}/CMakeLists.txt)
+      add_subdirectory(${_child})
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages Cutline needs to build, test and run. Idempotent: only
+# what is missing is installed, from Debian's archive. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  # libraries
+  libevent-dev node-llhttp libnghttp2-dev libssl-dev libyaml-cpp-dev libsimdjson-dev
+  prometheus-cpp-dev libhiredis-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks: curl as a client, redis for shared pools, nginx/wrk/h2load to compare
+  curl redis-server nginx-light wrk nghttp2-client clang
+)
+if [[ "${CUTLINE_SETUP_BROWSER:-1}" == 1 ]]; then
+  packages+=(chromium)   # headless rendering test of the probe's HTML report
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Debian starts the services it installs; Cutline's scripts start their own instances.
+for svc in nginx redis-server; do
+  if [[ " ${missing[*]} " == *" ${svc}"* ]] && command -v systemctl >/dev/null 2>&1; then
+    $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
+  fi
+done

@@ -1,0 +1,155 @@
+#include "cutline/proto/stop_record.h"
+
+#include <gtest/gtest.h>
+
+namespace cutline::proto {
+namespace {
+
+TEST(StopRecord, TaxonomyHasFourteenCausesWithStableNames) {
+  EXPECT_EQ(kCauseCount, 14);
+  for (int i = 0; i < kCauseCount; ++i) {
+    Cause c = cause_at(i);
+    auto back = parse_cause(to_string(c));
+    ASSERT_TRUE(back.has_value()) << to_string(c);
+    EXPECT_EQ(*back, c);
+  }
+  EXPECT_EQ(to_string(Cause::kGatewayIdleTimeout), "gateway_idle_timeout");
+  EXPECT_FALSE(parse_cause("stop").has_value());
+}
+
+TEST(StopRecord, OriginAndTruncationFollowDesign) {
+  EXPECT_EQ(origin_of(Cause::kEos), Origin::kModel);
+  EXPECT_EQ(origin_of(Cause::kClientMaxTokens), Origin::kClient);
+  EXPECT_EQ(origin_of(Cause::kGatewayDeadline), Origin::kGateway);
+  EXPECT_EQ(origin_of(Cause::kBackendOom), Origin::kBackend);
+  EXPECT_EQ(origin_of(Cause::kUpstreamError), Origin::kUpstream);
+  EXPECT_EQ(origin_of(Cause::kUpstreamDisconnect), Origin::kTransport);
+  EXPECT_FALSE(is_truncated(Cause::kEos));
+  EXPECT_FALSE(is_truncated(Cause::kStopSequence));
+  EXPECT_TRUE(is_truncated(Cause::kClientMaxTokens));
+  EXPECT_FALSE(is_serving_cut(Cause::kClientMaxTokens));
+  EXPECT_TRUE(is_serving_cut(Cause::kGatewayBudget));
+  EXPECT_EQ(default_finish_reason(Cause::kEos), "stop");
+  EXPECT_EQ(default_finish_reason(Cause::kGatewayDeadline), "length");
+}
+
+TEST(StopRecord, JsonRoundTripKeepsEveryField) {
+  StopRecord r;
+  r.cause = Cause::kGatewayDeadline;
+  r.reporter = "gateway";
+  r.message = "deadline \"30 s\" exceeded\n";
+  r.request_id = "req-1";
+  r.policy = "interactive";
+  r.rule = "policies[0].deadline";
+  r.limit = 30000;
+  r.observed = 30004.5;
+  r.unit = "ms";
+  r.requested_max_tokens = 1024;
+  r.effective_max_tokens = 256;
+  r.input_tokens = 12;
+  r.output_tokens = 77;
+  r.count_method = CountMethod::kChunks;
+  r.queue_ms = 1.5;
+  r.ttft_ms = 20;
+  r.itl_mean_ms = 3.25;
+  r.itl_max_ms = 9;
+  r.duration_ms = 30004.5;
+  r.preemptions = 2;
+  r.kv_bytes_peak = 1 << 20;
+  r.device_free_bytes = 123456789;
+  r.phases = TtftPhases{1, 2, 3, 4, 5};
+  r.model_state = "cold";
+  r.upstream_cause = Cause::kEos;
+
+  std::string json = stop_record_json(r);
+  auto back = parse_stop_record(json);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->cause, r.cause);
+  EXPECT_EQ(back->reporter, r.reporter);
+  EXPECT_EQ(back->message, r.message);
+  EXPECT_EQ(back->request_id, r.request_id);
+  EXPECT_EQ(back->policy, r.policy);
+  EXPECT_EQ(back->rule, r.rule);
+  EXPECT_EQ(back->limit, r.limit);
+  EXPECT_EQ(back->observed, r.observed);
+  EXPECT_EQ(back->unit, r.unit);
+  EXPECT_EQ(back->requested_max_tokens, r.requested_max_tokens);
+  EXPECT_EQ(back->effective_max_tokens, r.effective_max_tokens);
+  EXPECT_EQ(back->input_tokens, r.input_tokens);
+  EXPECT_EQ(back->output_tokens, r.output_tokens);
+  EXPECT_EQ(back->count_method, r.count_method);
+  EXPECT_EQ(back->queue_ms, r.queue_ms);
+  EXPECT_EQ(back->ttft_ms, r.ttft_ms);
+  EXPECT_EQ(back->itl_mean_ms, r.itl_mean_ms);
+  EXPECT_EQ(back->itl_max_ms, r.itl_max_ms);
+  EXPECT_EQ(back->duration_ms, r.duration_ms);
+  EXPECT_EQ(back->preemptions, r.preemptions);
+  EXPECT_EQ(back->kv_bytes_peak, r.kv_bytes_peak);
+  EXPECT_EQ(back->device_free_bytes, r.device_free_bytes);
+  EXPECT_EQ(back->phases, r.phases);
+  EXPECT_EQ(back->model_state, r.model_state);
+  EXPECT_EQ(back->upstream_cause, r.upstream_cause);
+}
+
+TEST(StopRecord, JsonCarriesVersionOriginAndTruncated) {
+  StopRecord r;
+  r.cause = Cause::kBackendPreempted;
+  std::string json = stop_record_json(r);
+  EXPECT_NE(json.find("\"v\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"origin\":\"backend\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"truncated\":true"), std::string::npos) << json;
+  // Optional fields that were never set are absent, not zero.
+  EXPECT_EQ(json.find("ttft_ms"), std::string::npos) << json;
+}
+
+TEST(StopRecord, ParseErrorsNameTheField) {
+  auto missing = parse_stop_record(R"({"v":1})");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("\"cause\" is missing"), std::string::npos);
+
+  auto unknown = parse_stop_record(R"({"v":1,"cause":"tired"})");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("not a known stop cause"), std::string::npos);
+
+  auto version = parse_stop_record(R"({"v":2,"cause":"eos"})");
+  ASSERT_FALSE(version.ok());
+  EXPECT_NE(version.error().message.find("\"v\" must be 1"), std::string::npos);
+
+  auto wrong_type = parse_stop_record(R"({"v":1,"cause":"eos","ttft_ms":"fast"})");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.error().message.find("ttft_ms"), std::string::npos);
+
+  EXPECT_FALSE(parse_stop_record("not json").ok());
+  EXPECT_FALSE(parse_stop_record("[1,2]").ok());
+}
+
+TEST(StopRecord, UnknownFieldsAreIgnored) {
+  auto r = parse_stop_record(R"({"v":1,"cause":"eos","future":{"x":[1,2]},"output_tokens":3})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->output_tokens, 3);
+}
+
+TEST(StopRecord, HeaderFormRoundTrip) {
+  StopRecord r;
+  r.cause = Cause::kGatewayBudget;
+  r.policy = "inter;active";
+  r.rule = "policies[0].budget.max_output_tokens";
+  r.limit = 256;
+  r.observed = 256;
+  r.unit = "tokens";
+  r.output_tokens = 256;
+  std::string h = stop_header_value(r);
+  EXPECT_EQ(h.find('\n'), std::string::npos);
+  EXPECT_NE(h.find("cause=gateway_budget; origin=gateway; truncated=true"), std::string::npos) << h;
+  auto back = parse_stop_header(h);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->cause, Cause::kGatewayBudget);
+  EXPECT_EQ(back->policy, "inter_active");
+  EXPECT_EQ(back->rule, r.rule);
+  EXPECT_EQ(back->limit, 256);
+  EXPECT_EQ(back->output_tokens, 256);
+  EXPECT_FALSE(parse_stop_header("origin=gateway").ok());
+}
+
+}  // namespace
+}  // namespace cutline::proto
