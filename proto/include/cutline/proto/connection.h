@@ -1,0 +1,127 @@
+#pragma once
+// Connection: one TCP connection over a libevent bufferevent, with the back-pressure signals the
+// relay needs. Protocol code (the HTTP/1.1 server and client connections; later HTTP/2 and TLS)
+// owns a Connection and implements its Handler.
+//
+// Back-pressure: write() always queues (nothing is dropped); when the queued output exceeds
+// high_water_bytes, above_high_water() turns true and the writer is expected to stop producing
+// (the server's ServerStream::send_body returns false, the gateway pauses its upstream read).
+// When the kernel has taken enough that the output falls to low_water_bytes, above_high_water()
+// turns false and Handler::on_drained() runs once. Reading from this peer is switched with
+// set_reading() (the HTTP client's pause()/resume()). libevent's evbuffers grow on demand, so an
+// idle connection costs only the bufferevent (~0.5 KiB), not preallocated buffers.
+//
+// Threading: everything on the owning EventLoop's thread. Handler callbacks run on it.
+// Lifetime: the owner may destroy the Connection (or call close()) from inside any Handler
+// callback; no callback runs after close() or destruction. on_closed() runs at most once and
+// only for closes the Connection did not get from its owner (peer EOF, error, timeout, connect
+// failure).
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+struct bufferevent;
+struct evbuffer;
+
+namespace cutline::proto {
+
+class EventLoop;
+
+struct ConnectionOptions {
+  size_t high_water_bytes = 64 * 1024;
+  size_t low_water_bytes = 16 * 1024;
+};
+
+class Connection {
+ public:
+  // Why a connection ended without its owner closing it.
+  enum class CloseReason {
+    kEof,             // the peer closed its side (FIN)
+    kError,           // a socket error (reset and others); the message has strerror
+    kTimeout,         // a read timeout set with set_read_timeout()
+    kConnectRefused,  // outgoing: ECONNREFUSED
+    kConnectTimeout,  // outgoing: no connection within the connect timeout
+    kConnectFailed,   // outgoing: another connect error
+  };
+
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    // Outgoing connections: the TCP connection is established.
+    virtual void on_connected() {}
+    // New bytes are in `input`; the handler drains what it consumed (evbuffer_drain) and may
+    // leave the rest there for later.
+    virtual void on_readable(evbuffer* input) = 0;
+    // The output fell to the low-water mark after having exceeded the high-water mark.
+    virtual void on_drained() = 0;
+    // The connection is closed (already freed; do not write). `message` says why in words.
+    virtual void on_closed(CloseReason reason, std::string_view message) = 0;
+  };
+
+  // Wraps an accepted, connected socket (takes ownership of `fd`). Reading starts enabled.
+  Connection(EventLoop& loop, int fd, Handler& handler, const ConnectionOptions& options);
+  // Starts a non-blocking connect to `addr`; the result arrives as on_connected() or
+  // on_closed(kConnect*). Reading is enabled once connected.
+  static std::unique_ptr<Connection> connect(EventLoop& loop, const sockaddr* addr,
+                                             socklen_t addr_len, int64_t connect_timeout_ms,
+                                             Handler& handler, const ConnectionOptions& options);
+  ~Connection();  // close()
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Points the callbacks at another handler (a pooled client connection changes owners).
+  void set_handler(Handler& handler) { handler_ = &handler; }
+
+  // Queues bytes for sending. No effect once closed.
+  void write(std::string_view data);
+  // Moves all of `buffer` into the output without copying the data.
+  void write_buffer(evbuffer* buffer);
+  // The output buffer, for writers that assemble chunks in place. Call note_written() after.
+  evbuffer* output();
+  void note_written();
+
+  // Bytes queued and not yet taken by the kernel.
+  size_t output_bytes() const;
+  bool above_high_water() const { return above_high_water_; }
+
+  // Enables or disables reading from the socket (EOF and errors on a paused connection are
+  // noticed when reading resumes, or when a write fails).
+  void set_reading(bool enabled);
+  bool reading() const { return reading_; }
+  // Closes the connection when no byte arrives for `timeout_ms` while reading (0 disables).
+  void set_read_timeout(int64_t timeout_ms);
+
+  // Closes now, dropping unsent output. No Handler callback runs afterwards.
+  void close();
+  // Stops reading, sends what is queued, then closes. No Handler callback runs afterwards.
+  void close_after_flush();
+  bool open() const { return bev_ != nullptr; }
+
+  // "ip:port" of the peer ("" when unknown).
+  std::string peer_address() const;
+
+ private:
+  Connection(EventLoop& loop, bufferevent* bev, Handler& handler, const ConnectionOptions& options);
+  static void read_cb(bufferevent* bev, void* arg);
+  static void write_cb(bufferevent* bev, void* arg);
+  static void event_cb(bufferevent* bev, short what, void* arg);
+  static void flush_done_cb(bufferevent* bev, void* arg);
+  static void flush_event_cb(bufferevent* bev, short what, void* arg);
+  void check_high_water();
+
+  EventLoop& loop_;
+  bufferevent* bev_ = nullptr;
+  Handler* handler_;
+  uint32_t high_water_bytes_;
+  uint32_t low_water_bytes_;
+  bool above_high_water_ = false;
+  bool reading_ = true;
+  bool connecting_ = false;
+};
+
+}  // namespace cutline::proto

@@ -1,0 +1,151 @@
+#pragma once
+// HttpClient: an HTTP/1.1 client on one EventLoop with keep-alive connection pools per upstream
+// host:port. The gateway keeps one per worker loop (find it from ServerStream::loop().index()),
+// the probe and tests one per loop they run. Responses are streamed: the head, then body pieces
+// as they arrive (chunked framing removed), then trailers.
+//
+// Who calls what, and threading: construct, start(), and use handles on the client's loop thread
+// only; callbacks run on that thread. start() never calls a callback inline (even an immediate
+// failure is reported from the loop).
+//
+// Callback contract per request: on_head at most once, then on_body zero or more times, then
+// exactly one of on_complete / on_error — unless cancel() was called first, after which nothing
+// runs. Errors are values (ClientError), never exceptions. Callbacks may call cancel(), pause(),
+// resume() or destroy the handle, and may start() new requests.
+//
+// Connections: a request takes an idle pooled connection to host:port or opens one. After a
+// complete response with keep-alive on both sides, the connection returns to the pool (at most
+// ClientOptions::max_idle_per_host; idle ones are closed after idle_timeout_ms or when the
+// upstream closes them). A cancelled or failed exchange's connection is closed, never pooled, so
+// the upstream sees the client go away and frees its resources. If a pooled (reused) connection
+// turns out to have been closed by the upstream before any response byte arrived, the request is
+// retried once on a new connection (the usual keep-alive race; the upstream never saw it).
+//
+// Hosts: an IPv4/IPv6 literal or "localhost" (127.0.0.1). Other names are resolved with the
+// system resolver on the loop thread (blocking; fine for tools, configure IPs for the gateway).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cutline/proto/http1_parser.h"
+#include "cutline/proto/http_message.h"
+#include "cutline/proto/result.h"
+
+namespace cutline::proto {
+
+class EventLoop;
+
+struct ClientOptions {
+  int64_t connect_timeout_ms = 5000;
+  size_t max_idle_per_host = 1024;
+  int64_t idle_timeout_ms = 30000;  // pooled idle connections are closed after this
+  // Limits for response heads; max_body_bytes 0 = unlimited (streams).
+  Http1Limits limits{64 * 1024, 100, 0};
+  // Back-pressure marks for the request body output (large uploads).
+  size_t high_water_bytes = 64 * 1024;
+  size_t low_water_bytes = 16 * 1024;
+};
+
+struct ClientRequest {
+  std::string method = "GET";
+  std::string host;  // IP literal or name
+  uint16_t port = 80;
+  std::string target = "/";  // path and query
+  // Sent as given, minus framing headers (Content-Length, Transfer-Encoding, Connection), which
+  // the client writes. A Host header is added when absent.
+  HttpHeaders headers;
+  // Sent with Content-Length (also when empty for POST, PUT and PATCH).
+  std::string body;
+};
+
+enum class ClientErrorKind {
+  kResolve,           // the host name did not resolve
+  kConnectRefused,    // ECONNREFUSED
+  kConnectTimeout,    // no connection within connect_timeout_ms
+  kConnectFailed,     // another connect error (unreachable, ...)
+  kClosedBeforeHead,  // connected and sent, but closed or reset before a complete response head
+  kClosedMidBody,     // the head arrived, then the connection closed or reset before the end of
+                      // the body: the stop cause upstream_disconnect
+  kParse,             // malformed response (or over the head limits)
+};
+
+// Stable snake_case label (metrics, logs): "resolve", "connect_refused", ...
+std::string_view to_string(ClientErrorKind kind);
+
+struct ClientError {
+  ClientErrorKind kind = ClientErrorKind::kConnectFailed;
+  std::string message;  // human-readable, includes host:port and the system error
+
+  // kTimeout for kConnectTimeout, kUpstream for everything else.
+  Error to_error() const;
+};
+
+struct ClientCallbacks {
+  // Status and headers of the final response (1xx interim responses are skipped). May move the
+  // headers out.
+  std::function<void(int status, HttpHeaders& headers)> on_head;
+  // A piece of the body (never empty).
+  std::function<void(std::string_view data)> on_body;
+  // The body ended; trailers of a chunked body (empty otherwise). May move them out.
+  std::function<void(HttpHeaders& trailers)> on_complete;
+  std::function<void(const ClientError& error)> on_error;
+};
+
+class ClientExchange;  // one in-flight request (implementation detail)
+
+// The caller's handle on one request. Move-only. Destroying an active handle cancels the request.
+class ClientHandle {
+ public:
+  ClientHandle() = default;
+  explicit ClientHandle(std::shared_ptr<ClientExchange> exchange);
+  ~ClientHandle();
+  ClientHandle(ClientHandle&& other) noexcept = default;
+  ClientHandle& operator=(ClientHandle&& other) noexcept;
+  ClientHandle(const ClientHandle&) = delete;
+  ClientHandle& operator=(const ClientHandle&) = delete;
+
+  // Stops the request now: closes its connection (never pooled); no callback runs afterwards.
+  // No effect when the request already completed, failed or was cancelled.
+  void cancel();
+  // Stops reading the response (the upstream's sends back up into its socket buffers): no
+  // on_body/on_complete/on_error runs until resume(). Used when the downstream is slow.
+  void pause();
+  void resume();
+  // Started and not yet completed, failed or cancelled.
+  bool active() const;
+
+ private:
+  std::shared_ptr<ClientExchange> exchange_;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(EventLoop& loop, ClientOptions options = {});
+  // Loop thread. Closes every connection; active requests end silently (no callbacks), their
+  // handles become inactive.
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  ClientHandle start(ClientRequest request, ClientCallbacks callbacks);
+
+  EventLoop& loop() const { return loop_; }
+  // Pooled idle connections across all hosts (tests, metrics).
+  size_t idle_connections() const;
+  // Connections opened since construction (tests: keep-alive reuse means this stays low).
+  uint64_t connections_opened() const { return connections_opened_; }
+
+  struct Pool;  // implementation detail
+
+ private:
+  friend class ClientExchange;
+  EventLoop& loop_;
+  ClientOptions options_;
+  std::unique_ptr<Pool> pool_;
+  uint64_t connections_opened_ = 0;
+};
+
+}  // namespace cutline::proto
