@@ -1,0 +1,73 @@
+#include "cutline/server/backend_metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace cutline::server {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+TEST(BackendMetrics, FinishedRequestCountsCauseAndPhases) {
+  BackendMetrics m;
+  proto::StopRecord rec;
+  rec.cause = proto::Cause::kClientMaxTokens;
+  rec.preemptions = 2;
+  rec.ttft_ms = 120;
+  rec.phases = proto::TtftPhases{10, 50, 20, 30, 10};
+  m.on_request_finished("tiny", rec);
+  m.on_request_finished("tiny", rec);
+  const std::string text = m.render(GaugeSnapshot{});
+  EXPECT_TRUE(has_line(
+      text, "cutline_backend_requests_total{cause=\"client_max_tokens\",model=\"tiny\"} 2"))
+      << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_preemptions_total{model=\"tiny\"} 4")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_ttft_seconds_count 2")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_phase_seconds_sum{phase=\"load\"} 0.1")) << text;
+}
+
+TEST(BackendMetrics, GaugesComeFromTheSnapshot) {
+  BackendMetrics m;
+  GaugeSnapshot g;
+  g.kv_blocks_used = 7;
+  g.kv_blocks_free = 9;
+  g.kv_bytes = 4096;
+  g.device_free_bytes = 1 << 20;
+  g.queue_depth = 3;
+  g.running = 2;
+  g.prefix_cache_hits = 5;
+  std::string text = m.render(g);
+  EXPECT_TRUE(has_line(text, "cutline_backend_kv_blocks{state=\"used\"} 7")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_kv_blocks{state=\"free\"} 9")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_kv_bytes 4096")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_device_free_bytes 1048576")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_queue_depth 3")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_running 2")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_hits_total 5")) << text;
+  g.prefix_cache_hits = 8;
+  text = m.render(g);
+  EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_hits_total 8")) << text;
+}
+
+TEST(BackendMetrics, ModelLoadPhasesAndTotal) {
+  BackendMetrics m;
+  residency::LoadReport r;
+  r.phases = {{residency::LoadPhase::kRead, 500, 100}, {residency::LoadPhase::kWarmup, 250, 0}};
+  r.total_ms = 800;
+  m.on_model_load("big", r);
+  m.observe_step_tokens(17);
+  m.observe_inter_token_seconds(0.02);
+  const std::string text = m.render(GaugeSnapshot{});
+  EXPECT_TRUE(
+      has_line(text, "cutline_backend_model_load_seconds_sum{model=\"big\",phase=\"read\"} 0.5"))
+      << text;
+  EXPECT_TRUE(
+      has_line(text, "cutline_backend_model_load_seconds_sum{model=\"big\",phase=\"total\"} 0.8"))
+      << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_step_tokens_count 1")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_inter_token_seconds_count 1")) << text;
+}
+
+}  // namespace
+}  // namespace cutline::server
