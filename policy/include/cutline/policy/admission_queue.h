@@ -1,0 +1,115 @@
+#pragma once
+// AdmissionQueue: the concurrency limit and waiting line of one admission group
+// (Policy::admission_groups; rules naming the same group share it). Pure data structure on an
+// injected clock: it never sleeps, never wakes anyone and owns no timer. The gateway:
+//   arrive()   at its `admit` phase: admitted now, queued, or rejected (queue full -> 429);
+//   release()  when an admitted request finishes (any way): the freed slot goes to the next
+//              waiter, returned so the gateway can resume that stream;
+//   cancel()   when a queued client goes away;
+//   expire()   from a timer armed at next_expiry_ns(): waiters whose queue_timeout passed
+//              (the gateway answers them 429 admission_rejected).
+// Every admitted or expired waiter comes back with its queue wait.
+//
+// Order: priority classes strictly (every interactive waiter before any batch waiter); within a
+// class, round-robin across tenants, FIFO within a tenant. So a tenant flooding the queue gets
+// one slot in turn like every other waiting tenant and cannot starve them.
+//
+// A request arriving while someone waits is queued even if a slot looks free (no overtaking);
+// free slots with waiters only happen briefly after set_limits() raises max_concurrent, which
+// returns the waiters it admits.
+//
+// Thread-safety: every method locks one internal mutex; safe to call from any worker thread.
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cutline/policy/decision.h"
+#include "cutline/policy/policy.h"
+#include "cutline/proto/clock.h"
+
+namespace cutline::policy {
+
+struct AdmissionLimits {
+  std::optional<int64_t> max_concurrent;  // nullopt = unlimited (arrive() always admits)
+  int64_t queue_depth = 0;                // 0 = no queue
+};
+
+enum class Arrival : uint8_t {
+  kAdmitted,           // a slot is taken; call release() when the request ends
+  kQueued,             // waiting; comes back from release(), set_limits(), expire() or cancel()
+  kRejectedQueueFull,  // nothing held; answer 429 admission_rejected
+};
+
+// A waiter that left the queue (admitted into a slot, or expired).
+struct Dequeued {
+  uint64_t waiter_id = 0;
+  int64_t queue_wait_ns = 0;
+};
+
+class AdmissionQueue {
+ public:
+  AdmissionQueue(AdmissionLimits limits, const proto::Clock& clock);
+
+  // Builds the limits from a policy's admission group.
+  static AdmissionLimits limits_of(const AdmissionGroup& group);
+
+  // `waiter_id` is the caller's handle (unique among current waiters), e.g. a stream id.
+  Arrival arrive(uint64_t waiter_id, std::string_view tenant, Priority priority,
+                 int64_t queue_timeout_ms);
+
+  // An admitted request finished. Returns the waiter now holding its slot, if any.
+  std::optional<Dequeued> release();
+
+  // Removes a queued waiter (client gone). False if it was not waiting.
+  bool cancel(uint64_t waiter_id);
+
+  // Removes and returns every waiter whose queue timeout has passed, oldest deadline first.
+  std::vector<Dequeued> expire();
+
+  // When the next waiter times out (clock ns), or nullopt when nobody waits.
+  std::optional<int64_t> next_expiry_ns() const;
+
+  // New limits (policy reload). Returns waiters admitted by a raised max_concurrent. A lowered
+  // limit takes effect as running requests finish; a smaller queue keeps current waiters.
+  std::vector<Dequeued> set_limits(AdmissionLimits limits);
+
+  int64_t depth() const;
+  int64_t in_flight() const;
+  LiveState live() const;  // {depth(), in_flight()} read under one lock
+
+ private:
+  struct Waiter {
+    std::string tenant;
+    Priority priority;
+    int64_t enqueued_ns;
+    int64_t expires_ns;
+    std::list<uint64_t>::iterator pos;  // in its tenant's FIFO
+  };
+  // One priority class: per-tenant FIFOs and the round-robin order of tenants with waiters.
+  struct ClassQueue {
+    std::unordered_map<std::string, std::list<uint64_t>> by_tenant;
+    std::list<std::string> ring;  // tenants with waiters; front is served next
+  };
+
+  bool has_free_slot_locked() const;
+  std::optional<Dequeued> admit_next_locked(int64_t now_ns);
+  void remove_locked(uint64_t waiter_id);
+
+  const proto::Clock& clock_;
+  mutable std::mutex mu_;
+  AdmissionLimits limits_;
+  int64_t in_flight_ = 0;
+  std::unordered_map<uint64_t, Waiter> waiters_;
+  ClassQueue classes_[2];                             // indexed by Priority
+  std::set<std::pair<int64_t, uint64_t>> by_expiry_;  // (expires_ns, waiter_id)
+};
+
+}  // namespace cutline::policy

@@ -1,0 +1,259 @@
+#pragma once
+// Policy: the whole gateway configuration, validated and immutable. One YAML file (documented
+// key by key in policy/README.md) is loaded by load_policy_file() (loader.h) into a Policy; the
+// gateway holds it as std::shared_ptr<const Policy> (PolicyHolder, policy_holder.h) and never
+// touches YAML at run time. Every value remembers where it was written (YamlRef) so that each
+// number a request gets can be traced to a line of the file.
+//
+// Defaults below are the documented ones (README.md); a value that was not written in the file
+// has a YamlRef with line 0.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cutline/policy/api_key.h"
+#include "cutline/policy/source.h"
+
+namespace cutline::policy {
+
+// A positive integer limit (tokens, ms, count) and where it was written.
+struct Limit {
+  int64_t value = 0;
+  YamlRef ref;
+};
+
+// ---- listeners -------------------------------------------------------------------------------
+
+enum class TlsVersion : uint8_t { kTls12, kTls13 };
+
+// listen[i].tls (issue 9). Files are not opened by the policy library; the gateway's TLS layer
+// loads and checks them and refuses the reload when they are unreadable or mismatched.
+struct ListenerTls {
+  std::string cert_file;
+  std::string key_file;
+  TlsVersion min_version = TlsVersion::kTls12;
+  YamlRef ref;
+};
+
+struct Listener {
+  std::string address;  // as written: "127.0.0.1:8080", "[::1]:8080", "0.0.0.0:443"
+  std::string host;     // "127.0.0.1", "::1" (brackets removed)
+  uint16_t port = 0;    // 0 = an ephemeral port (tests)
+  std::optional<ListenerTls> tls;
+  YamlRef ref;
+};
+
+struct AdminListener {
+  std::string address;
+  std::string host;
+  uint16_t port = 0;
+  YamlRef ref;
+};
+
+// ---- upstreams -------------------------------------------------------------------------------
+
+enum class UpstreamScheme : uint8_t { kHttp, kHttps, kH2c };
+enum class UpstreamProtocol : uint8_t {
+  kAuto,   // http:// -> HTTP/1.1, https:// -> ALPN (h2 preferred), h2c:// -> HTTP/2 prior knowledge
+  kHttp1,  // force HTTP/1.1
+  kHttp2,  // force HTTP/2 (h2 over TLS, h2c on cleartext)
+};
+
+// upstreams[i].tls: verification of an https:// upstream and an optional client certificate.
+struct UpstreamTls {
+  std::string ca_file;      // empty = the system CA store
+  std::string cert_file;    // client certificate (mTLS); empty = none
+  std::string key_file;     // its key; set together with cert_file
+  std::string server_name;  // SNI and name to verify; empty = the URL's host
+  bool verify = true;       // false only for tests; documented as dangerous
+};
+
+// upstreams[i].spawn: the gateway starts and supervises this process (co-located backend).
+struct Spawn {
+  std::vector<std::string> command;                      // argv, command[0] resolved through PATH
+  int64_t ready_timeout_ms = 60000;                      // until the upstream answers; default 60s
+  std::vector<std::pair<std::string, std::string>> env;  // added to the gateway's environment
+  YamlRef ref;
+};
+
+struct Upstream {
+  std::string name;
+  std::string url;  // as written
+  UpstreamScheme scheme = UpstreamScheme::kHttp;
+  std::string host;                 // brackets removed for IPv6
+  uint16_t port = 0;                // the URL's port, or 80 / 443 by scheme
+  std::string base_path;            // path prefix without trailing '/', "" when none ("/v1" in
+                                    // "http://h:1/v1" is kept: requests go to base_path + route)
+  std::vector<std::string> models;  // globs; default ["*"]
+  UpstreamProtocol protocol = UpstreamProtocol::kAuto;
+  UpstreamTls tls;
+  std::optional<Spawn> spawn;
+  int64_t connect_timeout_ms = 5000;  // default 5s
+  YamlRef ref;
+};
+
+// ---- tenants ---------------------------------------------------------------------------------
+
+struct ApiKey {
+  KeyDigest digest{};
+  // How it was given, safe to print: "sha256:1a2b3c4d…" (first 8 hex digits) or "env:VARNAME".
+  std::string label;
+  YamlRef ref;
+};
+
+struct Tenant {
+  std::string name;
+  std::vector<ApiKey> api_keys;
+  YamlRef ref;
+};
+
+// ---- rules (policies[i]) ---------------------------------------------------------------------
+
+struct HeaderMatch {
+  std::string name;     // lower-case header name
+  std::string pattern;  // glob on the header's value
+};
+
+// policies[i].match. Every list defaults to ["*"]; headers default to none. A request matches
+// when each list has a glob matching it and every header constraint holds.
+struct Match {
+  std::vector<std::string> tenants{"*"};
+  std::vector<std::string> models{"*"};
+  std::vector<std::string> routes{"*"};
+  std::vector<HeaderMatch> headers;
+  YamlRef ref;
+
+  // Matches every request: tenants, models and routes are all "*" and no header constraint.
+  bool catch_all() const;
+};
+
+enum class PoolExhausted : uint8_t {
+  kReject,  // 429 admission_rejected with Retry-After (default)
+  kClamp,   // lower the max output tokens to what remains (labeled gateway_budget)
+};
+
+// policies[i].budget.adaptive[k]: when the rule's admission queue is deeper than
+// queue_depth_gt at decide time, max output tokens is lowered to max_output_tokens.
+struct AdaptiveStep {
+  int64_t queue_depth_gt = 0;  // >= 0
+  Limit max_output_tokens;
+  YamlRef ref;  // of the step itself ("policies[0].budget.adaptive[0]")
+};
+
+struct Budget {
+  std::optional<Limit> max_output_tokens;         // clamp of the request's max_tokens
+  std::optional<Limit> tenant_tokens_per_minute;  // token bucket per (rule, tenant)
+  std::optional<Limit> global_tokens_per_minute;  // token bucket per rule, all tenants
+  PoolExhausted on_pool_exhausted = PoolExhausted::kReject;
+  YamlRef on_pool_exhausted_ref;
+  // With on_pool_exhausted: clamp, a request is rejected rather than clamped below this.
+  Limit min_output_tokens{1, {}};
+  std::vector<AdaptiveStep> adaptive;
+};
+
+enum class Priority : uint8_t { kInteractive, kBatch };  // interactive is served first
+std::string_view to_string(Priority priority);
+
+// policies[i].admission. Rules with the same `group` share one admission queue (so priority
+// classes compete for the same slots); the group defaults to the rule's name.
+struct Admission {
+  std::string group;
+  size_t group_index = 0;               // into Policy::admission_groups
+  std::optional<Limit> max_concurrent;  // absent = unlimited (no queue)
+  Limit queue_depth;                    // waiters allowed; default 0 = no queue (reject at once)
+  Limit queue_timeout_ms;               // default 30s
+  Priority priority = Priority::kInteractive;
+  YamlRef priority_ref;
+};
+
+enum class CutMode : uint8_t {
+  kLabel,  // end the response normally with finish_reason + the cutline object (default)
+  kError,  // an OpenAI-style error (SSE error event, or 504/429 before any byte was sent)
+};
+enum class FinishReasonStyle : uint8_t {
+  kLength,  // "length" for every serving cut (OpenAI-compatible, default)
+  kCause,   // the cause name itself ("gateway_deadline")
+};
+std::string_view to_string(CutMode mode);
+std::string_view to_string(FinishReasonStyle style);
+
+struct OnCut {
+  CutMode mode = CutMode::kLabel;
+  FinishReasonStyle finish_reason = FinishReasonStyle::kLength;
+  YamlRef ref;
+};
+
+struct Rule {
+  std::string name;
+  size_t index = 0;  // position in policies[]
+  YamlRef ref;       // "policies[0]" and the line of the list item
+  Match match;
+  std::string upstream;  // optional override of model-based routing; "" = route by model
+  YamlRef upstream_ref;
+  Budget budget;
+  std::optional<Limit> deadline_ms;      // arrival -> last byte
+  std::optional<Limit> ttft_timeout_ms;  // arrival -> first content token
+  std::optional<Limit> idle_timeout_ms;  // longest gap between tokens
+  Admission admission;
+  OnCut on_cut;
+};
+
+// One admission queue shared by the rules naming it.
+struct AdmissionGroup {
+  std::string name;
+  std::optional<int64_t> max_concurrent;  // absent = unlimited
+  int64_t queue_depth = 0;
+};
+
+// ---- top level -------------------------------------------------------------------------------
+
+enum class BudgetStoreKind : uint8_t { kMemory, kRedis };
+struct BudgetStore {
+  BudgetStoreKind kind = BudgetStoreKind::kMemory;
+  std::string url;  // as written ("memory" or "redis://host:port[/db]")
+  std::string host;
+  uint16_t port = 6379;
+  int db = 0;
+  YamlRef ref;
+};
+
+enum class AccessLogKind : uint8_t { kStdout, kFile, kOff };
+struct AccessLog {
+  AccessLogKind kind = AccessLogKind::kStdout;
+  std::string path;  // for kFile
+  YamlRef ref;
+};
+
+struct Limits {
+  int64_t max_body_bytes = 16 << 20;    // request body; over it -> 413. Default 16 MiB
+  int64_t max_header_bytes = 64 << 10;  // all request headers; over it -> 431. Default 64 KiB
+};
+
+struct Policy {
+  std::string source_file;  // as given to the loader
+
+  std::vector<Listener> listen;
+  std::optional<AdminListener> admin;  // absent = no admin listener
+  std::vector<Upstream> upstreams;
+  std::vector<Tenant> tenants;  // empty = no authentication (every request is tenant "")
+  std::vector<Rule> rules;      // policies[], first match wins
+  std::vector<AdmissionGroup> admission_groups;
+  BudgetStore budget_store;
+  AccessLog access_log;
+  Limits limits;
+
+  const Rule* find_rule(std::string_view name) const;
+  const Upstream* find_upstream(std::string_view name) const;
+  const Tenant* find_tenant(std::string_view name) const;
+  // The first upstream one of whose model globs matches `model`, or nullptr.
+  const Upstream* upstream_for_model(std::string_view model) const;
+  // The upstream for a request matched by `rule`: the rule's override, else by model.
+  const Upstream* route(const Rule& rule, std::string_view model) const;
+  bool requires_auth() const { return !tenants.empty(); }
+};
+
+}  // namespace cutline::policy
