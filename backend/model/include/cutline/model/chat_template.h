@@ -1,0 +1,75 @@
+#pragma once
+// Chat templates: turn OpenAI-style {role, content} messages into the prompt a model was trained
+// on. The common templates are recognized from the GGUF `tokenizer.chat_template` Jinja source by
+// their marker strings (no Jinja engine) and rendered by hand, byte for byte as the models'
+// reference templates render them:
+//
+//   kChatMl   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n  (Qwen, SmolLM)
+//   kLlama3   <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
+//   kLlama2   <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>
+//   kMistral  <s>[INST] {user} [/INST]{assistant}</s>  (system prepended to the first user turn)
+//   kGemma    <bos><start_of_turn>user\n{content}<end_of_turn>\n<start_of_turn>model\n
+//   kPhi3     <|user|>\n{content}<|end|>\n<|assistant|>\n
+//
+// The rendered prompt is a list of pieces: special-token text (<|im_start|>) apart from plain
+// text (message contents), so that encode_chat() turns only the template's own markers into
+// control tokens — a user who types "<|im_start|>" gets those characters, not the token.
+//
+// Who calls it: the backend server for /v1/chat/completions; `--chat-template NAME` overrides.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cutline/model/tokenizer.h"
+#include "cutline/proto/result.h"
+
+namespace cutline::model {
+
+enum class ChatTemplateKind { kChatMl, kLlama3, kLlama2, kMistral, kGemma, kPhi3 };
+
+// "chatml", "llama3", "llama2", "mistral", "gemma", "phi3".
+std::string_view to_string(ChatTemplateKind kind);
+// Parses a name as to_string() writes it (also "qwen" -> chatml, "llama-3" -> llama3,
+// "phi-3" -> phi3); nullopt for an unknown name.
+std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name);
+
+struct DetectedChatTemplate {
+  ChatTemplateKind kind = ChatTemplateKind::kChatMl;
+  // Non-empty when the source was empty or unrecognized and ChatML was assumed; the caller logs
+  // it (e.g. "unrecognized chat template; falling back to chatml").
+  std::string warning;
+};
+// Detects the template from `tokenizer.chat_template` (empty when the file has none).
+DetectedChatTemplate detect_chat_template(std::string_view jinja_source);
+
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant" (others are kBadRequest)
+  std::string content;
+};
+
+struct ChatPiece {
+  bool special = false;  // text of one special token, e.g. "<|im_start|>"
+  std::string text;
+};
+
+struct RenderedChat {
+  std::vector<ChatPiece> pieces;
+  // The whole prompt as one string (what the reference Jinja template would output).
+  std::string text() const;
+};
+
+// Renders `messages` (then the assistant header when add_generation_prompt). kBadRequest for an
+// unknown role, or a role order the template cannot express (kLlama2/kMistral/kGemma need
+// user/assistant alternation after an optional leading system message).
+Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                                 bool add_generation_prompt);
+
+// Tokens of a rendered chat: special pieces become their token (via special_token_id; a special
+// the vocabulary lacks is encoded as plain text), plain pieces are encoded without BOS.
+std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const RenderedChat& chat);
+
+}  // namespace cutline::model
