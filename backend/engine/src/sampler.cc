@@ -1,0 +1,107 @@
+#include "cutline/engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cutline/engine/counter_rng.h"
+
+namespace cutline::engine {
+
+int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p, uint64_t seed,
+                        int64_t token_index, std::span<const int32_t> prompt,
+                        std::span<const int32_t> output) {
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  if (vocab == 0) return 0;
+  work_.assign(logits.begin(), logits.end());
+
+  // Penalties. Repetition looks at prompt and output; presence and frequency at the output.
+  const bool repetition = p.repetition_penalty != 1.0f;
+  const bool additive = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if (repetition || additive) {
+    if (static_cast<int32_t>(counts_.size()) < vocab) counts_.assign(vocab, 0);
+    touched_.clear();
+    auto seen = [&](int32_t id, bool in_output) {
+      if (id < 0 || id >= vocab) return;
+      // counts_: bit 0x40000000 marks "seen anywhere"; the low bits count output occurrences.
+      if (counts_[id] == 0) touched_.push_back(id);
+      counts_[id] |= 0x40000000;
+      if (in_output) ++counts_[id];
+    };
+    for (int32_t id : prompt) seen(id, false);
+    for (int32_t id : output) seen(id, true);
+    std::sort(touched_.begin(), touched_.end());
+    for (int32_t id : touched_) {
+      float& l = work_[id];
+      if (repetition) l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+      const int32_t n_out = counts_[id] & 0x3FFFFFFF;
+      if (n_out > 0) l -= p.presence_penalty + p.frequency_penalty * static_cast<float>(n_out);
+      counts_[id] = 0;
+    }
+  }
+
+  if (p.temperature == 0.0f) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < vocab; ++i)
+      if (work_[i] > work_[best]) best = i;  // lowest id wins ties
+    return best;
+  }
+
+  candidates_.resize(vocab);
+  for (int32_t i = 0; i < vocab; ++i) candidates_[i] = {i, work_[i] / p.temperature};
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  size_t n = candidates_.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
+    std::partial_sort(candidates_.begin(), candidates_.begin() + p.top_k, candidates_.end(),
+                      before);
+    n = static_cast<size_t>(p.top_k);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), before);
+  }
+
+  // Softmax over the kept candidates, in their fixed order, in double precision.
+  probs_.resize(n);
+  const double max_logit = candidates_[0].logit;
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double e = std::isfinite(candidates_[i].logit)
+                         ? std::exp(static_cast<double>(candidates_[i].logit) - max_logit)
+                         : 0.0;
+    probs_[i] = e;
+    sum += e;
+  }
+  for (size_t i = 0; i < n; ++i) probs_[i] /= sum;
+
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += probs_[i];
+      if (cum >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+  }
+  if (p.min_p > 0.0f) {
+    const double threshold = p.min_p * probs_[0];
+    size_t keep = 1;
+    while (keep < n && probs_[keep] >= threshold) ++keep;
+    n = keep;
+  }
+
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  const double u = counter_uniform(seed, static_cast<uint64_t>(token_index)) * total;
+  double cum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cum += probs_[i];
+    if (u < cum) return candidates_[i].id;
+  }
+  return candidates_[n - 1].id;
+}
+
+}  // namespace cutline::engine
