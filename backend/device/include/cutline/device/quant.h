@@ -1,0 +1,99 @@
+#pragma once
+// Tensor element types and their block layouts, exactly as ggml/GGUF defines them, with reference
+// (plain-loop) dequantizers and quantizers. The CPU kernels read these blocks directly; the CUDA
+// device dequantizes them at load; the model synthesizer (cutline model synth) quantizes with them;
+// tests use them as the ground truth.
+//
+// DType values are the GGML type ids stored in GGUF tensor infos.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace cutline::device {
+
+enum class DType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ6_K = 14,
+  kBF16 = 30,
+};
+
+// The DType for a GGML type id, or nullopt when Cutline does not support it.
+std::optional<DType> dtype_from_ggml(uint32_t ggml_type);
+std::string_view dtype_name(DType type);  // "f32", "f16", "q4_0", ...
+// Elements per block (1 for F32/F16/BF16, 32 for Q8_0/Q4_0, 256 for Q4_K/Q6_K).
+int64_t block_elems(DType type);
+int64_t block_bytes(DType type);
+// Bytes of a row of `n` elements; n must be a multiple of block_elems(type).
+int64_t row_bytes(DType type, int64_t n);
+
+constexpr int kQK8_0 = 32;
+constexpr int kQK4_0 = 32;
+constexpr int kQK_K = 256;
+constexpr int kKScaleBytes = 12;
+
+using f16_t = uint16_t;   // IEEE binary16 bits
+using bf16_t = uint16_t;  // bfloat16 bits
+
+struct BlockQ8_0 {
+  f16_t d;            // scale
+  int8_t qs[kQK8_0];  // x[i] = d * qs[i]
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+struct BlockQ4_0 {
+  f16_t d;                 // scale
+  uint8_t qs[kQK4_0 / 2];  // x[j] = d * ((qs[j] & 15) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8)
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// 8 sub-blocks of 32 with 6-bit scales and mins: x = d * sc * q - dmin * m.
+struct BlockQ4_K {
+  f16_t d;
+  f16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// 16 sub-blocks of 16 with 8-bit signed scales: x = d * sc * (q - 32), q 6 bits (4 low + 2 high).
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  f16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+float f16_to_f32(f16_t h);
+f16_t f32_to_f16(float f);  // round to nearest even
+inline float bf16_to_f32(bf16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+bf16_t f32_to_bf16(float f);  // round to nearest even
+
+// Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K block.
+inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Reference dequantization of `n` elements (a multiple of block_elems(type)) from `src`.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+// Reference quantization of `n` elements into `dst` (row_bytes(type, n) bytes). Every DType is
+// supported; the K-quant quantizers are simple min/max fits, not llama.cpp's search.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+}  // namespace cutline::device

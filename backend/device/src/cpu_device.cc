@@ -1,0 +1,313 @@
+// CpuDevice: Device on host memory with a reused thread pool and run-time ISA kernels
+// (cpu_kernels.h). Every op splits work across output rows/columns only, never across a
+// reduction, so results do not depend on the thread count or the batch (batch invariance).
+#include "cpu_device.h"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpu_kernels.h"
+#include "cutline/device/thread_pool.h"
+
+namespace cutline::device {
+namespace {
+
+// Activation rows per pass over a weight slice: the slice's dequantized rows are reused for this
+// many rows while they sit in cache (prefill); decode batches fit in one pass.
+constexpr int64_t kBatchBlock = 64;
+// Below this many elements an elementwise op runs on the calling thread.
+constexpr int64_t kParallelElems = 1 << 16;
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(int32_t n_threads, cpu::Isa isa)
+      : pool_(n_threads), kernels_(cpu::kernels_for(isa)), scratch_(pool_.size()) {}
+
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::string description() const override {
+    return "cpu: " + std::to_string(pool_.size()) + " threads, " +
+           std::string(cpu::isa_name(kernels_.isa));
+  }
+  DeviceCaps caps() const override {
+    return DeviceCaps{
+        .zero_copy_host_weights = true, .native_quant_matmul = true, .batch_invariant = true};
+  }
+
+  Result<Buffer> alloc(int64_t bytes) override {
+    const int64_t rounded = std::max<int64_t>(64, (bytes + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, static_cast<size_t>(rounded));
+    if (p == nullptr) {
+      return make_error(ErrorKind::kExhausted,
+                        "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    return Buffer(this, p, bytes);
+  }
+  void free(void* data) override { std::free(data); }
+  void upload(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, int64_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void fill_zero(void* dst, int64_t bytes) override { std::memset(dst, 0, bytes); }
+  int64_t free_bytes() const override;
+  Result<Weight> load_weight(const void* host, DType type, int64_t rows, int64_t cols,
+                             WeightLoadTiming* timing) override {
+    if (cols % block_elems(type) != 0) {
+      return make_error(ErrorKind::kBadRequest, "cpu: row of " + std::to_string(cols) +
+                                                    " elements is not whole " +
+                                                    std::string(dtype_name(type)) + " blocks");
+    }
+    Weight w;
+    w.data = host;  // zero-copy: every type is read in place
+    w.type = type;
+    w.rows = rows;
+    w.cols = cols;
+    return w;
+  }
+  Status sync() override { return {}; }
+
+  void matmul(const float* x, int64_t n_rows, const Weight& w, float* y) override;
+  void embed(const Weight& table, const int32_t* ids, int64_t n, float* y) override;
+  void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                float* y) override;
+  void rope(float* x, const int32_t* positions, int64_t rows, int32_t n_heads, int32_t head_dim,
+            const RopeParams& params) override;
+  void swiglu(const float* gate, const float* up, int64_t n, float* y) override;
+  void add(const float* a, const float* b, int64_t n, float* y) override;
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t cols) override;
+  void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t cols,
+                   float* y) override {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(y + i * cols, x + rows[i] * cols, cols * 4);
+  }
+  void softmax(float* x, int64_t rows, int64_t cols) override;
+  void kv_write(float* k_cache, float* v_cache, const float* k, const float* v,
+                const int32_t* slots, int64_t n, int64_t kv_dim) override;
+  void paged_attention(const AttentionArgs& args) override;
+
+ private:
+  float* scratch(int32_t thread, int64_t floats) {
+    std::vector<float>& s = scratch_[thread];
+    if (static_cast<int64_t>(s.size()) < floats) s.resize(floats);
+    return s.data();
+  }
+  // Runs fn(begin, end) over [0, n) in contiguous chunks; on the caller when n is small.
+  template <typename Fn>
+  void parallel_range(int64_t n, int64_t min_chunk, Fn&& fn) {
+    const int64_t chunks =
+        std::clamp<int64_t>(n / std::max<int64_t>(1, min_chunk), 1, pool_.size());
+    if (chunks == 1) return fn(int64_t{0}, n, 0);
+    pool_.run(chunks,
+              [&](int64_t c, int32_t thread) { fn(n * c / chunks, n * (c + 1) / chunks, thread); });
+  }
+
+  ThreadPool pool_;
+  const cpu::Kernels& kernels_;
+  std::vector<std::vector<float>> scratch_;  // per thread
+};
+
+int64_t CpuDevice::free_bytes() const {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y) {
+  const int64_t n_out = w.rows, k = w.cols;
+  const int64_t rb = row_bytes(w.type, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int tile = kernels_.dot_tile;
+  // Tasks own slices of output columns (weight rows); finer than the thread count so that a
+  // preempted core does not hold the step back.
+  const int64_t n_tasks = std::min<int64_t>(n_out, pool_.size() == 1 ? 1 : pool_.size() * 8);
+  pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
+    const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
+    float* wbuf = scratch(thread, k);
+    const float* xs[4];
+    float out[4];
+    for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
+      const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
+      for (int64_t n = n_begin; n < n_end; ++n) {
+        const uint8_t* row = base + n * rb;
+        const float* wrow = reinterpret_cast<const float*>(row);
+        if (w.type != DType::kF32) {
+          kernels_.dequant(w.type, row, wbuf, k);
+          wrow = wbuf;
+        }
+        for (int64_t b = b0; b < b1; b += tile) {
+          const int nr = static_cast<int>(std::min<int64_t>(tile, b1 - b));
+          for (int r = 0; r < nr; ++r) xs[r] = x + (b + r) * k;
+          kernels_.dot_rows(wrow, xs, nr, k, out);
+          for (int r = 0; r < nr; ++r) y[(b + r) * n_out + n] = out[r];
+        }
+      }
+    }
+  });
+}
+
+void CpuDevice::embed(const Weight& table, const int32_t* ids, int64_t n, float* y) {
+  const int64_t k = table.cols;
+  const int64_t rb = row_bytes(table.type, k);
+  const auto* base = static_cast<const uint8_t*>(table.data);
+  for (int64_t i = 0; i < n; ++i) {
+    assert(ids[i] >= 0 && ids[i] < table.rows);
+    kernels_.dequant(table.type, base + ids[i] * rb, y + i * k, k);
+  }
+}
+
+void CpuDevice::rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                         float* y) {
+  parallel_range(rows, std::max<int64_t>(1, kParallelElems / dim),
+                 [&](int64_t r0, int64_t r1, int32_t) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const float* xr = x + r * dim;
+                     float ss;
+                     kernels_.dot_rows(xr, &xr, 1, dim, &ss);
+                     const float scale = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+                     float* yr = y + r * dim;
+                     for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
+                   }
+                 });
+}
+
+void CpuDevice::rope(float* x, const int32_t* positions, int64_t rows, int32_t n_heads,
+                     int32_t head_dim, const RopeParams& p) {
+  const int32_t n_rot = p.n_rot > 0 ? p.n_rot : head_dim;
+  const int32_t half = n_rot / 2;
+  std::vector<double> inv_freq(half);
+  for (int32_t i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * i / n_rot);
+    if (p.freq_factors != nullptr) inv_freq[i] /= p.freq_factors[i];
+  }
+  parallel_range(rows, 8, [&](int64_t r0, int64_t r1, int32_t thread) {
+    float* cs = scratch(thread, 2 * half);
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int32_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(positions[r]) * p.freq_scale * inv_freq[i];
+        cs[2 * i] = static_cast<float>(std::cos(angle));
+        cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+      }
+      for (int32_t h = 0; h < n_heads; ++h) {
+        float* v = x + (r * n_heads + h) * head_dim;
+        for (int32_t i = 0; i < half; ++i) {
+          const int32_t a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
+          const float c = cs[2 * i], s = cs[2 * i + 1];
+          const float x0 = v[a], x1 = v[b];
+          v[a] = x0 * c - x1 * s;
+          v[b] = x0 * s + x1 * c;
+        }
+      }
+    }
+  });
+}
+
+void CpuDevice::swiglu(const float* gate, const float* up, int64_t n, float* y) {
+  parallel_range(n, kParallelElems, [&](int64_t i0, int64_t i1, int32_t) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  });
+}
+
+void CpuDevice::add(const float* a, const float* b, int64_t n, float* y) {
+  parallel_range(n, kParallelElems, [&](int64_t i0, int64_t i1, int32_t) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = a[i] + b[i];
+  });
+}
+
+void CpuDevice::add_bias(float* x, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[c];
+}
+
+void CpuDevice::softmax(float* x, int64_t rows, int64_t cols) {
+  parallel_range(rows, std::max<int64_t>(1, kParallelElems / cols),
+                 [&](int64_t r0, int64_t r1, int32_t) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     float* v = x + r * cols;
+                     float mx = -INFINITY;
+                     for (int64_t i = 0; i < cols; ++i) mx = std::max(mx, v[i]);
+                     float sum = 0;
+                     for (int64_t i = 0; i < cols; ++i) {
+                       v[i] = std::exp(v[i] - mx);
+                       sum += v[i];
+                     }
+                     const float inv = 1.0f / sum;
+                     for (int64_t i = 0; i < cols; ++i) v[i] *= inv;
+                   }
+                 });
+}
+
+void CpuDevice::kv_write(float* k_cache, float* v_cache, const float* k, const float* v,
+                         const int32_t* slots, int64_t n, int64_t kv_dim) {
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(k_cache + static_cast<int64_t>(slots[i]) * kv_dim, k + i * kv_dim, kv_dim * 4);
+    std::memcpy(v_cache + static_cast<int64_t>(slots[i]) * kv_dim, v + i * kv_dim, kv_dim * 4);
+  }
+}
+
+void CpuDevice::paged_attention(const AttentionArgs& a) {
+  const int32_t group = a.n_heads / a.n_kv_heads;
+  const int64_t q_dim = static_cast<int64_t>(a.n_heads) * a.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
+  // One task per (token, head): its softmax runs over positions 0..pos in order, so the result
+  // depends only on that query and the cache, never on what else is in the call.
+  pool_.run(static_cast<int64_t>(a.n_tokens) * a.n_heads, [&](int64_t task, int32_t thread) {
+    const int64_t t = task / a.n_heads;
+    const int32_t h = static_cast<int32_t>(task % a.n_heads);
+    const AttentionToken tok = a.tokens[t];
+    const int64_t n_ctx = static_cast<int64_t>(tok.pos) + 1;
+    float* scores = scratch(thread, n_ctx + a.head_dim);
+    float* acc = scores + n_ctx;
+    const float* q = a.q + t * q_dim + static_cast<int64_t>(h) * a.head_dim;
+    const int64_t head_off = static_cast<int64_t>(h / group) * a.head_dim;
+    const int32_t* table = a.block_tables + tok.table_begin;
+    auto row = [&](int64_t j) {
+      return static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+    };
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_ctx; ++j) {
+      const float* kr = a.k_cache + row(j) * kv_dim + head_off;
+      float s;
+      kernels_.dot_rows(q, &kr, 1, a.head_dim, &s);
+      scores[j] = s * a.scale;
+      mx = std::max(mx, scores[j]);
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < n_ctx; ++j) {
+      scores[j] = std::exp(scores[j] - mx);
+      sum += scores[j];
+    }
+    std::fill(acc, acc + a.head_dim, 0.0f);
+    for (int64_t j = 0; j < n_ctx; ++j) {
+      const float* vr = a.v_cache + row(j) * kv_dim + head_off;
+      const float p = scores[j];
+      for (int32_t d = 0; d < a.head_dim; ++d) acc[d] += p * vr[d];
+    }
+    const float inv = 1.0f / sum;
+    float* out = a.out + t * q_dim + static_cast<int64_t>(h) * a.head_dim;
+    for (int32_t d = 0; d < a.head_dim; ++d) out[d] = acc[d] * inv;
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Device> make_cpu_device(int32_t n_threads, std::string_view isa) {
+  if (n_threads <= 0)
+    n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu::Isa chosen = cpu::detect_isa();
+  if (isa == "scalar") chosen = cpu::Isa::kScalar;
+  if (isa == "avx2" && chosen == cpu::Isa::kAvx512) chosen = cpu::Isa::kAvx2;
+  return std::make_unique<CpuDevice>(n_threads, chosen);
+}
+
+}  // namespace cutline::device
