@@ -1,0 +1,107 @@
+#pragma once
+// Gateway: the cutline-gateway process's object graph. Owns the worker loops, the client-facing
+// HttpServer (OpenAI routes go through Stream's phases, every other path is passed through
+// unchanged), the admin listener (admin.h), the policy in force (PolicyHolder), one admission
+// queue per admission group, the token pools, the metrics and the access log.
+//
+// Who calls what: main() (or a test) calls create(), start(), reload() on SIGHUP / file change,
+// and stop(), all from one controlling thread. Streams call the accessors from worker threads;
+// those are thread-safe.
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cutline/gateway/access_log.h"
+#include "cutline/gateway/metrics.h"
+#include "cutline/gateway/worker.h"
+#include "cutline/policy/admission_queue.h"
+#include "cutline/policy/policy_holder.h"
+#include "cutline/policy/token_pool.h"
+#include "cutline/proto/clock.h"
+#include "cutline/proto/http_server.h"
+#include "cutline/proto/worker_threads.h"
+
+namespace cutline::gateway {
+
+class Admin;
+
+struct GatewayOptions {
+  std::string config_path;
+  int workers = 2;
+  // Overrides the policy's listen/admin ports (tests pass 0 for a free port); -1 = as configured.
+  int port_override = -1;
+  int admin_port_override = -1;
+};
+
+class Gateway {
+ public:
+  // Loads the policy file; errors name every problem (file:line:column).
+  static Result<std::unique_ptr<Gateway>> create(GatewayOptions options);
+  ~Gateway();
+
+  Status start();
+  void stop();
+  uint16_t port() const;
+  uint16_t admin_port() const;
+
+  // Reloads the policy file: new requests use it, in-flight streams keep their snapshot. On
+  // error the old policy stays; the error text is returned and counted.
+  Status reload();
+
+  // ---- for streams and the admin listener (thread-safe) ------------------------------------
+  const proto::Clock& clock() const { return clock_; }
+  GatewayMetrics& metrics() { return metrics_; }
+  AccessLog* access_log() { return access_log_.get(); }
+  policy::PoolStore& pools() { return *pools_; }
+  std::shared_ptr<const policy::Policy> policy() const { return holder_->snapshot(); }
+  uint64_t policy_generation() const { return holder_->generation(); }
+  double policy_loaded_unix_s() const { return loaded_unix_s_.load(); }
+  policy::AdmissionQueue& queue_for(const policy::AdmissionGroup& group);
+  // Hands freed admission slots to their waiters (on the waiters' loops); a waiter that is gone
+  // gives its slot back and the next one is served.
+  void dispatch_admitted(policy::AdmissionQueue& queue, std::vector<policy::Dequeued> admitted);
+  // Registers / unregisters a queued stream so a slot freed on any worker can find it.
+  void register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<Stream> stream);
+  void unregister_waiter(uint64_t id);
+  proto::WorkerThreads& workers() { return workers_; }
+  Worker& worker(int index) { return *per_loop_[static_cast<size_t>(index)]; }
+  uint64_t next_stream_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  // Policy label bounds for the metrics, from a policy.
+  static LabelBounds bounds_of(const policy::Policy& policy);
+
+ private:
+  Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> initial);
+  void handle(std::shared_ptr<proto::ServerStream> stream);
+  void apply_queue_limits(const policy::Policy& policy);
+
+  GatewayOptions options_;
+  proto::SystemClock clock_;
+  std::unique_ptr<policy::PolicyHolder> holder_;
+  std::atomic<double> loaded_unix_s_{0};
+  GatewayMetrics metrics_;
+  std::unique_ptr<AccessLog> access_log_;
+  std::unique_ptr<policy::PoolStore> pools_;
+  proto::WorkerThreads workers_;
+  std::vector<std::unique_ptr<Worker>> per_loop_;
+  std::unique_ptr<proto::HttpServer> server_;
+  std::unique_ptr<Admin> admin_;
+  std::atomic<uint64_t> next_id_{1};
+
+  std::mutex queues_mu_;
+  std::map<std::string, std::unique_ptr<policy::AdmissionQueue>> queues_;  // by group name
+
+  struct Waiter {
+    proto::EventLoop* loop;
+    std::weak_ptr<Stream> stream;
+  };
+  std::mutex waiters_mu_;
+  std::map<uint64_t, Waiter> waiters_;
+  bool started_ = false;
+};
+
+}  // namespace cutline::gateway

@@ -1,0 +1,108 @@
+#pragma once
+// Relay: the I/O-free core of the relay phase for one stream. The stream feeds it the upstream's
+// SSE body bytes as they arrive; the relay parses every event (SseParser + ChunkParser, both
+// reused: a steady stream allocates nothing per token), counts content tokens, and appends what
+// the client must receive now to an output buffer:
+//   - a streaming client gets each upstream event as it came, except the finish chunk and the
+//     usage-only chunk, which are held back until the end (the finish chunk gets the stop
+//     record; the usage chunk is dropped when the client did not ask for include_usage);
+//   - a non-streaming client gets nothing until the end; the relay assembles the content.
+// At the end (upstream done, failed, or the gateway cut) write_end() produces the last bytes:
+// streaming: the finish chunk carrying finish_reason and the "cutline" record, the usage chunk
+// when asked for (also carrying the record), then `data: [DONE]`; non-streaming: the whole
+// chat.completion / text_completion JSON with the record.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cutline/gateway/stop_classifier.h"
+#include "cutline/gateway/token_timing.h"
+#include "cutline/proto/openai_chunk.h"
+#include "cutline/proto/openai_request.h"
+#include "cutline/proto/result.h"
+#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/stop_record.h"
+
+namespace cutline::gateway {
+
+struct RelayOptions {
+  proto::Endpoint endpoint = proto::Endpoint::kChatCompletions;
+  bool client_stream = true;
+  bool client_include_usage = false;
+  // Identity for chunks the gateway writes before the upstream sent any (e.g. a TTFT cut).
+  std::string fallback_id;
+  std::string fallback_model;
+};
+
+// What one feed() saw.
+struct FeedResult {
+  int64_t tokens = 0;  // content chunks in this feed
+  bool ended = false;  // the upstream's stream is over ([DONE], or an error event)
+};
+
+class Relay {
+ public:
+  explicit Relay(RelayOptions options = {});
+
+  // Feeds upstream body bytes received at `now_ns`; each content chunk is timed in `timing`.
+  // Appends client bytes (streaming clients only) to `out`. An error (a malformed event or chunk)
+  // ends the upstream stream as an upstream error: the caller finishes the stream.
+  Result<FeedResult> feed(std::string_view bytes, int64_t now_ns, TokenTiming& timing,
+                          std::string& out);
+
+  // Marks an HTTP error status from the upstream (body = its error body, for the message).
+  void on_error_status(int status, std::string_view body);
+
+  // How the upstream ended, for classify_upstream_stop(). `transport_closed` = the connection
+  // ended without [DONE] (EOF or reset mid-body).
+  UpstreamEnd upstream_end(bool transport_closed) const;
+  bool upstream_done() const { return done_; }
+  bool saw_error() const { return error_event_ || error_status_ != 0; }
+  int error_status() const { return error_status_; }
+  const std::string& error_message() const { return error_message_; }
+
+  int64_t output_tokens() const;
+  proto::CountMethod count_method() const;
+  const std::optional<proto::Usage>& usage() const { return usage_; }
+  // The upstream's own stop record (a Cutline backend), when it sent one.
+  const std::optional<proto::StopRecord>& backend_record() const { return backend_record_; }
+
+  // Writes the end of the response for the client into `out` (appended): see the header
+  // comment. `finish_reason` is what the client sees.
+  void write_end(const proto::StopRecord& record, std::string_view finish_reason, std::string& out);
+  // Mid-stream error form (on_cut.mode: error): an SSE error event carrying the record, then
+  // [DONE]. Streaming clients only.
+  void write_error_event(const Error& error, const proto::StopRecord& record, std::string& out);
+
+  const RelayOptions& options() const { return options_; }
+
+ private:
+  Status on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming& timing,
+                  std::string& out, FeedResult& result);
+
+  RelayOptions options_;
+  proto::SseParser sse_;
+  proto::ChunkParser chunks_;
+  // Identity of the response (from the first chunk), for the chunks the gateway writes itself.
+  std::string id_;
+  std::string model_;
+  int64_t created_ = 0;
+  std::string role_;
+  std::string content_;        // non-streaming: the assembled choices[0] content
+  std::string finish_reason_;  // the upstream's finish_reason, "" = none seen
+  bool stop_reason_present_ = false;
+  std::string held_finish_;  // streaming: the finish chunk's JSON, held until the end
+  std::string held_usage_;   // streaming: the usage-only chunk's JSON, held until the end
+  std::optional<proto::Usage> usage_;
+  std::optional<proto::StopRecord> backend_record_;
+  int64_t content_chunks_ = 0;
+  bool done_ = false;
+  bool error_event_ = false;
+  int error_status_ = 0;
+  std::string error_message_;
+  std::string scratch_;
+};
+
+}  // namespace cutline::gateway

@@ -1,0 +1,174 @@
+#pragma once
+// Stream: one client request to an OpenAI route, through its phases (STYLE.md "A request is a
+// list of named phases"):
+//
+//   accept -> authenticate -> classify -> decide -> admit -> route -> relay -> finish
+//
+// Each phase is one member function. A phase that fails calls finish() with an Ending that says
+// why; `finish` runs exactly once on every path (bad input, rejection, timeouts, upstream
+// failures, client disconnects, normal ends) and is the only place that answers the client's last
+// bytes, writes the stop record, cancels the upstream, releases the admission slot, settles the
+// token reservation, and emits the access-log line and the metrics.
+//
+// Threading: everything runs on the stream's worker loop. The admission queue may hand this
+// stream a slot from another worker's thread; that arrives through loop().post() as
+// on_admitted().
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cutline/gateway/relay.h"
+#include "cutline/gateway/token_timing.h"
+#include "cutline/policy/admission_queue.h"
+#include "cutline/policy/budget.h"
+#include "cutline/policy/decision.h"
+#include "cutline/policy/policy.h"
+#include "cutline/proto/http_client.h"
+#include "cutline/proto/json_writer.h"
+#include "cutline/proto/openai_request.h"
+#include "cutline/proto/server_stream.h"
+#include "cutline/proto/stop_record.h"
+#include "cutline/proto/timer.h"
+
+namespace cutline::gateway {
+
+class Gateway;
+struct Worker;
+
+enum class Phase : uint8_t {
+  kAccept,
+  kAuthenticate,
+  kClassify,
+  kDecide,
+  kAdmit,  // waiting in the admission queue (or taking a slot)
+  kRoute,  // upstream request sent, no response head yet
+  kRelay,  // relaying the upstream's body
+  kFinish,
+  kDone,
+};
+std::string_view to_string(Phase phase);
+
+// Why and how a stream ends: the stop cause with the rule behind it, and, for answers that are
+// errors (bad input, rejection, upstream failure, on_cut.mode error), the error to send.
+struct Ending {
+  proto::Cause cause = proto::Cause::kEos;
+  std::string rule;  // YAML path (or "request.<field>", "authentication") of what fired
+  std::optional<double> limit;
+  std::optional<double> observed;
+  std::string unit;
+  std::string message;
+  std::optional<Error> error;  // send an OpenAI-style error instead of a completion
+  int status = 0;              // overrides error->status() when set (415, upstream 4xx)
+  std::string param;           // the request field an error is about
+  int64_t retry_after_s = 0;   // Retry-After on 429
+};
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
+         proto::Endpoint endpoint);
+  ~Stream();
+
+  // Runs the phases from accept on. Called once by the gateway's request handler.
+  void start();
+  // The admission queue gave this stream a slot (posted onto its loop). Returns false when the
+  // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
+  bool on_admitted(int64_t queue_wait_ns);
+
+  uint64_t id() const { return id_; }
+  Phase phase() const { return phase_; }
+  // One entry of /v1/cutline/streams.
+  void describe(proto::JsonWriter& w, int64_t now_ns) const;
+
+ private:
+  // ---- phases ------------------------------------------------------------------------------
+  void accept();
+  bool authenticate();
+  bool classify();
+  bool decide();
+  void admit();
+  void route();
+  void finish(Ending ending);
+
+  // ---- relay callbacks ---------------------------------------------------------------------
+  void on_upstream_head(int status, proto::HttpHeaders& headers);
+  void on_upstream_body(std::string_view data);
+  void on_upstream_complete();
+  void on_upstream_error(const proto::ClientError& error);
+  void on_client_writable();
+  void on_client_close();
+  void end_from_upstream(bool transport_closed);
+
+  // ---- timers ------------------------------------------------------------------------------
+  void on_deadline();
+  void on_ttft_timeout();
+  void on_idle_timeout();
+  void on_queue_timeout();
+  Ending timer_cut(proto::Cause cause, const policy::TimeLimit& limit, double observed_ms);
+
+  // ---- helpers -----------------------------------------------------------------------------
+  proto::StopRecord build_record(const Ending& ending) const;
+  std::string client_finish_reason(const Ending& ending) const;
+  void send_client_bytes();
+  void start_client_head();
+  void release_admission();
+  int64_t now_ns() const;
+  double elapsed_ms() const;
+  Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
+
+  Gateway& gw_;
+  Worker& worker_;
+  std::shared_ptr<proto::ServerStream> client_;
+  const uint64_t id_;
+  const proto::Endpoint endpoint_;
+  std::string request_id_;
+  Phase phase_ = Phase::kAccept;
+  double arrival_unix_s_ = 0;
+
+  // The request (body owned here; parsed_ refers into it).
+  std::string body_;
+  proto::ParsedRequest parsed_;
+  bool parsed_ok_ = false;
+  std::string tenant_;
+  std::optional<int64_t> client_deadline_ms_;
+
+  // Policy snapshot taken at decide and held for the stream's life (decision_ points into it).
+  std::shared_ptr<const policy::Policy> policy_;
+  policy::Decision decision_;
+  policy::AdmissionQueue* queue_ = nullptr;  // the rule's admission group (owned by Gateway)
+  bool queued_ = false;                      // waiting in queue_
+  bool admitted_ = false;                    // holds a slot of queue_
+  policy::PoolGrant grant_;
+  std::string clamp_rule_;  // set when the policy lowered max_tokens
+  const policy::Upstream* upstream_ = nullptr;
+
+  // Upstream exchange and relay state.
+  proto::ClientHandle upstream_call_;
+  int upstream_status_ = 0;
+  std::string upstream_error_body_;  // body of a non-200 upstream answer (bounded)
+  Relay relay_;
+  TokenTiming timing_;
+  std::string out_;  // reused buffer of bytes for the client
+  bool upstream_paused_ = false;
+  int64_t bytes_out_ = 0;
+  int64_t bytes_in_ = 0;
+
+  // ---- timers (one per timeout; all disarmed in finish) -------------------------------------
+  // deadline: armed at decide when the Decision has one, for the time left from arrival;
+  //   disarmed in finish.
+  proto::Timer deadline_timer_;
+  // ttft: armed at decide when the Decision has one, from arrival (queue wait counts); disarmed
+  //   at the first content token.
+  proto::Timer ttft_timer_;
+  // idle: armed at the first content token (at route when there is no TTFT timeout); when it
+  //   fires it re-arms itself for the rest of the gap if a token came meanwhile; disarmed in
+  //   finish.
+  proto::Timer idle_timer_;
+  // queue: armed in admit when the request is queued, for queue_timeout; disarmed when a slot is
+  //   granted or in finish.
+  proto::Timer queue_timer_;
+};
+
+}  // namespace cutline::gateway

@@ -1,0 +1,31 @@
+#pragma once
+// Worker: the gateway's per-event-loop state. Every stream lives on the loop that accepted its
+// connection and uses that loop's HttpClient (keep-alive pools to the upstreams) and
+// RequestParser (reused simdjson buffers). Touched on its loop's thread only.
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "cutline/proto/event_loop.h"
+#include "cutline/proto/http_client.h"
+#include "cutline/proto/openai_request.h"
+
+namespace cutline::gateway {
+
+class Passthrough;
+class Stream;
+
+struct Worker {
+  explicit Worker(proto::EventLoop& l) : loop(l) {}
+
+  proto::EventLoop& loop;
+  std::unique_ptr<proto::HttpClient> client;  // created on the loop thread at start
+  proto::RequestParser parser;
+  // Streams between accept and the end of finish; erased by a post from finish (never inline, so
+  // a stream is not destroyed inside its own callback).
+  std::unordered_map<uint64_t, std::shared_ptr<Stream>> streams;
+  std::unordered_map<uint64_t, std::shared_ptr<Passthrough>> passthroughs;  // same rule
+};
+
+}  // namespace cutline::gateway

@@ -1,0 +1,124 @@
+// cutline-gateway: the labeling OpenAI-compatible gateway.
+//
+//   cutline-gateway --config FILE [--workers N] [--port P] [--admin-port P] [--ready-file F]
+//
+// --port / --admin-port override the policy's listen and admin ports (0 = any free port).
+// --ready-file: once serving, writes {"port":P,"admin_port":A} there (tests and scripts read it).
+// Reloads the policy on SIGHUP and whenever the file changes (inotify on its directory, so
+// editors that replace the file are seen); an invalid file keeps the policy in force. SIGINT and
+// SIGTERM stop the gateway.
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cutline/gateway/gateway.h"
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: cutline-gateway --config FILE [--workers N] [--port P] [--admin-port P] "
+               "[--ready-file F]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cutline::gateway::GatewayOptions options;
+  std::string ready_file;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "--config" && (v = next()))
+      options.config_path = v;
+    else if (a == "--workers" && (v = next()))
+      options.workers = std::atoi(v);
+    else if (a == "--port" && (v = next()))
+      options.port_override = std::atoi(v);
+    else if (a == "--admin-port" && (v = next()))
+      options.admin_port_override = std::atoi(v);
+    else if (a == "--ready-file" && (v = next()))
+      ready_file = v;
+    else
+      return usage();
+  }
+  if (options.config_path.empty()) return usage();
+
+  // Signals are taken synchronously through a signalfd: block them before any thread starts.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto created = cutline::gateway::Gateway::create(options);
+  if (!created.ok()) {
+    std::fprintf(stderr, "cutline-gateway: %s\n", created.error().message.c_str());
+    return 1;
+  }
+  auto gateway = std::move(created).value();
+  if (auto s = gateway->start(); !s.ok()) {
+    std::fprintf(stderr, "cutline-gateway: %s\n", s.error().message.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "cutline-gateway: serving on port %u, admin on port %u\n", gateway->port(),
+               gateway->admin_port());
+  if (!ready_file.empty()) {
+    const std::string tmp = ready_file + ".tmp";
+    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+      std::fprintf(f, "{\"port\":%u,\"admin_port\":%u}\n", gateway->port(), gateway->admin_port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), ready_file.c_str());
+    }
+  }
+
+  const int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  const int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  std::string dir = ".", base = options.config_path;
+  if (auto slash = options.config_path.rfind('/'); slash != std::string::npos) {
+    dir = options.config_path.substr(0, slash == 0 ? 1 : slash);
+    base = options.config_path.substr(slash + 1);
+  }
+  if (ifd >= 0) inotify_add_watch(ifd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
+
+  for (bool running = true; running;) {
+    pollfd fds[2] = {{sfd, POLLIN, 0}, {ifd, POLLIN, 0}};
+    if (poll(fds, ifd >= 0 ? 2 : 1, -1) < 0) continue;
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo si{};
+      if (read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGHUP)
+          (void)gateway->reload();
+        else
+          running = false;
+      }
+    }
+    if (ifd >= 0 && (fds[1].revents & POLLIN)) {
+      alignas(inotify_event) char buf[4096];
+      bool changed = false;
+      ssize_t n;
+      while ((n = read(ifd, buf, sizeof buf)) > 0) {
+        for (char* p = buf; p < buf + n;) {
+          auto* ev = reinterpret_cast<inotify_event*>(p);
+          if (ev->len > 0 && base == ev->name) changed = true;
+          p += sizeof(inotify_event) + ev->len;
+        }
+      }
+      if (changed) (void)gateway->reload();
+    }
+  }
+  gateway->stop();
+  return 0;
+}

@@ -1,0 +1,172 @@
+#include "cutline/gateway/admin.h"
+
+#include <mutex>
+
+#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/stream.h"
+#include "cutline/gateway/worker.h"
+#include "cutline/proto/event_loop.h"
+#include "cutline/proto/json_writer.h"
+
+namespace cutline::gateway {
+namespace {
+
+const proto::HttpHeaders kJson{{"Content-Type", "application/json"}};
+
+void write_limit(proto::JsonWriter& w, std::string_view key,
+                 const std::optional<policy::Limit>& limit) {
+  if (limit) w.field(key, limit->value);
+}
+
+}  // namespace
+
+Admin::Admin(Gateway& gateway, std::string address, uint16_t port) : gw_(gateway) {
+  proto::ServerOptions o;
+  o.address = std::move(address);
+  o.port = port;
+  server_ = std::make_unique<proto::HttpServer>(
+      o, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); },
+      gateway.workers());
+}
+
+Admin::~Admin() { stop(); }
+Status Admin::start() { return server_->start(); }
+void Admin::stop() { server_->stop(); }
+
+void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
+  const std::string_view path = s->request().path();
+  if (path == "/metrics") {
+    s->send_simple(200, {{"Content-Type", "text/plain; version=0.0.4"}}, gw_.metrics().serialize());
+  } else if (path == "/healthz") {
+    s->send_simple(200, {{"Content-Type", "text/plain"}}, "ok\n");
+  } else if (path == "/readyz") {
+    ready(std::move(s));
+  } else if (path == "/v1/cutline/streams") {
+    streams(std::move(s));
+  } else if (path == "/v1/cutline/policy") {
+    s->send_simple(200, kJson, policy_json());
+  } else {
+    s->send_simple(
+        404, kJson,
+        R"({"error":{"message":"unknown admin path","type":"invalid_request_error","param":null,"code":"not_found"}})");
+  }
+}
+
+// Each worker describes its own streams on its own thread; the last one to finish answers.
+void Admin::streams(std::shared_ptr<proto::ServerStream> s) {
+  struct Gather {
+    std::mutex mu;
+    std::string items;
+    int left = 0;
+    std::shared_ptr<proto::ServerStream> stream;
+  };
+  auto g = std::make_shared<Gather>();
+  g->left = gw_.workers().size();
+  g->stream = std::move(s);
+  proto::EventLoop* home = &g->stream->loop();
+  Gateway* gw = &gw_;
+  for (int i = 0; i < gw_.workers().size(); ++i) {
+    gw_.worker(i).loop.post([g, gw, i, home] {
+      std::string part;
+      proto::JsonWriter w(part);
+      const int64_t now = gw->clock().now_ns();
+      w.begin_array();
+      for (const auto& [id, stream] : gw->worker(i).streams) {
+        if (stream->phase() != Phase::kDone) stream->describe(w, now);
+      }
+      w.end_array();
+      std::lock_guard lock(g->mu);
+      if (part.size() > 2) {
+        if (!g->items.empty()) g->items.push_back(',');
+        g->items.append(part, 1, part.size() - 2);
+      }
+      if (--g->left == 0) {
+        home->post([g] { g->stream->send_simple(200, kJson, "{\"streams\":[" + g->items + "]}"); });
+      }
+    });
+  }
+}
+
+void Admin::ready(std::shared_ptr<proto::ServerStream> s) {
+  auto policy = gw_.policy();
+  struct Probe {
+    std::shared_ptr<proto::ServerStream> stream;
+    std::vector<proto::ClientHandle> calls;
+    std::vector<std::string> failed;
+    size_t left = 0;
+  };
+  auto p = std::make_shared<Probe>();
+  p->stream = std::move(s);
+  p->left = policy->upstreams.size();
+  if (p->left == 0) {
+    p->stream->send_simple(503, kJson, R"({"ready":false,"reason":"no upstreams"})");
+    return;
+  }
+  auto done_one = [p](const std::string* failed_name) {
+    if (failed_name) p->failed.push_back(*failed_name);
+    if (--p->left > 0) return;
+    std::string body;
+    proto::JsonWriter w(body);
+    w.begin_object().field("ready", p->failed.empty()).field("policy_loaded", true);
+    w.key("unreachable").begin_array();
+    for (const auto& f : p->failed) w.value(f);
+    w.end_array().end_object();
+    p->stream->send_simple(p->failed.empty() ? 200 : 503, kJson, body);
+    p->stream->loop().post([p] { p->calls.clear(); });
+  };
+  Worker& worker = gw_.worker(p->stream->loop().index());
+  for (const policy::Upstream& u : policy->upstreams) {
+    proto::ClientRequest req;
+    req.host = u.host;
+    req.port = u.port;
+    req.target = u.base_path + "/v1/models";
+    const std::string name = u.name;
+    proto::ClientCallbacks cb;
+    cb.on_complete = [done_one](proto::HttpHeaders&) { done_one(nullptr); };
+    cb.on_error = [done_one, name](const proto::ClientError&) { done_one(&name); };
+    p->calls.push_back(worker.client->start(std::move(req), std::move(cb)));
+  }
+}
+
+std::string Admin::policy_json() const {
+  auto policy = gw_.policy();
+  std::string out;
+  proto::JsonWriter w(out);
+  w.begin_object();
+  w.field("source_file", policy->source_file);
+  w.field("generation", static_cast<int64_t>(gw_.policy_generation()));
+  w.field("loaded_at_unix_s", gw_.policy_loaded_unix_s());
+  w.key("upstreams").begin_array();
+  for (const auto& u : policy->upstreams) {
+    w.begin_object().field("name", u.name).field("url", u.url).key("models").begin_array();
+    for (const auto& m : u.models) w.value(m);
+    w.end_array().end_object();
+  }
+  w.end_array();
+  w.key("tenants").begin_array();
+  for (const auto& t : policy->tenants) w.value(t.name);
+  w.end_array();
+  w.key("policies").begin_array();
+  for (const auto& r : policy->rules) {
+    w.begin_object().field("name", r.name).field("path", r.ref.path);
+    write_limit(w, "max_output_tokens", r.budget.max_output_tokens);
+    write_limit(w, "tenant_tokens_per_minute", r.budget.tenant_tokens_per_minute);
+    write_limit(w, "global_tokens_per_minute", r.budget.global_tokens_per_minute);
+    write_limit(w, "deadline_ms", r.deadline_ms);
+    write_limit(w, "ttft_timeout_ms", r.ttft_timeout_ms);
+    write_limit(w, "idle_timeout_ms", r.idle_timeout_ms);
+    w.key("admission").begin_object().field("group", r.admission.group);
+    write_limit(w, "max_concurrent", r.admission.max_concurrent);
+    w.field("queue_depth", r.admission.queue_depth.value);
+    w.field("queue_timeout_ms", r.admission.queue_timeout_ms.value);
+    w.field("priority", policy::to_string(r.admission.priority)).end_object();
+    w.key("on_cut").begin_object().field("mode", policy::to_string(r.on_cut.mode));
+    w.field("finish_reason", policy::to_string(r.on_cut.finish_reason)).end_object();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return out;
+}
+
+}  // namespace cutline::gateway

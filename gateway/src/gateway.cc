@@ -1,0 +1,215 @@
+#include "cutline/gateway/gateway.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "cutline/gateway/admin.h"
+#include "cutline/gateway/passthrough.h"
+#include "cutline/gateway/stream.h"
+#include "cutline/policy/glob.h"
+#include "cutline/policy/loader.h"
+#include "cutline/proto/openai_error.h"
+
+namespace cutline::gateway {
+namespace {
+
+double unix_now_s() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+LabelBounds Gateway::bounds_of(const policy::Policy& p) {
+  LabelBounds b;
+  for (const auto& u : p.upstreams) {
+    for (const auto& m : u.models) {
+      if (!policy::is_glob(m)) b.models.push_back(m);
+    }
+  }
+  for (const auto& t : p.tenants) b.tenants.push_back(t.name);
+  for (const auto& r : p.rules) b.policies.push_back(r.name);
+  return b;
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
+  policy::LoadResult loaded = policy::load_policy_file(options.config_path);
+  if (!loaded.ok()) return make_error(ErrorKind::kBadRequest, loaded.error_text());
+  if (loaded.policy->listen.empty()) {
+    return make_error(ErrorKind::kBadRequest, options.config_path + ": no listen address");
+  }
+  std::unique_ptr<Gateway> gw(new Gateway(std::move(options), loaded.policy));
+  const auto& log = loaded.policy->access_log;
+  if (log.kind != policy::AccessLogKind::kOff) {
+    auto opened = AccessLog::open(log.kind == policy::AccessLogKind::kFile ? log.path : "-");
+    if (!opened.ok()) return opened.error();
+    gw->access_log_ = std::move(opened).value();
+  }
+  return gw;
+}
+
+Gateway::Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> initial)
+    : options_(std::move(options)),
+      holder_(std::make_unique<policy::PolicyHolder>(initial)),
+      metrics_(bounds_of(*initial)),
+      pools_(std::make_unique<policy::MemoryPoolStore>(clock_)),
+      workers_(std::max(1, options_.workers)) {
+  loaded_unix_s_ = unix_now_s();
+  for (int i = 0; i < workers_.size(); ++i) {
+    per_loop_.push_back(std::make_unique<Worker>(workers_.loop(i)));
+  }
+  apply_queue_limits(*initial);
+}
+
+Gateway::~Gateway() { stop(); }
+
+Status Gateway::start() {
+  auto policy = holder_->snapshot();
+  const policy::Listener& l = policy->listen.front();
+  proto::ServerOptions so;
+  so.address = l.host;
+  so.port = options_.port_override >= 0 ? static_cast<uint16_t>(options_.port_override) : l.port;
+  so.limits.max_body_bytes = static_cast<size_t>(policy->limits.max_body_bytes);
+  so.limits.max_header_bytes = static_cast<size_t>(policy->limits.max_header_bytes);
+  server_ = std::make_unique<proto::HttpServer>(
+      so, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); }, workers_);
+  workers_.start();
+  started_ = true;
+  workers_.run_on_all_and_wait([this](proto::EventLoop& loop) {
+    proto::ClientOptions co;
+    co.connect_timeout_ms = 2000;
+    per_loop_[static_cast<size_t>(loop.index())]->client =
+        std::make_unique<proto::HttpClient>(loop, co);
+  });
+  if (Status s = server_->start(); !s.ok()) return s;
+  if (policy->admin) {
+    const uint16_t port = options_.admin_port_override >= 0
+                              ? static_cast<uint16_t>(options_.admin_port_override)
+                              : policy->admin->port;
+    admin_ = std::make_unique<Admin>(*this, policy->admin->host, port);
+    if (Status s = admin_->start(); !s.ok()) return s;
+  }
+  return {};
+}
+
+void Gateway::stop() {
+  if (!started_) return;
+  started_ = false;
+  if (server_) server_->stop();
+  if (admin_) admin_->stop();
+  workers_.run_on_all_and_wait([this](proto::EventLoop& loop) {
+    Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
+    w.streams.clear();
+    w.passthroughs.clear();
+    w.client.reset();
+  });
+  workers_.stop();
+}
+
+uint16_t Gateway::port() const { return server_ ? server_->port() : 0; }
+uint16_t Gateway::admin_port() const { return admin_ ? admin_->port() : 0; }
+
+Status Gateway::reload() {
+  policy::LoadResult r = holder_->reload(options_.config_path);
+  metrics_.policy_reload(r.ok());
+  if (!r.ok()) {
+    std::fprintf(stderr,
+                 "cutline-gateway: reload of %s refused, keeping the policy in force:\n%s\n",
+                 options_.config_path.c_str(), r.error_text().c_str());
+    return make_error(ErrorKind::kBadRequest, r.error_text());
+  }
+  loaded_unix_s_ = unix_now_s();
+  metrics_.set_bounds(bounds_of(*r.policy));
+  apply_queue_limits(*r.policy);
+  std::fprintf(stderr, "cutline-gateway: policy reloaded from %s (generation %llu)\n",
+               options_.config_path.c_str(),
+               static_cast<unsigned long long>(holder_->generation()));
+  return {};
+}
+
+void Gateway::apply_queue_limits(const policy::Policy& p) {
+  std::vector<std::pair<policy::AdmissionQueue*, std::vector<policy::Dequeued>>> admitted;
+  {
+    std::lock_guard lock(queues_mu_);
+    for (const auto& g : p.admission_groups) {
+      auto it = queues_.find(g.name);
+      if (it == queues_.end()) {
+        queues_.emplace(g.name, std::make_unique<policy::AdmissionQueue>(
+                                    policy::AdmissionQueue::limits_of(g), clock_));
+      } else {
+        admitted.emplace_back(it->second.get(),
+                              it->second->set_limits(policy::AdmissionQueue::limits_of(g)));
+      }
+    }
+  }
+  for (auto& [q, list] : admitted) dispatch_admitted(*q, std::move(list));
+}
+
+policy::AdmissionQueue& Gateway::queue_for(const policy::AdmissionGroup& group) {
+  std::lock_guard lock(queues_mu_);
+  auto it = queues_.find(group.name);
+  if (it == queues_.end()) {
+    it = queues_
+             .emplace(group.name, std::make_unique<policy::AdmissionQueue>(
+                                      policy::AdmissionQueue::limits_of(group), clock_))
+             .first;
+  }
+  return *it->second;
+}
+
+void Gateway::register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<Stream> stream) {
+  std::lock_guard lock(waiters_mu_);
+  waiters_[id] = Waiter{loop, std::move(stream)};
+}
+
+void Gateway::unregister_waiter(uint64_t id) {
+  std::lock_guard lock(waiters_mu_);
+  waiters_.erase(id);
+}
+
+void Gateway::dispatch_admitted(policy::AdmissionQueue& queue,
+                                std::vector<policy::Dequeued> admitted) {
+  for (const policy::Dequeued& d : admitted) {
+    Waiter w{};
+    {
+      std::lock_guard lock(waiters_mu_);
+      auto it = waiters_.find(d.waiter_id);
+      if (it != waiters_.end()) w = it->second;
+    }
+    policy::AdmissionQueue* q = &queue;
+    auto give_back = [this, q] {
+      std::vector<policy::Dequeued> next;
+      if (auto n = q->release()) next.push_back(*n);
+      dispatch_admitted(*q, std::move(next));
+    };
+    if (!w.loop) {
+      give_back();
+      continue;
+    }
+    const int64_t wait = d.queue_wait_ns;
+    w.loop->post([stream = w.stream, wait, give_back] {
+      auto s = stream.lock();
+      if (!s || !s->on_admitted(wait)) give_back();
+    });
+  }
+}
+
+void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
+  Worker& w = *per_loop_[static_cast<size_t>(s->loop().index())];
+  const uint64_t id = next_stream_id();
+  const std::string_view path = s->request().path();
+  const bool post = s->request().method == "POST";
+  if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
+    const auto endpoint = path == "/v1/chat/completions" ? proto::Endpoint::kChatCompletions
+                                                         : proto::Endpoint::kCompletions;
+    auto stream = std::make_shared<Stream>(*this, w, std::move(s), id, endpoint);
+    w.streams.emplace(id, stream);
+    stream->start();
+    return;
+  }
+  auto pt = std::make_shared<Passthrough>(*this, w, std::move(s), id);
+  w.passthroughs.emplace(id, pt);
+  pt->start();
+}
+
+}  // namespace cutline::gateway

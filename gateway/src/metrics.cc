@@ -1,0 +1,182 @@
+#include "cutline/gateway/metrics.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+namespace cutline::gateway {
+namespace {
+
+using prometheus::Histogram;
+
+const Histogram::BucketBoundaries kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                    0.5,   1,    2.5,   5,    10,  30};
+const Histogram::BucketBoundaries kDurationBounds = {0.01, 0.05, 0.1, 0.25, 0.5, 1,
+                                                     2.5,  5,    10,  30,   60,  300};
+const Histogram::BucketBoundaries kTokenBounds = {1,   4,    16,   64,   128,  256,
+                                                  512, 1024, 2048, 4096, 8192, 16384};
+
+Histogram::BucketBoundaries itl_bounds() {
+  return Histogram::BucketBoundaries(ItlBuckets::kBoundsSeconds.begin(),
+                                     ItlBuckets::kBoundsSeconds.end());
+}
+
+}  // namespace
+
+void ItlBuckets::add(double seconds) {
+  size_t i = 0;
+  while (i < kBoundsSeconds.size() && seconds > kBoundsSeconds[i]) ++i;
+  counts_[i] += 1;
+  sum_ += seconds;
+  ++count_;
+}
+
+GatewayMetrics::GatewayMetrics(LabelBounds bounds)
+    : registry_(std::make_shared<prometheus::Registry>()), bounds_(std::move(bounds)) {
+  auto& r = *registry_;
+  requests_ = &prometheus::BuildCounter()
+                   .Name("cutline_requests_total")
+                   .Help("Requests by route, model, tenant, policy and HTTP status code")
+                   .Register(r);
+  stops_ = &prometheus::BuildCounter()
+                .Name("cutline_stops_total")
+                .Help("Responses ended, by stop cause and origin")
+                .Register(r);
+  truncations_ =
+      &prometheus::BuildCounter()
+           .Name("cutline_truncations_total")
+           .Help("Responses cut by serving (not by the model or the client's max_tokens)")
+           .Register(r);
+  ttft_ = &prometheus::BuildHistogram()
+               .Name("cutline_ttft_seconds")
+               .Help("Time from request arrival to the first content token")
+               .Register(r);
+  itl_ = &prometheus::BuildHistogram()
+              .Name("cutline_inter_token_seconds")
+              .Help("Gaps between consecutive content tokens")
+              .Register(r);
+  queue_wait_ = &prometheus::BuildHistogram()
+                     .Name("cutline_queue_wait_seconds")
+                     .Help("Time spent in the admission queue")
+                     .Register(r);
+  duration_ = &prometheus::BuildHistogram()
+                   .Name("cutline_request_duration_seconds")
+                   .Help("Time from request arrival to the last byte")
+                   .Register(r);
+  output_tokens_ = &prometheus::BuildHistogram()
+                        .Name("cutline_output_tokens")
+                        .Help("Output tokens per response")
+                        .Register(r);
+  budget_clamped_ = &prometheus::BuildCounter()
+                         .Name("cutline_budget_clamped_total")
+                         .Help("Requests whose max_tokens a policy rule lowered, by rule")
+                         .Register(r);
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("cutline_queue_depth")
+                      .Help("Requests waiting for admission, by policy")
+                      .Register(r);
+  upstream_errors_ = &prometheus::BuildCounter()
+                          .Name("cutline_upstream_errors_total")
+                          .Help("Upstream failures by upstream and kind")
+                          .Register(r);
+  reloads_ = &prometheus::BuildCounter()
+                  .Name("cutline_policy_reload_total")
+                  .Help("Policy reloads by result (ok, error)")
+                  .Register(r);
+  bad_requests_ = &prometheus::BuildCounter()
+                       .Name("cutline_bad_requests_total")
+                       .Help("Requests rejected as bad input, by error kind")
+                       .Register(r);
+  active_streams_ = &prometheus::BuildGauge()
+                         .Name("cutline_active_streams")
+                         .Help("Streams being relayed now")
+                         .Register(r)
+                         .Add({});
+}
+
+void GatewayMetrics::set_bounds(LabelBounds bounds) {
+  std::lock_guard lock(bounds_mu_);
+  bounds_ = std::move(bounds);
+}
+
+std::string GatewayMetrics::bounded(const std::vector<std::string>& allowed, std::string_view value,
+                                    std::string_view fallback) const {
+  std::lock_guard lock(bounds_mu_);
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return std::string(value);
+  return std::string(fallback);
+}
+
+std::string GatewayMetrics::model_label(std::string_view model) const {
+  return bounded(bounds_.models, model, "other");
+}
+std::string GatewayMetrics::tenant_label(std::string_view tenant) const {
+  if (tenant.empty()) return "anonymous";
+  return bounded(bounds_.tenants, tenant, "other");
+}
+std::string GatewayMetrics::policy_label(std::string_view policy) const {
+  if (policy.empty()) return "none";
+  return bounded(bounds_.policies, policy, "other");
+}
+
+void GatewayMetrics::record(const RequestOutcome& o) {
+  const std::string model = model_label(o.model);
+  const std::string policy = policy_label(o.policy);
+  requests_
+      ->Add({{"route", std::string(o.route)},
+             {"model", model},
+             {"tenant", tenant_label(o.tenant)},
+             {"policy", policy},
+             {"code", std::to_string(o.code)}})
+      .Increment();
+  if (!o.clamp_rule.empty())
+    budget_clamped_->Add({{"rule", std::string(o.clamp_rule)}}).Increment();
+  if (!o.stop) return;
+  const proto::StopRecord& s = *o.stop;
+  const std::string cause(proto::to_string(s.cause));
+  stops_
+      ->Add({{"cause", cause},
+             {"origin", std::string(proto::to_string(s.origin()))},
+             {"policy", policy},
+             {"model", model}})
+      .Increment();
+  if (proto::is_serving_cut(s.cause)) {
+    truncations_->Add({{"cause", cause}, {"policy", policy}, {"model", model}}).Increment();
+  }
+  const prometheus::Labels mp = {{"model", model}, {"policy", policy}};
+  if (s.ttft_ms) ttft_->Add(mp, kLatencyBounds).Observe(*s.ttft_ms / 1000.0);
+  if (s.queue_ms) queue_wait_->Add(mp, kLatencyBounds).Observe(*s.queue_ms / 1000.0);
+  if (s.duration_ms) duration_->Add(mp, kDurationBounds).Observe(*s.duration_ms / 1000.0);
+  if (s.cause != proto::Cause::kAdmissionRejected) {
+    output_tokens_->Add(mp, kTokenBounds).Observe(static_cast<double>(s.output_tokens));
+  }
+  if (o.itl && o.itl->count() > 0) {
+    const auto& c = o.itl->counts();
+    // One increment per bucket, +Inf included (prometheus-cpp's ObserveMultiple contract).
+    const std::vector<double> increments(c.begin(), c.end());
+    itl_->Add(mp, itl_bounds()).ObserveMultiple(increments, o.itl->sum_seconds());
+  }
+}
+
+void GatewayMetrics::set_queue_depth(std::string_view policy, double depth) {
+  queue_depth_->Add({{"policy", policy_label(policy)}}).Set(depth);
+}
+
+void GatewayMetrics::upstream_error(std::string_view upstream, std::string_view kind) {
+  upstream_errors_->Add({{"upstream", std::string(upstream)}, {"kind", std::string(kind)}})
+      .Increment();
+}
+
+void GatewayMetrics::policy_reload(bool ok) {
+  reloads_->Add({{"result", ok ? "ok" : "error"}}).Increment();
+}
+
+void GatewayMetrics::bad_request(std::string_view kind) {
+  bad_requests_->Add({{"kind", std::string(kind)}}).Increment();
+}
+
+std::string GatewayMetrics::serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace cutline::gateway

@@ -1,0 +1,213 @@
+#include "cutline/gateway/relay.h"
+
+#include <ctime>
+
+#include "cutline/proto/openai_error.h"
+#include "cutline/proto/openai_writer.h"
+#include "cutline/proto/sse_writer.h"
+
+namespace cutline::gateway {
+namespace {
+
+// vLLM names the matched stop string or token in choices[].stop_reason; any non-null value
+// means the stop was a stop sequence rather than end-of-sequence. Checked on the finish chunk
+// only (not on the per-token path).
+bool has_stop_reason(std::string_view json) {
+  const std::string_view key = "\"stop_reason\"";
+  size_t at = json.find(key);
+  if (at == std::string_view::npos) return false;
+  at += key.size();
+  while (at < json.size() && (json[at] == ' ' || json[at] == ':' || json[at] == '\t')) ++at;
+  return at < json.size() && json[at] != 'n';
+}
+
+proto::SseOptions sse_options() {
+  proto::SseOptions o;
+  o.max_line_bytes = 4u << 20;
+  o.max_event_bytes = 4u << 20;
+  return o;
+}
+
+}  // namespace
+
+Relay::Relay(RelayOptions options) : options_(std::move(options)), sse_(sse_options()) {}
+
+Result<FeedResult> Relay::feed(std::string_view bytes, int64_t now_ns, TokenTiming& timing,
+                               std::string& out) {
+  FeedResult result;
+  while (!done_) {
+    const auto step = sse_.next(bytes);
+    if (step == proto::SseParser::Step::kNeedMore) break;
+    if (step == proto::SseParser::Step::kError) {
+      error_event_ = true;
+      error_message_ = sse_.error().message;
+      done_ = true;
+      result.ended = true;
+      return sse_.error();
+    }
+    if (Status s = on_event(sse_.event(), now_ns, timing, out, result); !s.ok()) {
+      error_event_ = true;
+      error_message_ = s.error().message;
+      done_ = true;
+      result.ended = true;
+      return s.error();
+    }
+  }
+  if (done_) result.ended = true;
+  return result;
+}
+
+Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming& timing,
+                       std::string& out, FeedResult& result) {
+  if (event.done) {
+    done_ = true;
+    return {};
+  }
+  if (Status s = chunks_.parse(event.data); !s.ok()) return s;
+  const proto::ParsedChunk& c = chunks_.chunk();
+  if (c.error || event.event == "error") {
+    error_event_ = true;
+    error_message_ = c.error ? std::string(c.error->message) : std::string(event.data);
+    if (c.cutline) backend_record_ = *c.cutline;
+    done_ = true;
+    return {};
+  }
+  if (id_.empty() && !c.id.empty()) {
+    id_ = c.id;
+    model_ = c.model;
+    created_ = c.created;
+  }
+  if (c.cutline) backend_record_ = *c.cutline;
+  if (c.usage) usage_ = *c.usage;
+  for (const proto::ChunkChoice& choice : c.choices) {
+    if (choice.index != 0) continue;
+    if ((choice.has_content && !choice.content.empty()) || choice.has_tool_calls) {
+      timing.on_token(now_ns);
+      ++content_chunks_;
+      ++result.tokens;
+    }
+    if (!options_.client_stream) {
+      content_.append(choice.content);
+      if (role_.empty() && !choice.role.empty()) role_ = choice.role;
+    }
+  }
+  const std::string_view finish = c.finish_reason();
+  if (!finish.empty()) {
+    finish_reason_ = finish;
+    stop_reason_present_ = has_stop_reason(event.data);
+    if (options_.client_stream) held_finish_.assign(event.data);
+    return {};
+  }
+  if (c.usage && c.choices.empty()) {
+    if (options_.client_stream) held_usage_.assign(event.data);
+    return {};
+  }
+  if (options_.client_stream) proto::append_sse_data(out, event.data);
+  return {};
+}
+
+void Relay::on_error_status(int status, std::string_view body) {
+  error_status_ = status;
+  auto parsed = proto::parse_error_body(body);
+  if (parsed.ok()) {
+    error_message_ = parsed->error.message;
+    if (parsed->cutline) backend_record_ = parsed->cutline;
+  } else {
+    error_message_ = std::string(body.substr(0, 200));
+  }
+  done_ = true;
+}
+
+UpstreamEnd Relay::upstream_end(bool transport_closed) const {
+  UpstreamEnd end;
+  if (backend_record_) end.backend_cause = backend_record_->cause;
+  if (error_status_ != 0) {
+    end.kind = UpstreamEndKind::kErrorStatus;
+  } else if (error_event_) {
+    end.kind = UpstreamEndKind::kErrorEvent;
+  } else if (!finish_reason_.empty()) {
+    end.kind = UpstreamEndKind::kFinished;
+    end.finish_reason = finish_reason_;
+    end.stop_reason_present = stop_reason_present_;
+  } else {
+    end.kind = transport_closed ? UpstreamEndKind::kDisconnect : UpstreamEndKind::kNoFinish;
+  }
+  return end;
+}
+
+int64_t Relay::output_tokens() const {
+  return usage_ ? usage_->completion_tokens : content_chunks_;
+}
+
+proto::CountMethod Relay::count_method() const {
+  return usage_ ? proto::CountMethod::kUsage : proto::CountMethod::kChunks;
+}
+
+void Relay::write_end(const proto::StopRecord& record, std::string_view finish_reason,
+                      std::string& out) {
+  const std::string_view id = id_.empty() ? std::string_view(options_.fallback_id) : id_;
+  const std::string_view model =
+      model_.empty() ? std::string_view(options_.fallback_model) : model_;
+  const int64_t created = created_ != 0 ? created_ : static_cast<int64_t>(std::time(nullptr));
+  if (!options_.client_stream) {
+    proto::CompletionFields f;
+    f.endpoint = options_.endpoint;
+    f.id = id;
+    f.created = created;
+    f.model = model;
+    f.content = content_;
+    f.finish_reason = finish_reason;
+    f.usage = usage_ ? &*usage_ : nullptr;
+    f.cutline = &record;
+    proto::write_completion(out, f);
+    return;
+  }
+  bool wrote = false;
+  if (!held_finish_.empty()) {
+    proto::ChunkPatch patch{&record, finish_reason};
+    wrote = proto::patch_chunk(held_finish_, patch, scratch_).ok();
+  }
+  if (!wrote) {
+    scratch_.clear();
+    proto::ChunkFields f;
+    f.endpoint = options_.endpoint;
+    f.id = id;
+    f.created = created;
+    f.model = model;
+    f.finish_reason = finish_reason;
+    f.cutline = &record;
+    proto::write_chunk(scratch_, f);
+  }
+  proto::append_sse_data(out, scratch_);
+  if (options_.client_include_usage && usage_) {
+    bool patched = false;
+    if (!held_usage_.empty()) {
+      patched =
+          proto::patch_chunk(held_usage_, proto::ChunkPatch{&record, std::nullopt}, scratch_).ok();
+    }
+    if (!patched) {
+      scratch_.clear();
+      proto::ChunkFields f;
+      f.endpoint = options_.endpoint;
+      f.id = id;
+      f.created = created;
+      f.model = model;
+      f.no_choices = true;
+      f.usage = &*usage_;
+      f.cutline = &record;
+      proto::write_chunk(scratch_, f);
+    }
+    proto::append_sse_data(out, scratch_);
+  }
+  proto::append_sse_done(out);
+}
+
+void Relay::write_error_event(const Error& error, const proto::StopRecord& record,
+                              std::string& out) {
+  proto::ErrorBodyFields fields;
+  fields.cutline = &record;
+  proto::append_sse_error(out, proto::error_body(error, fields));
+  proto::append_sse_done(out);
+}
+
+}  // namespace cutline::gateway

@@ -1,0 +1,695 @@
+#include "cutline/gateway/stream.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+
+#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/worker.h"
+#include "cutline/policy/api_key.h"
+#include "cutline/proto/event_loop.h"
+#include "cutline/proto/openai_error.h"
+#include "cutline/proto/request_rewriter.h"
+
+namespace cutline::gateway {
+namespace {
+
+using proto::Cause;
+
+constexpr size_t kMaxUpstreamErrorBody = 64 * 1024;
+
+double unix_now_s() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string_view route_of(proto::Endpoint e) {
+  return e == proto::Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
+}
+
+bool is_json_content_type(std::optional<std::string_view> ct) {
+  if (!ct) return false;
+  std::string_view v = *ct;
+  const size_t semi = v.find(';');
+  if (semi != std::string_view::npos) v = v.substr(0, semi);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  return proto::iequals(v, "application/json");
+}
+
+}  // namespace
+
+std::string_view to_string(Phase phase) {
+  switch (phase) {
+    case Phase::kAccept:
+      return "accept";
+    case Phase::kAuthenticate:
+      return "authenticate";
+    case Phase::kClassify:
+      return "classify";
+    case Phase::kDecide:
+      return "decide";
+    case Phase::kAdmit:
+      return "admit";
+    case Phase::kRoute:
+      return "route";
+    case Phase::kRelay:
+      return "relay";
+    case Phase::kFinish:
+      return "finish";
+    case Phase::kDone:
+      return "done";
+  }
+  return "done";
+}
+
+Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client,
+               uint64_t id, proto::Endpoint endpoint)
+    : gw_(gateway),
+      worker_(worker),
+      client_(std::move(client)),
+      id_(id),
+      endpoint_(endpoint),
+      timing_(gateway.clock().now_ns()),
+      deadline_timer_(worker.loop, [this] { on_deadline(); }),
+      ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
+      idle_timer_(worker.loop, [this] { on_idle_timeout(); }),
+      queue_timer_(worker.loop, [this] { on_queue_timeout(); }) {}
+
+Stream::~Stream() = default;
+
+int64_t Stream::now_ns() const { return gw_.clock().now_ns(); }
+double Stream::elapsed_ms() const { return timing_.elapsed_ms(now_ns()); }
+
+void Stream::start() {
+  accept();
+  if (!authenticate()) return;
+  if (!classify()) return;
+  if (!decide()) return;
+  admit();
+}
+
+// accept: request id, arrival time, the client's close callback (client_cancel from here on).
+void Stream::accept() {
+  phase_ = Phase::kAccept;
+  arrival_unix_s_ = unix_now_s();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "cl-%llx", static_cast<unsigned long long>(id_));
+  request_id_ = buf;
+  body_ = std::move(client_->request().body);
+  bytes_in_ = static_cast<int64_t>(body_.size());
+  std::weak_ptr<Stream> weak = weak_from_this();
+  client_->on_close([weak] {
+    if (auto self = weak.lock()) self->on_client_close();
+  });
+  client_->on_writable([weak] {
+    if (auto self = weak.lock()) self->on_client_writable();
+  });
+  gw_.metrics().stream_opened();
+}
+
+// authenticate: with tenants configured, a Bearer key must hash to one of them (constant-time
+// digest comparison in policy::authenticate); otherwise 401. Without tenants every request is
+// tenant "".
+bool Stream::authenticate() {
+  phase_ = Phase::kAuthenticate;
+  policy_ = gw_.policy();
+  if (!policy_->requires_auth()) return true;
+  std::string_view token;
+  if (auto h = client_->request().headers.get("Authorization")) {
+    std::string_view v = *h;
+    if (v.size() > 7 && proto::iequals(v.substr(0, 7), "Bearer ")) token = v.substr(7);
+  }
+  const policy::Tenant* tenant = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+  if (!tenant) {
+    Ending e;
+    e.cause = Cause::kAdmissionRejected;
+    e.rule = "tenants";
+    e.message = token.empty() ? "missing API key" : "invalid API key";
+    e.error = make_error(
+        ErrorKind::kUnauthorized,
+        token.empty() ? "missing bearer API key (Authorization: Bearer <key>)" : "invalid API key");
+    finish(std::move(e));
+    return false;
+  }
+  tenant_ = tenant->name;
+  return true;
+}
+
+Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param, int status) {
+  Ending e;
+  e.cause = Cause::kAdmissionRejected;
+  e.rule = param.empty() ? "request" : "request." + param;
+  e.message = message;
+  e.error = make_error(kind, std::move(message));
+  e.param = std::move(param);
+  e.status = status;
+  gw_.metrics().bad_request(to_string(kind));
+  return e;
+}
+
+// classify: content type, body parse and validation (the parser names the field), the
+// Cutline-Deadline-Ms header, and whether any upstream serves the model.
+bool Stream::classify() {
+  phase_ = Phase::kClassify;
+  const proto::HttpRequest& req = client_->request();
+  if (!is_json_content_type(req.headers.get("Content-Type"))) {
+    finish(bad_input(ErrorKind::kUnsupported,
+                     "Content-Type must be application/json, got \"" +
+                         std::string(req.headers.get("Content-Type").value_or("")) + "\"",
+                     "", 415));
+    return false;
+  }
+  auto parsed = worker_.parser.parse_in_place(body_, endpoint_);
+  if (!parsed.ok()) {
+    finish(bad_input(parsed.error().kind, parsed.error().message, ""));
+    return false;
+  }
+  parsed_ = std::move(parsed).value();
+  parsed_ok_ = true;
+  if (auto h = req.headers.get("Cutline-Deadline-Ms")) {
+    int64_t ms = 0;
+    auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
+    if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
+      finish(bad_input(
+          ErrorKind::kBadRequest,
+          "Cutline-Deadline-Ms must be a positive integer, got \"" + std::string(*h) + "\"",
+          "Cutline-Deadline-Ms"));
+      return false;
+    }
+    client_deadline_ms_ = ms;
+  }
+  if (!policy_->upstream_for_model(parsed_.model)) {
+    finish(bad_input(ErrorKind::kNotFound,
+                     "model \"" + parsed_.model + "\" is not served by any upstream", "model"));
+    return false;
+  }
+  relay_ = Relay(
+      RelayOptions{endpoint_, parsed_.stream, parsed_.include_usage, request_id_, parsed_.model});
+  return true;
+}
+
+// decide: the first matching rule with the live load of its admission group -> Decision (every
+// number with its source). Arms the deadline and TTFT timers from arrival.
+bool Stream::decide() {
+  phase_ = Phase::kDecide;
+  const proto::HttpHeaders& headers = client_->request().headers;
+  policy::RequestFacts facts;
+  facts.tenant = tenant_;
+  facts.model = parsed_.model;
+  facts.route = route_of(endpoint_);
+  facts.header = [&headers](std::string_view name) { return headers.get(name); };
+  facts.client_max_tokens = parsed_.requested_max_tokens();
+  facts.client_deadline_ms = client_deadline_ms_;
+  policy::LiveState live;
+  if (auto idx = policy::match_rule(*policy_, facts)) {
+    const policy::Rule& rule = policy_->rules[*idx];
+    queue_ = &gw_.queue_for(policy_->admission_groups[rule.admission.group_index]);
+    live = queue_->live();
+  }
+  decision_ = policy::decide(*policy_, facts, live);
+  facts.header = nullptr;
+  if (!decision_.matched) {
+    Ending e;
+    e.cause = Cause::kAdmissionRejected;
+    e.rule = "policies";
+    e.message = decision_.no_match_message;
+    e.error = make_error(ErrorKind::kUnauthorized, decision_.no_match_message);
+    e.status = 403;
+    finish(std::move(e));
+    return false;
+  }
+  const double elapsed = elapsed_ms();
+  if (decision_.deadline.ms) {
+    deadline_timer_.arm(std::max<int64_t>(0, *decision_.deadline.ms - int64_t(elapsed)));
+  }
+  if (decision_.ttft_timeout.ms) {
+    ttft_timer_.arm(std::max<int64_t>(0, *decision_.ttft_timeout.ms - int64_t(elapsed)));
+  }
+  return true;
+}
+
+// admit: a slot of the rule's admission group now, a place in its queue (queue timer armed), or
+// 429 when the queue is full. Then the token pools (reserve_budget): clamp or 429.
+void Stream::admit() {
+  phase_ = Phase::kAdmit;
+  const auto& a = decision_.admission;
+  const policy::Arrival arrival = queue_->arrive(id_, tenant_, a.priority, a.queue_timeout_ms);
+  gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+  if (arrival == policy::Arrival::kRejectedQueueFull) {
+    Ending e;
+    e.cause = Cause::kAdmissionRejected;
+    e.rule = std::string(a.queue_depth_source.path);
+    e.limit = static_cast<double>(a.queue_depth);
+    e.observed = static_cast<double>(queue_->depth());
+    e.message = "admission queue full";
+    e.error = make_error(ErrorKind::kRateLimited,
+                         "admission queue of \"" + std::string(a.group) + "\" is full");
+    e.retry_after_s = 1;
+    finish(std::move(e));
+    return;
+  }
+  if (arrival == policy::Arrival::kQueued) {
+    queued_ = true;
+    gw_.register_waiter(id_, &worker_.loop, weak_from_this());
+    queue_timer_.arm(a.queue_timeout_ms);
+    return;
+  }
+  admitted_ = true;
+  on_admitted(0);
+}
+
+bool Stream::on_admitted(int64_t queue_wait_ns) {
+  if (phase_ != Phase::kAdmit) return false;
+  if (queued_) {
+    queued_ = false;
+    gw_.unregister_waiter(id_);
+    queue_timer_.cancel();
+    admitted_ = true;
+    gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+  }
+  (void)queue_wait_ns;  // measured here on the gateway's clock, arrival -> slot
+  timing_.on_admitted(now_ns());
+  grant_ = policy::reserve_budget(decision_, gw_.pools());
+  if (!grant_.admitted) {
+    Ending e;
+    e.cause = Cause::kAdmissionRejected;
+    e.rule = std::string(grant_.rejected_by.path);
+    e.limit = static_cast<double>(grant_.needed_tokens);
+    e.observed = static_cast<double>(grant_.available_tokens);
+    e.unit = "tokens";
+    e.message = "token pool exhausted";
+    e.error = make_error(ErrorKind::kRateLimited, "token budget exhausted (" + e.rule + ")");
+    e.retry_after_s = grant_.retry_after_s;
+    finish(std::move(e));
+    return true;
+  }
+  route();
+  return true;
+}
+
+// route: the upstream for the model (or the rule's override), the body rewritten (max_tokens
+// clamped to the Decision, stream: true, include_usage), and the upstream request started.
+void Stream::route() {
+  phase_ = Phase::kRoute;
+  upstream_ = policy_->route(*decision_.rule, parsed_.model);
+  if (!upstream_) {
+    finish(bad_input(ErrorKind::kNotFound,
+                     "model \"" + parsed_.model + "\" is not served by any upstream", "model"));
+    return;
+  }
+  proto::RewriteOptions rw;
+  rw.max_tokens = decision_.max_output_tokens.tokens;
+  rw.force_stream = true;
+  rw.force_include_usage = true;
+  const policy::SourceKind src = decision_.max_output_tokens.source.kind;
+  if (rw.max_tokens && src != policy::SourceKind::kClient && src != policy::SourceKind::kNone) {
+    clamp_rule_ = std::string(decision_.max_output_tokens.source.path);
+  }
+  proto::ClientRequest req;
+  req.method = "POST";
+  req.host = upstream_->host;
+  req.port = upstream_->port;
+  req.target = upstream_->base_path + std::string(route_of(endpoint_));
+  req.headers = client_->request().headers;
+  proto::remove_hop_by_hop(req.headers);
+  req.headers.remove("Host");
+  req.headers.remove("Content-Length");
+  req.headers.remove("Accept-Encoding");  // the relay parses the stream: no compression
+  req.headers.remove("Cutline-Deadline-Ms");
+  if (policy_->requires_auth()) req.headers.remove("Authorization");
+  req.headers.set("Content-Type", "application/json");
+  req.headers.set("Accept", "text/event-stream");
+  proto::rewrite_request(parsed_, rw, req.body);
+
+  if (!decision_.ttft_timeout.ms && decision_.idle_timeout.ms) {
+    idle_timer_.arm(*decision_.idle_timeout.ms);
+  }
+  proto::ClientCallbacks cb;
+  cb.on_head = [this](int status, proto::HttpHeaders& h) { on_upstream_head(status, h); };
+  cb.on_body = [this](std::string_view data) { on_upstream_body(data); };
+  cb.on_complete = [this](proto::HttpHeaders&) { on_upstream_complete(); };
+  cb.on_error = [this](const proto::ClientError& e) { on_upstream_error(e); };
+  upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
+}
+
+void Stream::start_client_head() {
+  if (client_->head_sent() || !parsed_.stream) return;
+  proto::HttpHeaders h{{"Content-Type", "text/event-stream"},
+                       {"Cache-Control", "no-cache"},
+                       {"Trailer", "cutline-stop"},
+                       {"Cutline-Request-Id", request_id_}};
+  client_->send_head(200, h, proto::BodyFraming::chunked());
+}
+
+void Stream::on_upstream_head(int status, proto::HttpHeaders&) {
+  upstream_status_ = status;
+  if (status != 200) return;  // the error body is collected, then finish
+  phase_ = Phase::kRelay;
+  start_client_head();
+}
+
+void Stream::send_client_bytes() {
+  if (out_.empty()) return;
+  bytes_out_ += static_cast<int64_t>(out_.size());
+  const bool more = client_->send_body(out_);
+  out_.clear();
+  if (!more && !client_->closed() && !upstream_paused_) {
+    // Back-pressure: the client reads slower than the upstream writes. Stop reading the upstream
+    // (its sends back up into the socket buffers); the timers keep running.
+    upstream_paused_ = true;
+    upstream_call_.pause();
+  }
+}
+
+void Stream::on_client_writable() {
+  if (upstream_paused_ && phase_ == Phase::kRelay) {
+    upstream_paused_ = false;
+    upstream_call_.resume();
+  }
+}
+
+void Stream::on_upstream_body(std::string_view data) {
+  if (upstream_status_ != 200) {
+    if (upstream_error_body_.size() < kMaxUpstreamErrorBody) {
+      upstream_error_body_.append(data.substr(0, kMaxUpstreamErrorBody));
+    }
+    return;
+  }
+  const bool had_first = timing_.has_first_token();
+  auto fed = relay_.feed(data, now_ns(), timing_, out_);
+  if (!had_first && timing_.has_first_token()) {
+    ttft_timer_.cancel();
+    if (decision_.idle_timeout.ms) idle_timer_.arm(*decision_.idle_timeout.ms);
+  }
+  send_client_bytes();
+  if (!fed.ok()) {
+    upstream_call_.cancel();
+    end_from_upstream(false);
+  }
+  // [DONE] or an error event: the end comes with on_complete (keeps the connection pooled).
+}
+
+void Stream::on_upstream_complete() {
+  if (upstream_status_ != 200) {
+    relay_.on_error_status(upstream_status_, upstream_error_body_);
+    gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(upstream_status_));
+  }
+  end_from_upstream(!relay_.upstream_done());
+}
+
+void Stream::on_upstream_error(const proto::ClientError& error) {
+  gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
+  if (error.kind == proto::ClientErrorKind::kClosedMidBody && upstream_status_ == 200) {
+    return end_from_upstream(true);
+  }
+  Ending e;
+  e.cause = error.kind == proto::ClientErrorKind::kClosedMidBody ||
+                    error.kind == proto::ClientErrorKind::kClosedBeforeHead
+                ? Cause::kUpstreamDisconnect
+                : Cause::kUpstreamError;
+  e.rule = "upstreams." + upstream_->name;
+  e.message = error.message;
+  e.error = error.to_error();
+  e.error->message = "upstream \"" + upstream_->name + "\": " + error.message;
+  finish(std::move(e));
+}
+
+// The upstream ended (normally, with an error status or event, or by closing): classify.
+void Stream::end_from_upstream(bool transport_closed) {
+  TokenLimits limits;
+  limits.requested_max_tokens = parsed_.requested_max_tokens();
+  limits.effective_max_tokens = decision_.max_output_tokens.tokens;
+  limits.output_tokens = relay_.output_tokens();
+  limits.exact_count = relay_.count_method() == proto::CountMethod::kUsage;
+  Ending e;
+  e.cause = classify_upstream_stop(relay_.upstream_end(transport_closed), limits);
+  if (e.cause == Cause::kGatewayBudget) {
+    e.rule = std::string(decision_.max_output_tokens.source.path);
+    e.limit = static_cast<double>(*decision_.max_output_tokens.tokens);
+    e.observed = static_cast<double>(limits.output_tokens);
+    e.unit = "tokens";
+  } else if (e.cause == Cause::kClientMaxTokens) {
+    e.rule = "request.max_tokens";
+    if (limits.requested_max_tokens) e.limit = static_cast<double>(*limits.requested_max_tokens);
+    e.observed = static_cast<double>(limits.output_tokens);
+    e.unit = "tokens";
+  }
+  if (e.cause == Cause::kUpstreamError || e.cause == Cause::kUpstreamDisconnect) {
+    e.rule = "upstreams." + upstream_->name;
+    e.message = relay_.error_message().empty()
+                    ? (transport_closed ? "upstream closed the stream without a finish_reason"
+                                        : "upstream ended the stream without a finish_reason")
+                    : relay_.error_message();
+    if (relay_.error_status() != 0 && !client_->head_sent()) {
+      // Nothing was sent: answer with an error status. A client error (4xx) is the upstream's
+      // verdict on the request and passes through; 5xx becomes 502.
+      const int s = relay_.error_status();
+      e.error = make_error(s >= 400 && s < 500 ? ErrorKind::kBadRequest : ErrorKind::kUpstream,
+                           "upstream \"" + upstream_->name + "\" answered " + std::to_string(s) +
+                               ": " + relay_.error_message());
+      if (s >= 400 && s < 500) e.status = s;
+    }
+  }
+  finish(std::move(e));
+}
+
+// ---- timers --------------------------------------------------------------------------------
+
+Ending Stream::timer_cut(Cause cause, const policy::TimeLimit& limit, double observed_ms) {
+  Ending e;
+  e.cause = cause;
+  e.rule = std::string(limit.source.path);
+  e.limit = static_cast<double>(limit.ms.value_or(0));
+  e.observed = observed_ms;
+  e.unit = "ms";
+  e.message = std::string(proto::to_string(cause)) + ": limit " +
+              std::to_string(limit.ms.value_or(0)) + " ms";
+  if (decision_.on_cut.mode == policy::CutMode::kError) {
+    e.error = make_error(ErrorKind::kTimeout, e.message);
+  }
+  return e;
+}
+
+void Stream::on_deadline() {
+  finish(timer_cut(Cause::kGatewayDeadline, decision_.deadline, elapsed_ms()));
+}
+
+void Stream::on_ttft_timeout() {
+  if (timing_.has_first_token()) return;
+  finish(timer_cut(Cause::kGatewayTtftTimeout, decision_.ttft_timeout, elapsed_ms()));
+}
+
+void Stream::on_idle_timeout() {
+  const int64_t idle_ms = *decision_.idle_timeout.ms;
+  const int64_t last = timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns();
+  const double gap_ms = (now_ns() - last) / 1e6;
+  if (timing_.has_first_token() && gap_ms < static_cast<double>(idle_ms)) {
+    // A token arrived since the timer was armed: wait for the rest of the gap.
+    idle_timer_.arm(std::max<int64_t>(1, idle_ms - static_cast<int64_t>(gap_ms)));
+    return;
+  }
+  finish(timer_cut(Cause::kGatewayIdleTimeout, decision_.idle_timeout, gap_ms));
+}
+
+void Stream::on_queue_timeout() {
+  if (!queued_ || !queue_->cancel(id_)) return;  // a slot is on its way (posted)
+  queued_ = false;
+  gw_.unregister_waiter(id_);
+  const auto& a = decision_.admission;
+  Ending e;
+  e.cause = Cause::kAdmissionRejected;
+  e.rule = std::string(a.queue_timeout_source.path);
+  e.limit = static_cast<double>(a.queue_timeout_ms);
+  e.observed = elapsed_ms();
+  e.unit = "ms";
+  e.message = "queue wait exceeded";
+  e.error = make_error(ErrorKind::kRateLimited,
+                       "no admission slot within " + std::to_string(a.queue_timeout_ms) + " ms");
+  e.retry_after_s = std::max<int64_t>(1, (a.queue_timeout_ms + 999) / 1000);
+  finish(std::move(e));
+}
+
+void Stream::on_client_close() {
+  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
+  Ending e;
+  e.cause = Cause::kClientCancel;
+  e.message = "client disconnected";
+  e.observed = elapsed_ms();
+  e.unit = "ms";
+  finish(std::move(e));
+}
+
+// ---- finish --------------------------------------------------------------------------------
+
+proto::StopRecord Stream::build_record(const Ending& e) const {
+  proto::StopRecord r;
+  r.cause = e.cause;
+  r.reporter = "gateway";
+  r.message = e.message;
+  r.request_id = request_id_;
+  r.policy = std::string(decision_.policy_name);
+  r.rule = e.rule;
+  r.limit = e.limit;
+  r.observed = e.observed;
+  r.unit = e.unit;
+  if (parsed_ok_) r.requested_max_tokens = parsed_.requested_max_tokens();
+  if (decision_.matched) r.effective_max_tokens = decision_.max_output_tokens.tokens;
+  if (relay_.usage()) r.input_tokens = relay_.usage()->prompt_tokens;
+  r.output_tokens = relay_.output_tokens();
+  r.count_method = relay_.count_method();
+  r.queue_ms = timing_.queue_ms();
+  r.ttft_ms = timing_.ttft_ms();
+  r.itl_mean_ms = timing_.itl_mean_ms();
+  r.itl_max_ms = timing_.itl_max_ms();
+  r.duration_ms = elapsed_ms();
+  if (const auto& b = relay_.backend_record()) {
+    r.preemptions = b->preemptions;
+    r.kv_bytes_peak = b->kv_bytes_peak;
+    r.device_free_bytes = b->device_free_bytes;
+    r.phases = b->phases;
+    r.model_state = b->model_state;
+    if (b->cause != r.cause) r.upstream_cause = b->cause;
+    if (r.message.empty()) r.message = b->message;
+  }
+  return r;
+}
+
+std::string Stream::client_finish_reason(const Ending& e) const {
+  if (e.cause == Cause::kEos || e.cause == Cause::kStopSequence) return "stop";
+  if (decision_.on_cut.finish_reason == policy::FinishReasonStyle::kCause &&
+      proto::is_serving_cut(e.cause)) {
+    return std::string(proto::to_string(e.cause));
+  }
+  return std::string(proto::default_finish_reason(e.cause));
+}
+
+void Stream::release_admission() {
+  if (queued_) {
+    queued_ = false;
+    queue_->cancel(id_);
+    gw_.unregister_waiter(id_);
+  }
+  if (admitted_) {
+    admitted_ = false;
+    std::vector<policy::Dequeued> next;
+    if (auto d = queue_->release()) next.push_back(*d);
+    gw_.dispatch_admitted(*queue_, std::move(next));
+  }
+  if (queue_) {
+    gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+  }
+}
+
+void Stream::finish(Ending e) {
+  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
+  const Phase ended_in = phase_;
+  phase_ = Phase::kFinish;
+  deadline_timer_.cancel();
+  ttft_timer_.cancel();
+  idle_timer_.cancel();
+  queue_timer_.cancel();
+  upstream_call_.cancel();
+  release_admission();
+
+  proto::StopRecord record = build_record(e);
+  grant_.settle(record.output_tokens);
+  const std::string stop_header = proto::stop_header_value(record);
+
+  int status = 200;
+  if (e.cause != Cause::kClientCancel && !client_->closed()) {
+    if (e.error && !client_->head_sent()) {
+      status = e.status != 0 ? e.status : e.error->status();
+      proto::ErrorBodyFields fields;
+      fields.param = e.param;
+      fields.cutline = &record;
+      const std::string body = proto::error_body(*e.error, fields);
+      proto::HttpHeaders h{{"Content-Type", "application/json"},
+                           {"Cutline-Stop", stop_header},
+                           {"Cutline-Request-Id", request_id_}};
+      if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
+      bytes_out_ += static_cast<int64_t>(body.size());
+      client_->send_simple(status, h, body);
+    } else if (parsed_.stream && parsed_ok_) {
+      start_client_head();
+      if (e.error) {
+        relay_.write_error_event(*e.error, record, out_);
+      } else {
+        relay_.write_end(record, client_finish_reason(e), out_);
+      }
+      send_client_bytes();
+      client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
+    } else {
+      relay_.write_end(record, client_finish_reason(e), out_);
+      proto::HttpHeaders h{{"Content-Type", "application/json"},
+                           {"Cutline-Stop", stop_header},
+                           {"Cutline-Request-Id", request_id_}};
+      bytes_out_ += static_cast<int64_t>(out_.size());
+      client_->send_simple(200, h, out_);
+      out_.clear();
+    }
+  } else {
+    status = 499;  // nginx's "client closed request"
+  }
+  (void)ended_in;
+
+  if (AccessLog* log = gw_.access_log()) {
+    AccessLogEntry entry;
+    entry.ts_unix_s = arrival_unix_s_;
+    entry.request_id = request_id_;
+    entry.method = client_->request().method;
+    entry.path = client_->request().path();
+    entry.tenant = tenant_;
+    entry.model = parsed_.model;
+    entry.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
+    entry.status = status;
+    entry.bytes_in = bytes_in_;
+    entry.bytes_out = bytes_out_;
+    entry.stream = parsed_.stream;
+    entry.stop = &record;
+    log->write(entry);
+  }
+  RequestOutcome outcome;
+  outcome.route = route_of(endpoint_);
+  outcome.model = parsed_.model;
+  outcome.tenant = tenant_;
+  outcome.policy = decision_.policy_name;
+  outcome.code = status;
+  outcome.stop = &record;
+  outcome.itl = &timing_.itl();
+  outcome.clamp_rule = clamp_rule_;
+  gw_.metrics().record(outcome);
+  gw_.metrics().stream_closed();
+
+  phase_ = Phase::kDone;
+  // Drop the worker's reference later, never inside a callback of this stream.
+  Worker* w = &worker_;
+  const uint64_t id = id_;
+  worker_.loop.post([w, id] { w->streams.erase(id); });
+}
+
+void Stream::describe(proto::JsonWriter& w, int64_t now) const {
+  auto left = [&](const proto::Timer& t, const std::optional<int64_t>& limit_ms,
+                  int64_t from_ns) -> std::optional<double> {
+    if (!t.armed() || !limit_ms) return std::nullopt;
+    return static_cast<double>(*limit_ms) - (now - from_ns) / 1e6;
+  };
+  w.begin_object();
+  w.field("request_id", request_id_).field("tenant", tenant_).field("model", parsed_.model);
+  w.field("policy", decision_.policy_name).field("phase", to_string(phase_));
+  w.field("stream", parsed_.stream).field("tokens", timing_.tokens());
+  w.field("elapsed_ms", (now - timing_.arrival_ns()) / 1e6);
+  w.optional_field("deadline_left_ms",
+                   left(deadline_timer_, decision_.deadline.ms, timing_.arrival_ns()));
+  w.optional_field("ttft_left_ms",
+                   left(ttft_timer_, decision_.ttft_timeout.ms, timing_.arrival_ns()));
+  const int64_t idle_from =
+      timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns();
+  w.optional_field("idle_left_ms", left(idle_timer_, decision_.idle_timeout.ms, idle_from));
+  if (queued_) {
+    w.field("queue_left_ms", static_cast<double>(decision_.admission.queue_timeout_ms) -
+                                 (now - timing_.arrival_ns()) / 1e6);
+  }
+  w.end_object();
+}
+
+}  // namespace cutline::gateway

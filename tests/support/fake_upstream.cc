@@ -1,0 +1,466 @@
+// cutline-fake-upstream: a scripted OpenAI-compatible server for gateway tests.
+//
+// Behaviour is chosen per request by a script: the `X-Fake-Script` header, or else the model name
+// when it starts with "fake-" (e.g. "fake-tokens=50,interval_ms=5,finish=length"). Script keys:
+//   tokens=N          content tokens to emit (default 5); the request's max_tokens caps it (then
+//                     finish_reason is "length")
+//   interval_ms=I     gap between tokens (default 0)
+//   ttft_ms=T         stall before the first token (default 0)
+//   stall_at=K,stall_ms=S  stall S ms after K tokens
+//   finish=R          finish_reason of the last chunk (default "stop"); "none" sends no
+//                     finish_reason but still [DONE]
+//   stop_reason=S     vLLM-style choices[].stop_reason (a matched stop string)
+//   usage=0|1         force sending (or not) the usage chunk; default: stream_options.include_usage
+//   status=C          answer HTTP status C with an OpenAI error body, no stream
+//   error_at=K        after K tokens send an SSE error event and end the stream
+//   drop_at=K         after K tokens close the connection (no finish_reason, no [DONE])
+//   cutline=CAUSE     last chunk carries a Cutline backend "cutline" object with this cause,
+//                     preemptions, kv bytes and TTFT phases (e.g. backend_preempted, backend_oom)
+//
+// Streams whenever the request has "stream": true; otherwise answers one JSON body.
+// Admin: GET /fake/requests returns every request received ({path, script, body, cancelled,
+// completed}); POST /fake/reset clears it. Any other path echoes method, path and body as JSON with
+// header X-Fake-Echo: 1 (for passthrough tests).
+//
+// Usage: cutline-fake-upstream [--port N] (0 = any free port). Prints "PORT <n>" on stdout once
+// listening. Single-threaded libevent evhttp: a test tool, not a production server.
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "cutline/proto/json_writer.h"
+
+namespace {
+
+using cutline::proto::JsonWriter;
+
+struct Script {
+  int tokens = 5;
+  int interval_ms = 0;
+  int ttft_ms = 0;
+  int stall_at = -1;
+  int stall_ms = 0;
+  std::string finish = "stop";
+  std::string stop_reason;
+  int usage = -1;  // -1: as requested
+  int status = 0;
+  int error_at = -1;
+  int drop_at = -1;
+  std::string cutline;
+};
+
+Script parse_script(const std::string& text) {
+  Script s;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(pos, end - pos);
+    pos = end + 1;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    int n = std::atoi(v.c_str());
+    if (k == "tokens")
+      s.tokens = n;
+    else if (k == "interval_ms")
+      s.interval_ms = n;
+    else if (k == "ttft_ms")
+      s.ttft_ms = n;
+    else if (k == "stall_at")
+      s.stall_at = n;
+    else if (k == "stall_ms")
+      s.stall_ms = n;
+    else if (k == "finish")
+      s.finish = v;
+    else if (k == "stop_reason")
+      s.stop_reason = v;
+    else if (k == "usage")
+      s.usage = n;
+    else if (k == "status")
+      s.status = n;
+    else if (k == "error_at")
+      s.error_at = n;
+    else if (k == "drop_at")
+      s.drop_at = n;
+    else if (k == "cutline")
+      s.cutline = v;
+  }
+  return s;
+}
+
+struct RecordedRequest {
+  std::string method;
+  std::string path;
+  std::string script;
+  std::string body;
+  bool cancelled = false;
+  bool completed = false;
+};
+
+struct Server;
+
+struct FakeStream {
+  Server* server = nullptr;
+  evhttp_request* req = nullptr;
+  evhttp_connection* conn = nullptr;
+  event* timer = nullptr;
+  Script script;
+  size_t record = 0;
+  bool chat = true;
+  bool stream = false;
+  bool include_usage = false;
+  int limit = 0;  // tokens to emit after max_tokens
+  int sent = 0;
+  std::string model;
+  std::string text;  // assembled content (non-streaming)
+};
+
+struct Server {
+  event_base* base = nullptr;
+  std::vector<RecordedRequest> requests;
+};
+
+const char* method_name(evhttp_cmd_type t) {
+  switch (t) {
+    case EVHTTP_REQ_GET:
+      return "GET";
+    case EVHTTP_REQ_POST:
+      return "POST";
+    case EVHTTP_REQ_PUT:
+      return "PUT";
+    case EVHTTP_REQ_DELETE:
+      return "DELETE";
+    case EVHTTP_REQ_HEAD:
+      return "HEAD";
+    case EVHTTP_REQ_PATCH:
+      return "PATCH";
+    case EVHTTP_REQ_OPTIONS:
+      return "OPTIONS";
+    default:
+      return "OTHER";
+  }
+}
+
+std::string body_of(evhttp_request* req) {
+  evbuffer* in = evhttp_request_get_input_buffer(req);
+  std::string body(evbuffer_get_length(in), '\0');
+  evbuffer_copyout(in, body.data(), body.size());
+  return body;
+}
+
+void send_json(evhttp_request* req, int code, const std::string& json) {
+  evkeyvalq* h = evhttp_request_get_output_headers(req);
+  evhttp_add_header(h, "Content-Type", "application/json");
+  evbuffer* out = evbuffer_new();
+  evbuffer_add(out, json.data(), json.size());
+  evhttp_send_reply(req, code, code == 200 ? "OK" : "Error", out);
+  evbuffer_free(out);
+}
+
+std::string error_body(const std::string& message, const std::string& type) {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().key("error").begin_object();
+  w.field("message", message).field("type", type).key("code").null();
+  w.end_object().end_object();
+  return out;
+}
+
+void write_cutline(JsonWriter& w, const std::string& cause, int tokens) {
+  w.key("cutline").begin_object();
+  w.field("v", 1).field("cause", cause).field("reporter", "backend");
+  w.field("output_tokens", tokens).field("count_method", "engine");
+  w.field("preemptions", cause == "backend_preempted" ? 2 : 0);
+  w.field("kv_bytes_peak", static_cast<int64_t>(1048576));
+  w.field("device_free_bytes", static_cast<int64_t>(2097152));
+  w.key("phases").begin_object();
+  w.field("queue", 1.5).field("load", 0.0).field("warmup", 0.0).field("prefill", 2.5);
+  w.field("first_decode", 0.5).end_object();
+  w.end_object();
+}
+
+// One SSE chunk: a token (content non-empty), the finish chunk, or the usage chunk.
+std::string chunk_json(const FakeStream& s, const std::string* content, const char* finish,
+                       bool usage_only) {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object();
+  w.field("id", "fake-1").field("object", s.chat ? "chat.completion.chunk" : "text_completion");
+  w.field("created", static_cast<int64_t>(1700000000)).field("model", s.model);
+  w.key("choices").begin_array();
+  if (!usage_only) {
+    w.begin_object().field("index", 0);
+    if (s.chat) {
+      w.key("delta").begin_object();
+      if (s.sent == 0 && content) w.field("role", "assistant");
+      if (content) w.field("content", *content);
+      w.end_object();
+    } else {
+      w.field("text", content ? *content : std::string());
+    }
+    if (finish) {
+      w.field("finish_reason", finish);
+      if (!s.script.stop_reason.empty()) w.field("stop_reason", s.script.stop_reason);
+    } else {
+      w.key("finish_reason").null();
+    }
+    w.end_object();
+  }
+  w.end_array();
+  if (usage_only) {
+    w.key("usage").begin_object();
+    w.field("prompt_tokens", 5).field("completion_tokens", s.sent);
+    w.field("total_tokens", 5 + s.sent).end_object();
+  }
+  if (finish && !s.script.cutline.empty()) write_cutline(w, s.script.cutline, s.sent);
+  w.end_object();
+  return out;
+}
+
+void send_event(FakeStream& s, const std::string& data) {
+  evbuffer* out = evbuffer_new();
+  evbuffer_add_printf(out, "data: %s\n\n", data.c_str());
+  evhttp_send_reply_chunk(s.req, out);
+  evbuffer_free(out);
+}
+
+void on_close(evhttp_connection*, void* arg);
+
+void finish_stream(FakeStream* s, bool drop) {
+  s->server->requests[s->record].completed = true;
+  evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
+  if (drop) {
+    // Abrupt close: the chunked body never gets its terminating chunk.
+    bufferevent* bev = evhttp_connection_get_bufferevent(s->conn);
+    bufferevent_flush(bev, EV_WRITE, BEV_FLUSH);
+    shutdown(bufferevent_getfd(bev), SHUT_RDWR);
+  } else {
+    evhttp_send_reply_end(s->req);
+  }
+  if (s->timer) event_free(s->timer);
+  delete s;
+}
+
+std::string token_text(int i) { return "t" + std::to_string(i) + " "; }
+
+void on_tick(evutil_socket_t, short, void* arg);
+
+void schedule(FakeStream* s, int delay_ms) {
+  timeval tv{delay_ms / 1000, (delay_ms % 1000) * 1000};
+  evtimer_add(s->timer, &tv);
+}
+
+// Streaming: one token per tick; script events happen when `sent` reaches their index.
+void on_tick(evutil_socket_t, short, void* arg) {
+  auto* s = static_cast<FakeStream*>(arg);
+  const Script& sc = s->script;
+  if (s->sent == sc.drop_at) return finish_stream(s, true);
+  if (s->sent == sc.error_at) {
+    send_event(*s, error_body("fake upstream error event", "server_error"));
+    return finish_stream(s, false);
+  }
+  if (s->sent < s->limit) {
+    std::string t = token_text(s->sent);
+    if (s->stream) send_event(*s, chunk_json(*s, &t, nullptr, false));
+    s->text += t;
+    ++s->sent;
+    int delay = sc.interval_ms;
+    if (s->sent == sc.stall_at) delay = sc.stall_ms;
+    if (s->sent < s->limit || sc.drop_at == s->sent || sc.error_at == s->sent) {
+      return schedule(s, delay);
+    }
+    // fall through to finish without waiting once the last token went out
+  }
+  const bool capped = s->limit < sc.tokens;
+  std::string finish = capped ? "length" : sc.finish;
+  const bool usage = sc.usage == -1 ? s->include_usage : sc.usage == 1;
+  if (!s->stream) {
+    std::string out;
+    JsonWriter w(out);
+    w.begin_object().field("id", "fake-1");
+    w.field("object", s->chat ? "chat.completion" : "text_completion");
+    w.field("created", static_cast<int64_t>(1700000000)).field("model", s->model);
+    w.key("choices").begin_array().begin_object().field("index", 0);
+    if (s->chat) {
+      w.key("message").begin_object().field("role", "assistant").field("content", s->text);
+      w.end_object();
+    } else {
+      w.field("text", s->text);
+    }
+    w.field("finish_reason", finish).end_object().end_array();
+    w.key("usage").begin_object().field("prompt_tokens", 5).field("completion_tokens", s->sent);
+    w.field("total_tokens", 5 + s->sent).end_object().end_object();
+    s->server->requests[s->record].completed = true;
+    evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
+    send_json(s->req, 200, out);
+    event_free(s->timer);
+    delete s;
+    return;
+  }
+  if (finish != "none") send_event(*s, chunk_json(*s, nullptr, finish.c_str(), false));
+  if (usage) send_event(*s, chunk_json(*s, nullptr, nullptr, true));
+  send_event(*s, "[DONE]");
+  finish_stream(s, false);
+}
+
+void on_close(evhttp_connection*, void* arg) {
+  auto* s = static_cast<FakeStream*>(arg);
+  s->server->requests[s->record].cancelled = true;
+  if (s->timer) event_free(s->timer);
+  delete s;
+}
+
+void handle_admin(Server* srv, evhttp_request* req, const std::string& path) {
+  if (path == "/fake/reset") {
+    srv->requests.clear();
+    return send_json(req, 200, "{}");
+  }
+  std::string out;
+  JsonWriter w(out);
+  w.begin_array();
+  for (const auto& r : srv->requests) {
+    w.begin_object().field("method", r.method).field("path", r.path).field("script", r.script);
+    w.field("body", r.body).field("cancelled", r.cancelled).field("completed", r.completed);
+    w.end_object();
+  }
+  w.end_array();
+  send_json(req, 200, out);
+}
+
+void handle(evhttp_request* req, void* arg) {
+  auto* srv = static_cast<Server*>(arg);
+  const char* uri = evhttp_request_get_uri(req);
+  std::string path = uri ? uri : "/";
+  if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+  if (path.rfind("/fake/", 0) == 0) return handle_admin(srv, req, path);
+
+  RecordedRequest rec;
+  rec.method = method_name(evhttp_request_get_command(req));
+  rec.path = path;
+  rec.body = body_of(req);
+  const char* hdr = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Fake-Script");
+  rec.script = hdr ? hdr : "";
+
+  if (path == "/v1/models") {
+    srv->requests.push_back(rec);
+    return send_json(req, 200, R"({"object":"list","data":[{"id":"fake","object":"model"}]})");
+  }
+  if (path != "/v1/chat/completions" && path != "/v1/completions") {
+    std::string out;
+    JsonWriter w(out);
+    w.begin_object().field("method", rec.method).field("path", path).field("body", rec.body);
+    const char* ua = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Test-Header");
+    w.field("x_test_header", ua ? ua : "").end_object();
+    srv->requests.push_back(rec);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Fake-Echo", "1");
+    return send_json(req, path == "/missing" ? 404 : 200, out);
+  }
+
+  auto s = std::make_unique<FakeStream>();
+  s->server = srv;
+  s->req = req;
+  s->conn = evhttp_request_get_connection(req);
+  s->chat = path == "/v1/chat/completions";
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(rec.body);
+  simdjson::ondemand::document doc;
+  int64_t max_tokens = -1;
+  if (parser.iterate(padded).get(doc) == simdjson::SUCCESS) {
+    simdjson::ondemand::object obj;
+    if (doc.get_object().get(obj) == simdjson::SUCCESS) {
+      for (auto field : obj) {
+        std::string_view key;
+        if (field.unescaped_key().get(key) != simdjson::SUCCESS) break;
+        if (key == "model") {
+          std::string_view m;
+          if (field.value().get_string().get(m) == simdjson::SUCCESS) s->model = std::string(m);
+        } else if (key == "stream") {
+          bool b = false;
+          if (field.value().get_bool().get(b) == simdjson::SUCCESS) s->stream = b;
+        } else if (key == "max_tokens" || key == "max_completion_tokens") {
+          int64_t n = 0;
+          if (field.value().get_int64().get(n) == simdjson::SUCCESS) max_tokens = n;
+        } else if (key == "stream_options") {
+          simdjson::ondemand::object so;
+          if (field.value().get_object().get(so) == simdjson::SUCCESS) {
+            bool b = false;
+            if (so["include_usage"].get_bool().get(b) == simdjson::SUCCESS) s->include_usage = b;
+          }
+        }
+      }
+    } else {
+      s->stream = false;
+    }
+  }
+  if (!hdr && s->model.rfind("fake-", 0) == 0) rec.script = s->model.substr(5);
+  s->script = parse_script(rec.script);
+  s->record = srv->requests.size();
+  srv->requests.push_back(rec);
+  if (s->script.status != 0) {
+    srv->requests.back().completed = true;
+    return send_json(
+        req, s->script.status,
+        error_body("fake upstream status " + std::to_string(s->script.status), "server_error"));
+  }
+  s->limit = s->script.tokens;
+  if (max_tokens >= 0 && max_tokens < s->limit) s->limit = static_cast<int>(max_tokens);
+
+  FakeStream* raw = s.release();
+  raw->timer = evtimer_new(srv->base, on_tick, raw);
+  evhttp_connection_set_closecb(raw->conn, on_close, raw);
+  if (raw->stream) {
+    evkeyvalq* h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(req, 200, "OK");
+  }
+  schedule(raw, raw->script.ttft_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int port = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = std::atoi(argv[++i]);
+  }
+  signal(SIGPIPE, SIG_IGN);
+  Server srv;
+  srv.base = event_base_new();
+  evhttp* http = evhttp_new(srv.base);
+  evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                       EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS |
+                                       EVHTTP_REQ_HEAD);
+  evhttp_set_gencb(http, handle, &srv);
+  evhttp_bound_socket* sock = evhttp_bind_socket_with_handle(http, "127.0.0.1", port);
+  if (!sock) {
+    std::fprintf(stderr, "cutline-fake-upstream: cannot bind 127.0.0.1:%d\n", port);
+    return 1;
+  }
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(evhttp_bound_socket_get_fd(sock), reinterpret_cast<sockaddr*>(&ss), &len);
+  int bound = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  std::printf("PORT %d\n", bound);
+  std::fflush(stdout);
+  event_base_dispatch(srv.base);
+  evhttp_free(http);
+  event_base_free(srv.base);
+  return 0;
+}
