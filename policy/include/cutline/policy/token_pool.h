@@ -103,6 +103,9 @@ class Reservation {
   // Idempotent: a second call does nothing.
   void settle(int64_t used_tokens);
 
+  // Gives back everything above `tokens` now (used when a second pool clamps further).
+  void shrink_to(int64_t tokens);
+
   bool active() const { return store_ != nullptr; }
   int64_t tokens() const { return tokens_; }
   const PoolSpec& spec() const { return spec_; }

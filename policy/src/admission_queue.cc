@@ -1,0 +1,157 @@
+// AdmissionQueue: concurrency slots and a fair, prioritized waiting line (admission_queue.h).
+#include "cutline/policy/admission_queue.h"
+
+#include <cassert>
+
+namespace cutline::policy {
+
+namespace {
+constexpr int64_t kNsPerMs = 1000000;
+}  // namespace
+
+AdmissionQueue::AdmissionQueue(AdmissionLimits limits, const proto::Clock& clock)
+    : clock_(clock), limits_(limits) {}
+
+AdmissionLimits AdmissionQueue::limits_of(const AdmissionGroup& group) {
+  return AdmissionLimits{group.max_concurrent, group.queue_depth};
+}
+
+bool AdmissionQueue::has_free_slot_locked() const {
+  return !limits_.max_concurrent || in_flight_ < *limits_.max_concurrent;
+}
+
+Arrival AdmissionQueue::arrive(uint64_t waiter_id, std::string_view tenant, Priority priority,
+                               int64_t queue_timeout_ms) {
+  const int64_t now_ns = clock_.now_ns();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (waiters_.empty() && has_free_slot_locked()) {
+    ++in_flight_;
+    return Arrival::kAdmitted;
+  }
+  if (static_cast<int64_t>(waiters_.size()) >= limits_.queue_depth ||
+      waiters_.count(waiter_id) != 0) {
+    return Arrival::kRejectedQueueFull;
+  }
+  ClassQueue& cq = classes_[static_cast<int>(priority)];
+  auto [fifo_it, new_tenant] = cq.by_tenant.try_emplace(std::string(tenant));
+  std::list<uint64_t>& fifo = fifo_it->second;
+  if (fifo.empty()) cq.ring.push_back(fifo_it->first);  // joins the round-robin at the back
+  fifo.push_back(waiter_id);
+  Waiter w;
+  w.tenant = fifo_it->first;
+  w.priority = priority;
+  w.enqueued_ns = now_ns;
+  w.expires_ns = now_ns + queue_timeout_ms * kNsPerMs;
+  w.pos = std::prev(fifo.end());
+  by_expiry_.emplace(w.expires_ns, waiter_id);
+  waiters_.emplace(waiter_id, std::move(w));
+  return Arrival::kQueued;
+}
+
+void AdmissionQueue::remove_locked(uint64_t waiter_id) {
+  auto it = waiters_.find(waiter_id);
+  assert(it != waiters_.end());
+  Waiter& w = it->second;
+  ClassQueue& cq = classes_[static_cast<int>(w.priority)];
+  auto fifo_it = cq.by_tenant.find(w.tenant);
+  assert(fifo_it != cq.by_tenant.end());
+  fifo_it->second.erase(w.pos);
+  if (fifo_it->second.empty()) {
+    for (auto r = cq.ring.begin(); r != cq.ring.end(); ++r) {
+      if (*r == w.tenant) {
+        cq.ring.erase(r);
+        break;
+      }
+    }
+    cq.by_tenant.erase(fifo_it);
+  }
+  by_expiry_.erase({w.expires_ns, waiter_id});
+  waiters_.erase(it);
+}
+
+std::optional<Dequeued> AdmissionQueue::admit_next_locked(int64_t now_ns) {
+  for (ClassQueue& cq : classes_) {  // interactive first
+    if (cq.ring.empty()) continue;
+    // The tenant at the front of the ring is served and moves to the back.
+    const std::string tenant = cq.ring.front();
+    cq.ring.pop_front();
+    std::list<uint64_t>& fifo = cq.by_tenant.at(tenant);
+    const uint64_t id = fifo.front();
+    if (fifo.size() > 1) cq.ring.push_back(tenant);
+    const Waiter& w = waiters_.at(id);
+    Dequeued out{id, now_ns - w.enqueued_ns};
+    // remove_locked() would search the ring again; the tenant is already repositioned, so
+    // unlink the waiter directly.
+    fifo.pop_front();
+    if (fifo.empty()) cq.by_tenant.erase(tenant);
+    by_expiry_.erase({w.expires_ns, id});
+    waiters_.erase(id);
+    ++in_flight_;
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::optional<Dequeued> AdmissionQueue::release() {
+  const int64_t now_ns = clock_.now_ns();
+  std::lock_guard<std::mutex> lock(mu_);
+  assert(in_flight_ > 0);
+  if (in_flight_ > 0) --in_flight_;
+  if (!has_free_slot_locked()) return std::nullopt;  // a lowered limit is still draining
+  return admit_next_locked(now_ns);
+}
+
+bool AdmissionQueue::cancel(uint64_t waiter_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (waiters_.count(waiter_id) == 0) return false;
+  remove_locked(waiter_id);
+  return true;
+}
+
+std::vector<Dequeued> AdmissionQueue::expire() {
+  const int64_t now_ns = clock_.now_ns();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Dequeued> out;
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now_ns) {
+    const uint64_t id = by_expiry_.begin()->second;
+    out.push_back(Dequeued{id, now_ns - waiters_.at(id).enqueued_ns});
+    remove_locked(id);
+  }
+  return out;
+}
+
+std::optional<int64_t> AdmissionQueue::next_expiry_ns() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (by_expiry_.empty()) return std::nullopt;
+  return by_expiry_.begin()->first;
+}
+
+std::vector<Dequeued> AdmissionQueue::set_limits(AdmissionLimits limits) {
+  const int64_t now_ns = clock_.now_ns();
+  std::lock_guard<std::mutex> lock(mu_);
+  limits_ = limits;
+  std::vector<Dequeued> out;
+  while (!waiters_.empty() && has_free_slot_locked()) {
+    auto next = admit_next_locked(now_ns);
+    if (!next) break;
+    out.push_back(*next);
+  }
+  return out;
+}
+
+int64_t AdmissionQueue::depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(waiters_.size());
+}
+
+int64_t AdmissionQueue::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+LiveState AdmissionQueue::live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return LiveState{static_cast<int64_t>(waiters_.size()), in_flight_};
+}
+
+}  // namespace cutline::policy

@@ -1,0 +1,42 @@
+#pragma once
+// The policy loader's sections, one function per top-level key (loader.cc calls them in order:
+// listeners and upstreams, tenants, then rules, which refer back to both). Private to
+// policy/src.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <yaml-cpp/yaml.h>
+
+#include "cutline/policy/loader.h"
+#include "cutline/policy/policy.h"
+#include "yaml_reader.h"
+
+namespace cutline::policy::detail {
+
+// What the rules may refer to; a section that had errors is not used for reference checks
+// (so one typo does not cascade into "unknown tenant" errors everywhere).
+struct References {
+  bool tenants_ok = true;
+  bool upstreams_ok = true;
+};
+
+void load_listeners(YamlReader& r, const YAML::Node& node, Policy& p);
+void load_admin(YamlReader& r, const YAML::Node& node, Policy& p);
+// Returns false when the section had errors.
+bool load_upstreams(YamlReader& r, const YAML::Node& node, Policy& p);
+bool load_tenants(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p);
+void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, Policy& p);
+void load_budget_store(YamlReader& r, const YAML::Node& node, Policy& p);
+void load_access_log(YamlReader& r, const YAML::Node& node, Policy& p);
+void load_limits(YamlReader& r, const YAML::Node& node, Policy& p);
+
+// "host:port" or "[v6]:port" -> host (brackets removed) and port; nullopt when malformed.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+std::optional<HostPort> parse_host_port(std::string_view text);
+
+}  // namespace cutline::policy::detail

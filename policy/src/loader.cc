@@ -1,0 +1,170 @@
+// load_policy_file / load_policy_text: the yaml-cpp boundary (nothing throws past it) and the
+// top-level keys (loader.h).
+#include "cutline/policy/loader.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "load_sections.h"
+#include "yaml_reader.h"
+
+namespace cutline::policy {
+
+namespace {
+
+using detail::YamlReader;
+
+constexpr size_t kMaxFileBytes = 4 << 20;  // a policy file is small; refuse anything huge
+
+void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& options, Policy& p) {
+  if (root.IsNull() || !root.IsDefined()) {
+    r.error(root, "", "the file is empty: expected a map with listen, upstreams and policies");
+    return;
+  }
+  auto fields = r.map(root, "",
+                      {"listen", "admin", "upstreams", "tenants", "policies", "budget_store",
+                       "access_log", "limits"});
+  if (!fields) return;
+  auto required = [&](std::string_view key) -> const detail::Entry* {
+    const detail::Entry* e = fields->get(key);
+    if (!e) r.error(root, "", "missing required key \"" + std::string(key) + "\"");
+    return e;
+  };
+  if (auto* e = required("listen")) detail::load_listeners(r, e->value, p);
+  if (auto* e = fields->get("admin")) detail::load_admin(r, e->value, p);
+  detail::References refs;
+  if (auto* e = required("upstreams")) {
+    refs.upstreams_ok = detail::load_upstreams(r, e->value, p);
+  } else {
+    refs.upstreams_ok = false;
+  }
+  if (auto* e = fields->get("tenants")) {
+    refs.tenants_ok = detail::load_tenants(r, e->value, options, p);
+  }
+  if (auto* e = required("policies")) detail::load_rules(r, e->value, refs, p);
+  if (auto* e = fields->get("budget_store")) detail::load_budget_store(r, e->value, p);
+  if (auto* e = fields->get("access_log")) detail::load_access_log(r, e->value, p);
+  if (auto* e = fields->get("limits")) detail::load_limits(r, e->value, p);
+
+  // The admin listener must not share a client listener's address.
+  if (p.admin) {
+    for (const auto& l : p.listen) {
+      if (l.host == p.admin->host && l.port == p.admin->port && l.port != 0) {
+        r.error(p.admin->ref, "the admin address is also " + l.ref.path + "'s address (line " +
+                                  std::to_string(l.ref.line) + ")");
+      }
+    }
+  }
+}
+
+Diagnostic syntax_error(const std::string& file, const YAML::Mark& mark, const std::string& msg) {
+  Diagnostic d;
+  d.file = file;
+  if (!mark.is_null()) {
+    d.line = mark.line + 1;
+    d.column = mark.column + 1;
+  }
+  d.message = "YAML syntax error: " + msg;
+  return d;
+}
+
+}  // namespace
+
+std::string Diagnostic::to_string() const {
+  std::string out = file;
+  if (line > 0) {
+    out += ':' + std::to_string(line) + ':' + std::to_string(column);
+  }
+  out += ": ";
+  if (!path.empty()) out += path + ": ";
+  out += message;
+  return out;
+}
+
+std::string LoadResult::error_text() const {
+  std::string out;
+  for (const auto& d : errors) {
+    out += d.to_string();
+    out += '\n';
+  }
+  return out;
+}
+
+LoadResult load_policy_text(std::string_view yaml, const std::string& file_name,
+                            const LoadOptions& options) {
+  LoadResult result;
+  try {
+    auto policy = std::make_shared<Policy>();
+    policy->source_file = file_name;
+    YamlReader reader(file_name, &result.errors);
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
+    if (docs.size() > 1) {
+      reader.error(docs[1], "", "the file holds more than one YAML document (---); use one");
+    }
+    load_document(reader, docs.empty() ? YAML::Node() : docs[0], options, *policy);
+    // Report in file order (sections are read in dependency order, not file order).
+    std::stable_sort(result.errors.begin(), result.errors.end(),
+                     [](const Diagnostic& a, const Diagnostic& b) {
+                       return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+                     });
+    if (result.errors.empty()) result.policy = std::move(policy);
+  } catch (const YAML::Exception& e) {
+    result.errors.push_back(syntax_error(file_name, e.mark, e.msg));
+    result.policy = nullptr;
+  } catch (const std::exception& e) {
+    Diagnostic d;
+    d.file = file_name;
+    d.message = std::string("cannot load: ") + e.what();
+    result.errors.push_back(std::move(d));
+    result.policy = nullptr;
+  } catch (...) {
+    Diagnostic d;
+    d.file = file_name;
+    d.message = "cannot load: unexpected error";
+    result.errors.push_back(std::move(d));
+    result.policy = nullptr;
+  }
+  return result;
+}
+
+LoadResult load_policy_file(const std::string& path, const LoadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    LoadResult result;
+    Diagnostic d;
+    d.file = path;
+    d.message = std::string("cannot read: ") + std::strerror(errno);
+    result.errors.push_back(std::move(d));
+    return result;
+  }
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes) {
+      LoadResult result;
+      Diagnostic d;
+      d.file = path;
+      d.message = "file is larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB";
+      result.errors.push_back(std::move(d));
+      return result;
+    }
+  }
+  if (in.bad()) {
+    LoadResult result;
+    Diagnostic d;
+    d.file = path;
+    d.message = "read error";
+    result.errors.push_back(std::move(d));
+    return result;
+  }
+  return load_policy_text(text, path, options);
+}
+
+}  // namespace cutline::policy
