@@ -411,7 +411,7 @@ TEST(CpuBatchInvariance, AttentionTokenAloneEqualsTokenInBatch) {
   toks.push_back({12, 0});
   const int32_t m = static_cast<int32_t>(toks.size());
   const std::vector<float> q = random_vec(m * q_dim, 16);
-  auto dev = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 3});
+  auto dev = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 3, .cpu_isa = ""});
   ASSERT_TRUE(dev.ok());
   std::vector<float> out(m * q_dim), alone(q_dim);
   AttentionArgs a{.q = q.data(),
@@ -437,8 +437,8 @@ TEST(CpuBatchInvariance, AttentionTokenAloneEqualsTokenInBatch) {
 }
 
 TEST(MakeDevice, CudaUnavailableIsAnErrorAndAutoFallsBackToCpu) {
-  auto cuda = make_device({.kind = DeviceKind::kCuda});
-  auto any = make_device({.kind = DeviceKind::kAuto});
+  auto cuda = make_device({.kind = DeviceKind::kCuda, .cpu_threads = 0, .cpu_isa = ""});
+  auto any = make_device({.kind = DeviceKind::kAuto, .cpu_threads = 0, .cpu_isa = ""});
   ASSERT_TRUE(any.ok());
   if (!cuda.ok()) {
     EXPECT_FALSE(cuda.error().message.empty());
