@@ -1,0 +1,81 @@
+#pragma once
+// LlamaRunner: the Llama-family forward pass (architectures `llama` and `qwen2`) implementing
+// ModelRunner on a device::Device. GQA, RoPE (interleaved for llama, neox for qwen2; freq_base,
+// linear scaling, optional Llama 3.1 frequency factors), RMSNorm, SwiGLU, tied or untied output,
+// qwen2 QKV bias; K/V in F32 in paged storage addressed through the engine's block tables.
+//
+// Who calls it: the residency manager loads it (LoadReport gives the phase timings it reports);
+// the engine thread calls forward(). On the CPU device the weights stay zero-copy in the GGUF
+// mmap (the GgufFile is kept alive by the runner); the CUDA device holds F16 copies.
+//
+// Batch invariance: every op reduces each row in a fixed order (see device.h), so a sequence's
+// logits do not depend on the rest of the batch or on how its prompt was chunked (CPU device).
+
+#include <memory>
+
+#include "cutline/device/device.h"
+#include "cutline/model/gguf_file.h"
+#include "cutline/model/model_config.h"
+#include "cutline/model/model_runner.h"
+
+namespace cutline::model {
+
+// Wall-clock phases of a load on one monotonic clock (milliseconds).
+struct LoadReport {
+  double read_ms = 0;      // bringing the tensor bytes into memory (page cache / mmap)
+  double convert_ms = 0;   // dequantizing / re-laying out on the host
+  double upload_ms = 0;    // host -> device copies
+  double warmup_ms = 0;    // one forward step on a scratch KV block
+  double kv_alloc_ms = 0;  // the last allocate_kv()
+  int64_t bytes_read = 0;  // tensor bytes touched by the read phase
+};
+
+struct LlamaLoadOptions {
+  std::string name;    // ModelInfo::name; the GGUF general.name when empty
+  bool warmup = true;  // run one token through the model at load
+};
+
+class LlamaRunner final : public ModelRunner {
+ public:
+  // Loads `file` (validated by load_model_config) onto `device`. kUnsupported for a tensor type
+  // the device cannot use, naming the tensor.
+  static Result<std::unique_ptr<LlamaRunner>> load(std::shared_ptr<const GgufFile> file,
+                                                   std::shared_ptr<device::Device> device,
+                                                   const LlamaLoadOptions& options = {});
+  ~LlamaRunner() override;
+
+  const ModelInfo& info() const override { return info_; }
+  const ModelConfig& config() const { return config_; }
+  const LoadReport& load_report() const { return report_; }
+  device::Device& device() const { return *device_; }
+
+  Status allocate_kv(int32_t n_blocks, int32_t block_size) override;
+  Status forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+  int64_t device_free_bytes() const override { return device_->free_bytes(); }
+
+ private:
+  struct Layer;
+  struct Scratch;
+  LlamaRunner() = default;
+  Status load_weights(LoadReport& report);
+  Status check_batch(const ForwardBatch& batch) const;
+
+  std::shared_ptr<const GgufFile> file_;
+  std::shared_ptr<device::Device> device_;
+  ModelConfig config_;
+  ModelInfo info_;
+  LoadReport report_;
+
+  device::Weight token_embd_;
+  device::Weight output_;  // empty (rows == 0) when tied to token_embd_
+  device::Buffer output_norm_;
+  device::Buffer rope_factors_;
+  std::vector<Layer> layers_;
+  std::unique_ptr<Scratch> scratch_;
+
+  device::Buffer kv_;  // [n_layers][K|V][n_blocks * block_size][kv_dim] F32
+  int32_t kv_blocks_ = 0;
+  int32_t block_size_ = 0;
+};
+
+}  // namespace cutline::model
