@@ -1,0 +1,176 @@
+// AdmissionQueue: slots, priority classes, fair share across tenants, timeouts.
+#include "cutline/policy/admission_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+namespace cutline::policy {
+namespace {
+
+constexpr int64_t kMsNs = 1000000;
+
+TEST(AdmissionQueue, AdmitsUpToTheLimitThenQueuesThenRejects) {
+  proto::ManualClock clock;
+  AdmissionQueue q({2, 1}, clock);
+  EXPECT_EQ(q.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  EXPECT_EQ(q.arrive(2, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  EXPECT_EQ(q.arrive(3, "a", Priority::kInteractive, 1000), Arrival::kQueued);
+  EXPECT_EQ(q.arrive(4, "a", Priority::kInteractive, 1000), Arrival::kRejectedQueueFull);
+  EXPECT_EQ(q.live().queue_depth, 1);
+  EXPECT_EQ(q.live().in_flight, 2);
+  clock.advance_ms(40);
+  auto next = q.release();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->waiter_id, 3u);
+  EXPECT_EQ(next->queue_wait_ns, 40 * kMsNs);
+  EXPECT_EQ(q.in_flight(), 2);
+  EXPECT_FALSE(q.release());
+  EXPECT_EQ(q.in_flight(), 1);
+}
+
+TEST(AdmissionQueue, UnlimitedAlwaysAdmits) {
+  proto::ManualClock clock;
+  AdmissionQueue q({std::nullopt, 0}, clock);
+  for (uint64_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(q.arrive(i, "a", Priority::kBatch, 1), Arrival::kAdmitted);
+  }
+  EXPECT_EQ(q.in_flight(), 100);
+}
+
+TEST(AdmissionQueue, NoQueueMeansRejectAtOnce) {
+  proto::ManualClock clock;
+  AdmissionQueue q({1, 0}, clock);
+  EXPECT_EQ(q.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  EXPECT_EQ(q.arrive(2, "a", Priority::kInteractive, 1000), Arrival::kRejectedQueueFull);
+}
+
+TEST(AdmissionQueue, InteractiveBeforeBatch) {
+  proto::ManualClock clock;
+  AdmissionQueue q({1, 10}, clock);
+  ASSERT_EQ(q.arrive(1, "a", Priority::kInteractive, 10000), Arrival::kAdmitted);
+  ASSERT_EQ(q.arrive(2, "a", Priority::kBatch, 10000), Arrival::kQueued);
+  ASSERT_EQ(q.arrive(3, "b", Priority::kBatch, 10000), Arrival::kQueued);
+  ASSERT_EQ(q.arrive(4, "c", Priority::kInteractive, 10000), Arrival::kQueued);
+  EXPECT_EQ(q.release()->waiter_id, 4u);  // arrived last, served first
+  EXPECT_EQ(q.release()->waiter_id, 2u);
+  EXPECT_EQ(q.release()->waiter_id, 3u);
+}
+
+TEST(AdmissionQueue, RoundRobinAcrossTenantsFifoWithin) {
+  proto::ManualClock clock;
+  AdmissionQueue q({1, 100}, clock);
+  ASSERT_EQ(q.arrive(0, "flood", Priority::kInteractive, 10000), Arrival::kAdmitted);
+  for (uint64_t i = 1; i <= 5; ++i) q.arrive(i, "flood", Priority::kInteractive, 10000);
+  q.arrive(100, "quiet", Priority::kInteractive, 10000);
+  q.arrive(101, "quiet", Priority::kInteractive, 10000);
+  std::vector<uint64_t> order;
+  while (auto n = q.release()) order.push_back(n->waiter_id);
+  EXPECT_EQ(order, (std::vector<uint64_t>{1, 100, 2, 101, 3, 4, 5}));
+}
+
+// Two tenants share 4 slots; one floods the queue with 20 new requests every 100 ms, the other
+// sends one request every 100 ms. Each request runs 100 ms. With FIFO the quiet tenant would
+// wait behind the whole flood (seconds); with round-robin its wait stays within one service
+// time.
+TEST(AdmissionQueue, AFloodingTenantCannotStarveAnother) {
+  proto::ManualClock clock;
+  AdmissionQueue q({4, 1000}, clock);
+  std::multimap<int64_t, uint64_t> running;  // finish time -> id
+  std::map<uint64_t, int64_t> quiet_arrival;
+  int64_t max_quiet_wait_ns = 0;
+  int quiet_served = 0;
+  uint64_t next_id = 1;
+  auto start = [&](uint64_t id) { running.emplace(clock.now_ns() + 100 * kMsNs, id); };
+  auto is_quiet = [](uint64_t id) { return id % 2 == 0; };
+  auto arrive = [&](uint64_t id, const char* tenant) {
+    if (q.arrive(id, tenant, Priority::kInteractive, 60000) == Arrival::kAdmitted) {
+      start(id);
+      if (is_quiet(id)) ++quiet_served;
+    }
+  };
+  for (int tick = 0; tick < 50; ++tick) {
+    // Finish everything due by now; each release hands its slot to the next waiter.
+    while (!running.empty() && running.begin()->first <= clock.now_ns()) {
+      running.erase(running.begin());
+      if (auto n = q.release()) {
+        start(n->waiter_id);
+        if (is_quiet(n->waiter_id)) {
+          ++quiet_served;
+          max_quiet_wait_ns = std::max(max_quiet_wait_ns, n->queue_wait_ns);
+        }
+      }
+    }
+    for (int i = 0; i < 20; ++i) {
+      uint64_t id = next_id % 2 == 1 ? next_id : next_id + 1;  // odd ids: flood
+      next_id = id + 1;
+      arrive(id, "flood");
+    }
+    uint64_t quiet_id = next_id % 2 == 0 ? next_id : next_id + 1;
+    next_id = quiet_id + 1;
+    quiet_arrival[quiet_id] = clock.now_ns();
+    arrive(quiet_id, "quiet");
+    clock.advance_ms(100);
+  }
+  EXPECT_GE(quiet_served, 45);  // nearly every quiet request got through
+  EXPECT_LE(max_quiet_wait_ns, 200 * kMsNs);
+  EXPECT_GT(q.depth(), 500);  // while the flood itself piles up
+}
+
+TEST(AdmissionQueue, ExpireReturnsTimedOutWaitersWithTheirWait) {
+  proto::ManualClock clock;
+  AdmissionQueue q({1, 10}, clock);
+  q.arrive(1, "a", Priority::kInteractive, 1000);
+  q.arrive(2, "a", Priority::kInteractive, 2000);
+  clock.advance_ms(500);
+  q.arrive(3, "b", Priority::kBatch, 1000);
+  EXPECT_EQ(q.next_expiry_ns(), 1500 * kMsNs);
+  clock.advance_ms(999);
+  EXPECT_TRUE(q.expire().empty());
+  clock.advance_ms(1);  // 1500 ms: waiter 3's timeout
+  auto expired = q.expire();
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].waiter_id, 3u);
+  EXPECT_EQ(expired[0].queue_wait_ns, 1000 * kMsNs);
+  clock.advance_ms(500);
+  expired = q.expire();
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].waiter_id, 2u);
+  EXPECT_EQ(q.depth(), 0);
+  EXPECT_FALSE(q.next_expiry_ns());
+}
+
+TEST(AdmissionQueue, CancelRemovesAWaiter) {
+  proto::ManualClock clock;
+  AdmissionQueue q({1, 10}, clock);
+  q.arrive(1, "a", Priority::kInteractive, 1000);
+  q.arrive(2, "a", Priority::kInteractive, 1000);
+  q.arrive(3, "b", Priority::kInteractive, 1000);
+  EXPECT_TRUE(q.cancel(2));
+  EXPECT_FALSE(q.cancel(2));
+  EXPECT_EQ(q.depth(), 1);
+  EXPECT_EQ(q.release()->waiter_id, 3u);
+  EXPECT_FALSE(q.release());
+}
+
+TEST(AdmissionQueue, RaisedLimitAdmitsWaitersLoweredLimitDrains) {
+  proto::ManualClock clock;
+  AdmissionQueue q({1, 10}, clock);
+  q.arrive(1, "a", Priority::kInteractive, 1000);
+  q.arrive(2, "a", Priority::kInteractive, 1000);
+  q.arrive(3, "a", Priority::kInteractive, 1000);
+  auto admitted = q.set_limits({3, 10});
+  ASSERT_EQ(admitted.size(), 2u);
+  EXPECT_EQ(admitted[0].waiter_id, 2u);
+  EXPECT_EQ(q.in_flight(), 3);
+  EXPECT_TRUE(q.set_limits({1, 10}).empty());
+  q.arrive(4, "a", Priority::kInteractive, 1000);
+  EXPECT_FALSE(q.release());  // 2 running, limit 1: no slot yet
+  EXPECT_FALSE(q.release());  // 1 running
+  EXPECT_EQ(q.release()->waiter_id, 4u);
+}
+
+}  // namespace
+}  // namespace cutline::policy

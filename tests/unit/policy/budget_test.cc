@@ -1,0 +1,196 @@
+// reserve_budget(): pools clamp or reject per rule, label the source, and never leak.
+#include "cutline/policy/budget.h"
+
+#include <gtest/gtest.h>
+
+#include "policy_test_util.h"
+
+namespace cutline::policy {
+namespace {
+
+using testing::load_ok;
+using testing::with_policies;
+
+const char* kTenants =
+    "tenants:\n"
+    "  - {name: alice, api_keys: [\"env:A\"]}\n"
+    "  - {name: bob, api_keys: [\"env:B\"]}\n";
+
+LoadOptions env() {
+  return LoadOptions{[](const std::string& n) -> std::optional<std::string> { return "k" + n; }};
+}
+
+Decision decide_for(const Policy& p, std::string_view tenant, std::optional<int64_t> max) {
+  RequestFacts f;
+  f.tenant = tenant;
+  f.model = "m";
+  f.route = "/v1/chat/completions";
+  f.client_max_tokens = max;
+  return decide(p, f, {});
+}
+
+class Budget : public ::testing::Test {
+ protected:
+  proto::ManualClock clock_;
+  MemoryPoolStore store_{clock_};
+};
+
+TEST_F(Budget, RuleWithoutPoolsReservesNothing) {
+  auto p = load_ok(with_policies("  - name: p\n    budget: {max_output_tokens: 100}\n"));
+  Decision d = decide_for(*p, "", 50);
+  PoolGrant g = reserve_budget(d, store_);
+  EXPECT_TRUE(g.admitted);
+  EXPECT_FALSE(g.tenant.active());
+  EXPECT_FALSE(g.global.active());
+  EXPECT_EQ(d.max_output_tokens.tokens, 50);
+}
+
+TEST_F(Budget, ClampToWhatRemainsInTheTenantPool) {
+  auto p = load_ok(with_policies("  - name: p\n"
+                                 "    budget:\n"
+                                 "      max_output_tokens: 500\n"
+                                 "      tenant_tokens_per_minute: 600\n"  // line 13
+                                 "      on_pool_exhausted: clamp\n",
+                                 kTenants),
+                   env());
+  Decision d1 = decide_for(*p, "alice", std::nullopt);
+  PoolGrant g1 = reserve_budget(d1, store_);
+  ASSERT_TRUE(g1.admitted);
+  EXPECT_EQ(d1.max_output_tokens.tokens, 500);
+  EXPECT_EQ(d1.max_output_tokens.source.kind, SourceKind::kRuleClamp);
+
+  Decision d2 = decide_for(*p, "alice", std::nullopt);
+  PoolGrant g2 = reserve_budget(d2, store_);
+  ASSERT_TRUE(g2.admitted);
+  EXPECT_EQ(d2.max_output_tokens.tokens, 100);
+  EXPECT_EQ(d2.max_output_tokens.source.kind, SourceKind::kTenantPool);
+  EXPECT_EQ(d2.max_output_tokens.source.path, "policies[0].budget.tenant_tokens_per_minute");
+  EXPECT_EQ(d2.max_output_tokens.source.line, 13);
+  EXPECT_EQ(g2.tenant.tokens(), 100);
+
+  // Bob's pool is his own.
+  Decision d3 = decide_for(*p, "bob", std::nullopt);
+  ASSERT_TRUE(reserve_budget(d3, store_).admitted);
+  EXPECT_EQ(d3.max_output_tokens.tokens, 500);
+
+  // Alice's pool is empty now: even clamp rejects below min_output_tokens (1).
+  Decision d4 = decide_for(*p, "alice", std::nullopt);
+  PoolGrant g4 = reserve_budget(d4, store_);
+  EXPECT_FALSE(g4.admitted);
+  EXPECT_EQ(g4.rejected_by.kind, SourceKind::kTenantPool);
+  EXPECT_EQ(g4.retry_after_s, 1);  // 1 token at 10/s
+}
+
+TEST_F(Budget, RejectSaysRetryAfterFromTheRefillRate) {
+  auto p =
+      load_ok(with_policies("  - name: p\n"
+                            "    budget: {max_output_tokens: 300, global_tokens_per_minute: "
+                            "600}\n"));
+  Decision d1 = decide_for(*p, "", std::nullopt);
+  PoolGrant g1 = reserve_budget(d1, store_);
+  Decision d2 = decide_for(*p, "", 250);
+  PoolGrant g2 = reserve_budget(d2, store_);
+  ASSERT_TRUE(g1.admitted && g2.admitted);  // 600 - 300 - 250 = 50 left
+  Decision d3 = decide_for(*p, "", std::nullopt);
+  PoolGrant g3 = reserve_budget(d3, store_);
+  EXPECT_FALSE(g3.admitted);
+  EXPECT_EQ(g3.rejected_by.kind, SourceKind::kGlobalPool);
+  EXPECT_EQ(g3.needed_tokens, 300);
+  EXPECT_EQ(g3.available_tokens, 50);
+  EXPECT_EQ(g3.retry_after_s, 25);              // 250 missing at 10 tokens/s
+  EXPECT_EQ(d3.max_output_tokens.tokens, 300);  // unchanged by a rejection
+}
+
+TEST_F(Budget, RefundAtFinishMakesRoomAgain) {
+  auto p =
+      load_ok(with_policies("  - name: p\n"
+                            "    budget: {max_output_tokens: 300, global_tokens_per_minute: "
+                            "600}\n"));
+  Decision d1 = decide_for(*p, "", std::nullopt);
+  PoolGrant g1 = reserve_budget(d1, store_);
+  Decision d2 = decide_for(*p, "", std::nullopt);
+  PoolGrant g2 = reserve_budget(d2, store_);
+  Decision d3 = decide_for(*p, "", std::nullopt);
+  EXPECT_FALSE(reserve_budget(d3, store_).admitted);
+  g1.settle(20);  // a short answer gives back 280: still not enough for 300
+  Decision d4 = decide_for(*p, "", std::nullopt);
+  EXPECT_FALSE(reserve_budget(d4, store_).admitted);
+  g2.settle(280);  // gives back 20
+  Decision d5 = decide_for(*p, "", std::nullopt);
+  {
+    PoolGrant g5 = reserve_budget(d5, store_);
+    EXPECT_TRUE(g5.admitted);
+    EXPECT_EQ(store_.available({"global/p", 600}), 0);
+  }
+  EXPECT_EQ(store_.available({"global/p", 600}), 300);  // g5 dropped unsettled: all back
+}
+
+TEST_F(Budget, CancelledRequestsRefundEverything) {
+  auto p = load_ok(with_policies("  - name: p\n"
+                                 "    budget: {max_output_tokens: 300, tenant_tokens_per_minute: "
+                                 "300, global_tokens_per_minute: 600}\n",
+                                 kTenants),
+                   env());
+  PoolSpec tenant{"tenant/p/alice", 300}, global{"global/p", 600};
+  {
+    Decision d = decide_for(*p, "alice", std::nullopt);
+    PoolGrant g = reserve_budget(d, store_);
+    ASSERT_TRUE(g.admitted);
+    EXPECT_EQ(store_.available(tenant), 0);
+    EXPECT_EQ(store_.available(global), 300);
+    // The client disconnects in the queue: the grant is dropped unsettled.
+  }
+  EXPECT_EQ(store_.available(tenant), 300);
+  EXPECT_EQ(store_.available(global), 600);
+}
+
+TEST_F(Budget, GlobalRejectionGivesTheTenantPoolBackItsShare) {
+  auto p = load_ok(with_policies("  - name: p\n"
+                                 "    budget: {max_output_tokens: 300, tenant_tokens_per_minute: "
+                                 "600, global_tokens_per_minute: 300}\n",
+                                 kTenants),
+                   env());
+  Decision d1 = decide_for(*p, "bob", std::nullopt);
+  PoolGrant g1 = reserve_budget(d1, store_);  // drains the global pool
+  ASSERT_TRUE(g1.admitted);
+  Decision d2 = decide_for(*p, "alice", std::nullopt);
+  PoolGrant g2 = reserve_budget(d2, store_);
+  EXPECT_FALSE(g2.admitted);
+  EXPECT_EQ(g2.rejected_by.kind, SourceKind::kGlobalPool);
+  EXPECT_EQ(store_.available({"tenant/p/alice", 600}), 600);
+}
+
+TEST_F(Budget, GlobalClampShrinksTheTenantReservation) {
+  auto p = load_ok(with_policies("  - name: p\n"
+                                 "    budget: {max_output_tokens: 300, tenant_tokens_per_minute: "
+                                 "1000, global_tokens_per_minute: 400, on_pool_exhausted: "
+                                 "clamp}\n",
+                                 kTenants),
+                   env());
+  Decision d1 = decide_for(*p, "bob", std::nullopt);
+  PoolGrant g1 = reserve_budget(d1, store_);
+  Decision d2 = decide_for(*p, "alice", std::nullopt);
+  PoolGrant g2 = reserve_budget(d2, store_);
+  ASSERT_TRUE(g2.admitted);
+  EXPECT_EQ(d2.max_output_tokens.tokens, 100);
+  EXPECT_EQ(d2.max_output_tokens.source.kind, SourceKind::kGlobalPool);
+  EXPECT_EQ(g2.tenant.tokens(), 100);
+  EXPECT_EQ(store_.available({"tenant/p/alice", 1000}), 900);
+}
+
+TEST_F(Budget, MinOutputTokensRejectsTinyClamps) {
+  auto p =
+      load_ok(with_policies("  - name: p\n"
+                            "    budget: {max_output_tokens: 500, global_tokens_per_minute: "
+                            "520, on_pool_exhausted: clamp, min_output_tokens: 64}\n"));
+  Decision d1 = decide_for(*p, "", std::nullopt);
+  PoolGrant g1 = reserve_budget(d1, store_);  // 20 left
+  Decision d2 = decide_for(*p, "", std::nullopt);
+  PoolGrant g2 = reserve_budget(d2, store_);
+  EXPECT_FALSE(g2.admitted);
+  EXPECT_EQ(g2.needed_tokens, 64);
+  EXPECT_EQ(g2.retry_after_s, 6);  // 44 missing at 520/60 per second = 5.08 s
+}
+
+}  // namespace
+}  // namespace cutline::policy
