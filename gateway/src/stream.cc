@@ -677,6 +677,7 @@ void Stream::describe(proto::JsonWriter& w, int64_t now) const {
   w.field("request_id", request_id_).field("tenant", tenant_).field("model", parsed_.model);
   w.field("policy", decision_.policy_name).field("phase", to_string(phase_));
   w.field("stream", parsed_.stream).field("tokens", timing_.tokens());
+  w.field("upstream_paused", upstream_paused_).field("bytes_out", bytes_out_);
   w.field("elapsed_ms", (now - timing_.arrival_ns()) / 1e6);
   w.optional_field("deadline_left_ms",
                    left(deadline_timer_, decision_.deadline.ms, timing_.arrival_ns()));

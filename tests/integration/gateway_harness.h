@@ -1,0 +1,181 @@
+#pragma once
+// Test harness for gateway integration tests: starts the real cutline-fake-upstream and
+// cutline-gateway binaries on loopback (free ports), writes the policy file, and offers a client
+// the way a user would have one (blocking http_fetch, or a raw socket for disconnects and slow
+// reads), plus readers for the access log and /metrics.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/openai_chunk.h"
+#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/stop_record.h"
+
+namespace cutline::test {
+
+// Polls `cond` every few ms until it holds or `timeout_ms` passes.
+inline bool wait_for(const std::function<bool()>& cond, int timeout_ms = 5000) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class Process {
+ public:
+  // Starts argv with stdout to `stdout_path` and stderr to `stderr_path`.
+  void start(const std::vector<std::string>& argv, const std::string& stdout_path,
+             const std::string& stderr_path) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  void signal(int sig) const {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  ~Process() { stop(); }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+inline std::string make_temp_dir() {
+  char tmpl[] = "/tmp/cutline-gw-test-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  return d ? d : "/tmp";
+}
+
+// The last SSE data payload before [DONE] (the chunk carrying the stop record).
+inline std::string last_chunk(const std::string& sse_body) {
+  proto::SseParser p;
+  std::string_view in = sse_body;
+  std::string last;
+  for (;;) {
+    auto s = p.next(in);
+    if (s != proto::SseParser::Step::kEvent) break;
+    if (!p.event().done) last = std::string(p.event().data);
+  }
+  return last;
+}
+
+// Every SSE data payload (except [DONE]) in order; `done` tells whether [DONE] was seen.
+inline std::vector<std::string> sse_payloads(const std::string& sse_body, bool* done = nullptr) {
+  proto::SseParser p;
+  std::string_view in = sse_body;
+  std::vector<std::string> out;
+  if (done) *done = false;
+  for (;;) {
+    auto s = p.next(in);
+    if (s != proto::SseParser::Step::kEvent) break;
+    if (p.event().done) {
+      if (done) *done = true;
+    } else {
+      out.emplace_back(p.event().data);
+    }
+  }
+  return out;
+}
+
+// A raw loopback connection for clients that misbehave (disconnect, read slowly).
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port, int rcvbuf = 0) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawClient() { close(); }
+  bool connected() const { return connected_; }
+  void send_all(const std::string& data) {
+    size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+  // Reads until `needle` appears in what was received or timeout; returns everything read.
+  std::string read_until(const std::string& needle, int timeout_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    timeval tv{0, 20000};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < end && received_.find(needle) == std::string::npos) {
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0) break;
+      if (n > 0) received_.append(buf, static_cast<size_t>(n));
+    }
+    return received_;
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string received_;
+};
+
+inline std::string http_post_raw(const std::string& path, const std::string& body,
+                                 const std::string& extra_headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+}  // namespace cutline::test
