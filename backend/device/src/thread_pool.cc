@@ -17,28 +17,38 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::drain(int32_t thread) {
+void ThreadPool::drain(uint32_t generation, int64_t n_tasks,
+                       const std::function<void(int64_t, int32_t)>* fn, int32_t thread) {
+  uint64_t cur = next_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) return;
-    (*fn_)(task, thread);
+    if (static_cast<uint32_t>(cur >> 32) != generation) return;
+    const int64_t task = static_cast<int64_t>(cur & 0xFFFFFFFFu);
+    if (task >= n_tasks) return;
+    if (!next_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) continue;
+    (*fn)(task, thread);
+    if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_tasks) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (waiting_) done_.notify_one();
+    }
+    cur = next_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::worker(int32_t thread) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
+    uint32_t generation;
+    int64_t n_tasks;
+    const std::function<void(int64_t, int32_t)>* fn;
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation = generation_;
+      n_tasks = n_tasks_;
+      fn = fn_;
     }
-    drain(thread);
-    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_.notify_one();
-    }
+    drain(generation, n_tasks, fn, thread);
   }
 }
 
@@ -48,25 +58,29 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int32_t)
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
+  assert(n_tasks < (int64_t{1} << 32));
+  uint32_t generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    generation = ++generation_;
     fn_ = &fn;
     n_tasks_ = n_tasks;
-    next_.store(0, std::memory_order_relaxed);
-    active_.store(static_cast<int32_t>(workers_.size()), std::memory_order_relaxed);
-    ++generation_;
+    completed_.store(0, std::memory_order_relaxed);
+    next_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  drain(0);
-  // Spin briefly (ops are short), then block until every worker has left this run.
-  for (int spin = 0; spin < 20000; ++spin) {
-    if (active_.load(std::memory_order_acquire) == 0) return;
+  drain(generation, n_tasks, &fn, 0);
+  // Wait only for tasks other threads claimed; workers that never woke are not waited for.
+  for (int spin = 0; spin < 4000; ++spin) {
+    if (completed_.load(std::memory_order_acquire) == n_tasks) return;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
   }
   std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+  waiting_ = true;
+  done_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) == n_tasks; });
+  waiting_ = false;
 }
 
 }  // namespace cutline::device

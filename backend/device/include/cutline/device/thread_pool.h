@@ -27,19 +27,25 @@ class ThreadPool {
 
  private:
   void worker(int32_t thread);
-  void drain(int32_t thread);
+  // Claims and runs tasks of run `generation` until none is left; the claim fails once the
+  // run's tasks are all taken or a newer run has started, so a late worker never touches a
+  // finished run's function.
+  void drain(uint32_t generation, int64_t n_tasks, const std::function<void(int64_t, int32_t)>* fn,
+             int32_t thread);
 
   const int32_t n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;  // guarded by mu_; bumped per run()
-  bool stop_ = false;        // guarded by mu_
-  const std::function<void(int64_t, int32_t)>* fn_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int32_t> active_{0};  // workers still inside the current run
+  uint32_t generation_ = 0;                                    // guarded by mu_; bumped per run()
+  bool stop_ = false;                                          // guarded by mu_
+  const std::function<void(int64_t, int32_t)>* fn_ = nullptr;  // guarded by mu_
+  int64_t n_tasks_ = 0;                                        // guarded by mu_
+  // (generation << 32) | next task index of the current run.
+  std::atomic<uint64_t> next_{0};
+  std::atomic<int64_t> completed_{0};  // tasks of the current run finished
+  bool waiting_ = false;               // guarded by mu_: the caller sleeps on done_
 };
 
 }  // namespace cutline::device

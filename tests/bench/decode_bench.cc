@@ -1,0 +1,278 @@
+// decode_bench: CPU decode throughput against the memory-bandwidth roofline (issue 5). For each
+// weight type it writes a Llama GGUF of ~1.2 GiB (F16 size) with random weights, loads it on the
+// CPU device, and measures side by side with a STREAM-style bandwidth run:
+//   - batch-1 decode tokens/s and % of roofline = weight bytes per token x tokens/s / read
+//   bandwidth
+//   - batch-8 decode throughput and its ratio to batch 1
+//   - prefill tokens/s for a 512-token prompt
+// Run by tests/bench/run_decode_bench.sh, not by ctest.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cutline/device/device.h"
+#include "cutline/device/quant.h"
+#include "cutline/model/gguf_writer.h"
+#include "cutline/model/llama_runner.h"
+
+namespace {
+
+using namespace cutline;
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Spec {
+  int layers = 10, dim = 2048, heads = 16, kv_heads = 4, ffn = 5632, vocab = 32000, ctx = 2048;
+  device::DType type = device::DType::kF16;
+};
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+Status write_model(const Spec& s, const std::string& path) {
+  model::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "decode-bench");
+  w.set_u32("llama.block_count", s.layers);
+  w.set_u32("llama.embedding_length", s.dim);
+  w.set_u32("llama.feed_forward_length", s.ffn);
+  w.set_u32("llama.attention.head_count", s.heads);
+  w.set_u32("llama.attention.head_count_kv", s.kv_heads);
+  w.set_u32("llama.context_length", s.ctx);
+  struct T {
+    std::string name;
+    bool norm;
+    int64_t cols, rows;
+  };
+  const int64_t kv = int64_t{s.kv_heads} * (s.dim / s.heads);
+  std::vector<T> ts = {{"token_embd.weight", false, s.dim, s.vocab},
+                       {"output_norm.weight", true, s.dim, 1},
+                       {"output.weight", false, s.dim, s.vocab}};
+  for (int i = 0; i < s.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    for (T t : {T{"attn_norm.weight", true, s.dim, 1}, T{"ffn_norm.weight", true, s.dim, 1},
+                T{"attn_q.weight", false, s.dim, s.dim}, T{"attn_k.weight", false, s.dim, kv},
+                T{"attn_v.weight", false, s.dim, kv}, T{"attn_output.weight", false, s.dim, s.dim},
+                T{"ffn_gate.weight", false, s.dim, s.ffn}, T{"ffn_up.weight", false, s.dim, s.ffn},
+                T{"ffn_down.weight", false, s.ffn, s.dim}}) {
+      t.name = p + t.name;
+      ts.push_back(t);
+    }
+  }
+  for (const T& t : ts) {
+    const auto type = t.norm ? model::TensorType::kF32 : static_cast<model::TensorType>(s.type);
+    Status st = t.norm ? w.add_tensor(t.name, type, {t.cols})
+                       : w.add_tensor(t.name, type, {t.cols, t.rows});
+    if (!st.ok()) return st;
+  }
+  if (Status st = w.begin_file(path); !st.ok()) return st;
+  uint64_t seed = 7;
+  std::vector<float> rows;
+  std::vector<uint8_t> bytes;
+  for (const T& t : ts) {
+    const device::DType type = t.norm ? device::DType::kF32 : s.type;
+    const int64_t chunk = 256;
+    for (int64_t r0 = 0; r0 < t.rows; r0 += chunk) {
+      const int64_t nr = std::min(chunk, t.rows - r0);
+      rows.resize(nr * t.cols);
+      const float scale = t.norm ? 0.0f : 1.0f / std::sqrt(float(t.cols));
+      for (float& x : rows)
+        x = (t.norm ? 1.0f : 0.0f) + scale * (float(splitmix(seed) >> 40) / float(1 << 24) * 2 - 1);
+      const int64_t rb = device::row_bytes(type, t.cols);
+      bytes.resize(nr * rb);
+      for (int64_t r = 0; r < nr; ++r)
+        device::quantize_row(type, rows.data() + r * t.cols, bytes.data() + r * rb, t.cols);
+      if (Status st = w.write_data(bytes); !st.ok()) return st;
+    }
+  }
+  return w.finish();
+}
+
+// STREAM-style bandwidth with `threads` threads over 1 GiB: read (sum of 64-bit words) and copy
+// (memcpy; bytes read + written). GB/s = 1e9 bytes/s.
+struct Bandwidth {
+  double read_gbs = 0, copy_gbs = 0;
+};
+Bandwidth measure_bandwidth(int threads) {
+  const size_t n = (size_t{1} << 30) / 8;
+  std::vector<uint64_t> a(n, 1), b(n, 2);
+  Bandwidth best;
+  std::vector<uint64_t> sums(threads);
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+        uint64_t s[8] = {};
+        for (size_t i = lo; i + 8 <= hi; i += 8)
+          for (int j = 0; j < 8; ++j) s[j] += a[i + j];
+        sums[t] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+      });
+    }
+    for (auto& t : ts) t.join();
+    best.read_gbs = std::max(best.read_gbs, n * 8.0 / secs(t0) / 1e9);
+    ts.clear();
+    t0 = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+        std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * 8);
+      });
+    }
+    for (auto& t : ts) t.join();
+    best.copy_gbs = std::max(best.copy_gbs, 2.0 * n * 8.0 / secs(t0) / 1e9);
+  }
+  if (sums[0] == 42) std::printf(" ");  // keep the sums alive
+  return best;
+}
+
+struct Figures {
+  double decode1_tps = 0, decode8_tps = 0, prefill_tps = 0;
+};
+
+// Prefill `prompt` tokens for `batch` sequences, then `steps` decode steps.
+Figures run(model::LlamaRunner& r, int batch, int prompt, int steps, bool time_prefill) {
+  const int block = 16;
+  const int blocks_per_seq = (prompt + steps + block - 1) / block;
+  if (!r.allocate_kv(batch * blocks_per_seq, block).ok()) std::abort();
+  std::vector<std::vector<int32_t>> tables(batch), toks(batch);
+  for (int b = 0; b < batch; ++b) {
+    for (int i = 0; i < blocks_per_seq; ++i) tables[b].push_back(b * blocks_per_seq + i);
+    for (int i = 0; i < prompt; ++i) toks[b].push_back((b * 131 + i * 17) % 32000);
+  }
+  std::vector<float> logits;
+  Figures f;
+  auto t0 = Clock::now();
+  for (int b = 0; b < batch; ++b) {
+    model::ForwardBatch fb;
+    fb.steps.push_back({.seq_id = b,
+                        .tokens = toks[b],
+                        .start_pos = 0,
+                        .block_table = tables[b],
+                        .want_logits = true});
+    if (!r.forward(fb, logits).ok()) std::abort();
+  }
+  if (time_prefill) f.prefill_tps = batch * prompt / secs(t0);
+  std::vector<int32_t> next(batch, 5);
+  t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    model::ForwardBatch fb;
+    for (int b = 0; b < batch; ++b) {
+      fb.steps.push_back({.seq_id = b,
+                          .tokens = std::span<const int32_t>(&next[b], 1),
+                          .start_pos = prompt + s,
+                          .block_table = tables[b],
+                          .want_logits = true});
+    }
+    if (!r.forward(fb, logits).ok()) std::abort();
+  }
+  const double tps = batch * steps / secs(t0);
+  (batch == 1 ? f.decode1_tps : f.decode8_tps) = tps;
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = "/tmp", types = "f16,q8_0,q4_k";
+  Spec spec;
+  bool keep = false;
+  int threads = 0, steps = 16;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
+    else if (a == "--types" && i + 1 < argc)
+      types = argv[++i];
+    else if (a == "--layers" && i + 1 < argc)
+      spec.layers = std::atoi(argv[++i]);
+    else if (a == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--steps" && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
+    else if (a == "--keep")
+      keep = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: decode_bench --dir DIR [--types f16,q8_0,q4_k] [--layers N] [--threads "
+                   "N] [--steps N] [--keep]\n");
+      return 2;
+    }
+  }
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto dev_r = device::make_device(
+      {.kind = device::DeviceKind::kCpu, .cpu_threads = threads, .cpu_isa = ""});
+  std::shared_ptr<device::Device> dev(std::move(dev_r).value());
+  std::printf("device: %s; model: llama %d layers, dim %d, ffn %d, heads %d/%d, vocab %d\n",
+              dev->description().c_str(), spec.layers, spec.dim, spec.ffn, spec.heads,
+              spec.kv_heads, spec.vocab);
+  std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s\n", "type", "file_GiB", "B/token_GB",
+              "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline", "dec8_tok/s", "b8/b1",
+              "prefill512");
+  size_t pos = 0;
+  while (pos <= types.size()) {
+    const size_t comma = std::min(types.find(',', pos), types.size());
+    const std::string name = types.substr(pos, comma - pos);
+    pos = comma + 1;
+    device::DType type;
+    if (name == "f16")
+      type = device::DType::kF16;
+    else if (name == "q8_0")
+      type = device::DType::kQ8_0;
+    else if (name == "q4_0")
+      type = device::DType::kQ4_0;
+    else if (name == "q4_k")
+      type = device::DType::kQ4_K;
+    else if (name == "q6_k")
+      type = device::DType::kQ6_K;
+    else
+      continue;
+    spec.type = type;
+    const std::string path =
+        dir + "/decode-bench-" + name + "-" + std::to_string(spec.layers) + ".gguf";
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      std::fclose(f);
+    } else if (Status st = write_model(spec, path); !st.ok()) {
+      std::fprintf(stderr, "writing %s: %s\n", path.c_str(), st.error().message.c_str());
+      return 1;
+    }
+    auto file = model::GgufFile::open(path);
+    if (!file.ok()) {
+      std::fprintf(stderr, "%s\n", file.error().message.c_str());
+      return 1;
+    }
+    std::shared_ptr<const model::GgufFile> shared(std::move(file).value());
+    int64_t per_token = 0;
+    for (const auto& t : shared->tensors()) {
+      if (t.name != "token_embd.weight") per_token += t.n_bytes;
+    }
+    auto runner = model::LlamaRunner::load(shared, dev);
+    if (!runner.ok()) {
+      std::fprintf(stderr, "%s\n", runner.error().message.c_str());
+      return 1;
+    }
+    const Bandwidth bw = measure_bandwidth(threads);
+    const Figures one = run(**runner, 1, 16, steps, false);
+    const Figures eight = run(**runner, 8, 16, steps, false);
+    const Figures pre = run(**runner, 1, 512, 1, true);
+    std::printf("%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f\n", name.c_str(),
+                shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs, bw.copy_gbs,
+                one.decode1_tps, 100.0 * per_token * one.decode1_tps / 1e9 / bw.read_gbs,
+                eight.decode8_tps, eight.decode8_tps / one.decode1_tps, pre.prefill_tps);
+    std::fflush(stdout);
+    if (!keep) std::remove(path.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,11 @@
+#!/bin/sh
+# CPU decode benchmark (issue 5): writes ~1.2 GiB models per weight type under $BENCH_DIR, then
+# measures in one run, side by side: STREAM-style memory bandwidth, batch-1 decode tokens/s and
+# its share of the bandwidth roofline, batch-8 vs batch-1 throughput, prefill tokens/s at 512.
+#   BUILD=build tests/bench/run_decode_bench.sh [--types f16,q8_0,q4_k] [--layers 10] [--keep]
+set -eu
+BUILD=${BUILD:-build}
+BENCH_DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/cutline-decode-bench}
+mkdir -p "$BENCH_DIR"
+cmake --build "$BUILD" --target decode_bench >/dev/null
+exec "$BUILD/tests/bench/decode_bench" --dir "$BENCH_DIR" "$@"
