@@ -45,11 +45,20 @@ class BpeTokenizer final : public Tokenizer {
 
   Vocabulary vocab_;
   PreTokenizer pre_ = PreTokenizer::kGpt2;
-  std::vector<std::string> bytes_;                      // decoded bytes per id
-  std::unordered_map<std::string, int32_t> token_ids_;  // token text -> id
-  std::unordered_map<uint64_t, int32_t> merge_rank_;    // (left << 32 | right) -> rank
-  std::unordered_map<uint64_t, int32_t> merge_result_;  // (left << 32 | right) -> merged id
-  std::array<int32_t, 256> byte_token_{};               // byte -> its single-byte token
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+  static uint64_t pair_key(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
+  }
+
+  std::vector<std::string> bytes_;                             // decoded bytes per id
+  std::unordered_map<std::string_view, int32_t> token_ids_;    // normal token text -> id
+  std::unordered_map<std::string_view, int32_t> special_ids_;  // control/user token text -> id
+  std::unordered_map<uint64_t, Merge> merges_;                 // pair_key(left, right) -> merge
+  std::array<int32_t, 256> byte_token_{};                      // byte -> its single-byte token
 };
 
 }  // namespace cutline::model

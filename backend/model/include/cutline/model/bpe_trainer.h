@@ -13,13 +13,14 @@
 namespace cutline::model {
 
 struct BpeVocabulary {
-  // GPT-2 unicode-mapped token texts: the 256 byte tokens (in byte order), then one per merge.
+  // GPT-2 unicode-mapped token texts: the 256 byte tokens (in byte order), then the result of
+  // each merge in rank order (a merge whose result already exists adds no token).
   std::vector<std::string> tokens;
-  // "left right" merges in rank order (tokens[256 + i] is merges[i] joined).
+  // "left right" merges in rank order.
   std::vector<std::string> merges;
 };
 
-// Learns up to `n_merges` merges (fewer when the text runs out of pairs occurring twice).
+// Learns merges until the vocabulary holds 256 + `n_merges` tokens or no pair occurs twice.
 BpeVocabulary train_bpe(std::string_view text, int32_t n_merges, PreTokenizer pre);
 
 // GPT-2's reversible byte <-> printable-unicode mapping used by byte-level BPE vocabularies.

@@ -48,7 +48,7 @@ class SpmTokenizer final : public Tokenizer {
   Vocabulary vocab_;
   bool add_space_prefix_ = true;
   std::vector<std::string> bytes_;                           // decoded bytes per id
-  std::unordered_map<std::string_view, int32_t> piece_ids_;  // piece text -> id (normal/user)
+  std::unordered_map<std::string_view, int32_t> piece_ids_;  // mergeable pieces (normal, user)
   std::unordered_map<std::string_view, int32_t> special_ids_;
   std::array<int32_t, 256> byte_token_{};  // <0xNN> ids, -1 when absent
 };

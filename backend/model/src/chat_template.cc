@@ -1,0 +1,272 @@
+#include "cutline/model/chat_template.h"
+
+#include <cctype>
+
+namespace cutline::model {
+
+namespace {
+
+struct NamedKind {
+  std::string_view name;
+  ChatTemplateKind kind;
+};
+constexpr NamedKind kNames[] = {
+    {"chatml", ChatTemplateKind::kChatMl},  {"llama3", ChatTemplateKind::kLlama3},
+    {"llama2", ChatTemplateKind::kLlama2},  {"mistral", ChatTemplateKind::kMistral},
+    {"gemma", ChatTemplateKind::kGemma},    {"phi3", ChatTemplateKind::kPhi3},
+    {"qwen", ChatTemplateKind::kChatMl},    {"qwen2", ChatTemplateKind::kChatMl},
+    {"llama-3", ChatTemplateKind::kLlama3}, {"llama-2", ChatTemplateKind::kLlama2},
+    {"phi-3", ChatTemplateKind::kPhi3},
+};
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+class Builder {
+ public:
+  void special(std::string_view text) { chat_.pieces.push_back({true, std::string(text)}); }
+  void text(std::string_view text) {
+    if (text.empty()) return;
+    if (!chat_.pieces.empty() && !chat_.pieces.back().special) {
+      chat_.pieces.back().text.append(text);
+    } else {
+      chat_.pieces.push_back({false, std::string(text)});
+    }
+  }
+  RenderedChat take() { return std::move(chat_); }
+
+ private:
+  RenderedChat chat_;
+};
+
+Status check_roles(std::span<const ChatMessage> messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& r = messages[i].role;
+    if (r != "system" && r != "user" && r != "assistant") {
+      return make_error(ErrorKind::kBadRequest, "message " + std::to_string(i) + " has role '" + r +
+                                                    "', expected system, user or assistant");
+    }
+  }
+  return {};
+}
+
+// For templates without a system role: an optional leading system message, then strict
+// user/assistant alternation starting with user.
+Status check_alternation(ChatTemplateKind kind, std::span<const ChatMessage> messages) {
+  size_t start = (!messages.empty() && messages[0].role == "system") ? 1 : 0;
+  for (size_t i = start; i < messages.size(); ++i) {
+    const char* want = (i - start) % 2 == 0 ? "user" : "assistant";
+    if (messages[i].role != want) {
+      return make_error(ErrorKind::kBadRequest,
+                        "chat template " + std::string(to_string(kind)) +
+                            " needs user and assistant messages to alternate after an optional "
+                            "system message, starting with user (message " +
+                            std::to_string(i) + " is " + messages[i].role + ")");
+    }
+  }
+  return {};
+}
+
+void render_chatml(std::span<const ChatMessage> messages, bool gen, Builder& b) {
+  for (const ChatMessage& m : messages) {
+    b.special("<|im_start|>");
+    b.text(m.role + "\n" + m.content);
+    b.special("<|im_end|>");
+    b.text("\n");
+  }
+  if (gen) {
+    b.special("<|im_start|>");
+    b.text("assistant\n");
+  }
+}
+
+void render_llama3(std::span<const ChatMessage> messages, bool gen, Builder& b) {
+  b.special("<|begin_of_text|>");
+  for (const ChatMessage& m : messages) {
+    b.special("<|start_header_id|>");
+    b.text(m.role);
+    b.special("<|end_header_id|>");
+    b.text("\n\n" + trim(m.content));
+    b.special("<|eot_id|>");
+  }
+  if (gen) {
+    b.special("<|start_header_id|>");
+    b.text("assistant");
+    b.special("<|end_header_id|>");
+    b.text("\n\n");
+  }
+}
+
+// Llama 2 chat: the system prompt sits inside the first [INST] between <<SYS>> markers.
+void render_llama2(std::span<const ChatMessage> messages, Builder& b) {
+  size_t start = 0;
+  std::string system;
+  bool has_system = !messages.empty() && messages[0].role == "system";
+  if (has_system) {
+    system = messages[0].content;
+    start = 1;
+  }
+  for (size_t i = start; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    std::string content = m.content;
+    if (i == start && has_system) {
+      content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+    }
+    if (m.role == "user") {
+      b.special("<s>");
+      b.text("[INST] " + trim(content) + " [/INST]");
+    } else {
+      b.text(" " + trim(content) + " ");
+      b.special("</s>");
+    }
+  }
+}
+
+// Mistral Instruct: no system role; a system message is prepended to the first user turn.
+void render_mistral(std::span<const ChatMessage> messages, Builder& b) {
+  b.special("<s>");
+  size_t start = 0;
+  std::string system;
+  if (!messages.empty() && messages[0].role == "system") {
+    system = messages[0].content + "\n\n";
+    start = 1;
+  }
+  for (size_t i = start; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      b.text("[INST] " + (i == start ? system : std::string()) + m.content + " [/INST]");
+    } else {
+      b.text(m.content);
+      b.special("</s>");
+    }
+  }
+}
+
+// Gemma: roles user and model; a system message is prepended to the first user turn.
+void render_gemma(std::span<const ChatMessage> messages, bool gen, Builder& b) {
+  b.special("<bos>");
+  size_t start = 0;
+  std::string system;
+  if (!messages.empty() && messages[0].role == "system") {
+    system = trim(messages[0].content) + "\n\n";
+    start = 1;
+  }
+  for (size_t i = start; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    b.special("<start_of_turn>");
+    b.text((m.role == "assistant" ? std::string("model") : m.role) + "\n" +
+           (i == start ? system : std::string()) + trim(m.content));
+    b.special("<end_of_turn>");
+    b.text("\n");
+  }
+  if (gen) {
+    b.special("<start_of_turn>");
+    b.text("model\n");
+  }
+}
+
+void render_phi3(std::span<const ChatMessage> messages, bool gen, Builder& b) {
+  for (const ChatMessage& m : messages) {
+    b.special("<|" + m.role + "|>");
+    b.text("\n" + m.content);
+    b.special("<|end|>");
+    b.text("\n");
+  }
+  if (gen) {
+    b.special("<|assistant|>");
+    b.text("\n");
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(ChatTemplateKind kind) {
+  for (const NamedKind& n : kNames) {
+    if (n.kind == kind) return n.name;
+  }
+  return "chatml";
+}
+
+std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name) {
+  std::string lower;
+  for (char c : name)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (const NamedKind& n : kNames) {
+    if (n.name == lower) return n.kind;
+  }
+  return std::nullopt;
+}
+
+DetectedChatTemplate detect_chat_template(std::string_view src) {
+  auto has = [&](std::string_view s) { return src.find(s) != std::string_view::npos; };
+  if (src.empty()) {
+    return {ChatTemplateKind::kChatMl, "the model has no chat template; using chatml"};
+  }
+  if (has("<|start_header_id|>")) return {ChatTemplateKind::kLlama3, {}};
+  if (has("<|im_start|>")) return {ChatTemplateKind::kChatMl, {}};
+  if (has("<start_of_turn>")) return {ChatTemplateKind::kGemma, {}};
+  if (has("<|assistant|>") && has("<|end|>")) return {ChatTemplateKind::kPhi3, {}};
+  if (has("[INST]")) {
+    return {has("<<SYS>>") ? ChatTemplateKind::kLlama2 : ChatTemplateKind::kMistral, {}};
+  }
+  return {ChatTemplateKind::kChatMl,
+          "unrecognized chat template; falling back to chatml (override with --chat-template)"};
+}
+
+std::string RenderedChat::text() const {
+  std::string out;
+  for (const ChatPiece& p : pieces) out.append(p.text);
+  return out;
+}
+
+Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                                 bool add_generation_prompt) {
+  if (auto s = check_roles(messages); !s) return std::move(s).error();
+  Builder b;
+  switch (kind) {
+    case ChatTemplateKind::kChatMl:
+      render_chatml(messages, add_generation_prompt, b);
+      break;
+    case ChatTemplateKind::kLlama3:
+      render_llama3(messages, add_generation_prompt, b);
+      break;
+    case ChatTemplateKind::kLlama2:
+      if (auto s = check_alternation(kind, messages); !s) return std::move(s).error();
+      render_llama2(messages, b);
+      break;
+    case ChatTemplateKind::kMistral:
+      if (auto s = check_alternation(kind, messages); !s) return std::move(s).error();
+      render_mistral(messages, b);
+      break;
+    case ChatTemplateKind::kGemma:
+      if (auto s = check_alternation(kind, messages); !s) return std::move(s).error();
+      render_gemma(messages, add_generation_prompt, b);
+      break;
+    case ChatTemplateKind::kPhi3:
+      render_phi3(messages, add_generation_prompt, b);
+      break;
+  }
+  return b.take();
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const RenderedChat& chat) {
+  std::vector<int32_t> out;
+  for (const ChatPiece& p : chat.pieces) {
+    if (p.special) {
+      int32_t id = tokenizer.special_token_id(p.text);
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+    }
+    std::vector<int32_t> ids = tokenizer.encode(p.text, false);
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+  return out;
+}
+
+}  // namespace cutline::model
