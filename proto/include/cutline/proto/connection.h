@@ -13,9 +13,9 @@
 //
 // Threading: everything on the owning EventLoop's thread. Handler callbacks run on it.
 // Lifetime: the owner may destroy the Connection (or call close()) from inside any Handler
-// callback; no callback runs after close() or destruction. on_closed() runs at most once and
-// only for closes the Connection did not get from its owner (peer EOF, error, timeout, connect
-// failure).
+// callback; no callback runs after close() or destruction. on_closed() runs at most once: for
+// closes the owner did not ask for (peer EOF, error, timeout, connect failure), and when a
+// close_after_flush() has finished (reason kFlushed).
 
 #include <sys/socket.h>
 
@@ -47,6 +47,7 @@ class Connection {
     kConnectRefused,  // outgoing: ECONNREFUSED
     kConnectTimeout,  // outgoing: no connection within the connect timeout
     kConnectFailed,   // outgoing: another connect error
+    kFlushed,         // close_after_flush() completed (or the peer went away while flushing)
   };
 
   class Handler {
@@ -65,8 +66,9 @@ class Connection {
 
   // Wraps an accepted, connected socket (takes ownership of `fd`). Reading starts enabled.
   Connection(EventLoop& loop, int fd, Handler& handler, const ConnectionOptions& options);
-  // Starts a non-blocking connect to `addr`; the result arrives as on_connected() or
-  // on_closed(kConnect*). Reading is enabled once connected.
+  // Starts a non-blocking connect to `addr`; the result arrives later (never inline) as
+  // on_connected() or on_closed(kConnect*). Reading is enabled once connected. Returns nullptr
+  // only when no socket could be created (out of descriptors).
   static std::unique_ptr<Connection> connect(EventLoop& loop, const sockaddr* addr,
                                              socklen_t addr_len, int64_t connect_timeout_ms,
                                              Handler& handler, const ConnectionOptions& options);
@@ -87,6 +89,8 @@ class Connection {
 
   // Bytes queued and not yet taken by the kernel.
   size_t output_bytes() const;
+  // Bytes received and not yet consumed by the handler.
+  size_t input_bytes() const;
   bool above_high_water() const { return above_high_water_; }
 
   // Enables or disables reading from the socket (EOF and errors on a paused connection are
@@ -96,10 +100,17 @@ class Connection {
   // Closes the connection when no byte arrives for `timeout_ms` while reading (0 disables).
   void set_read_timeout(int64_t timeout_ms);
 
+  // Runs on_readable() again soon (from the loop, never inline) when input is buffered: for a
+  // reader that left bytes in the input while paused and wants them now.
+  void trigger_read();
+
   // Closes now, dropping unsent output. No Handler callback runs afterwards.
   void close();
-  // Stops reading, sends what is queued, then closes. No Handler callback runs afterwards.
-  void close_after_flush();
+  // Graceful close: sends what is queued, then shuts down the sending side (FIN) and waits up to
+  // `linger_ms` for the peer to close, discarding anything it still sends (so a client still
+  // uploading a body it was refused reads our response instead of a reset). Ends with
+  // on_closed(kFlushed). No other Handler callback runs after this call.
+  void close_after_flush(int64_t linger_ms = 2000);
   bool open() const { return bev_ != nullptr; }
 
   // "ip:port" of the peer ("" when unknown).
@@ -110,9 +121,12 @@ class Connection {
   static void read_cb(bufferevent* bev, void* arg);
   static void write_cb(bufferevent* bev, void* arg);
   static void event_cb(bufferevent* bev, short what, void* arg);
-  static void flush_done_cb(bufferevent* bev, void* arg);
+  static void flush_read_cb(bufferevent* bev, void* arg);
+  static void flush_write_cb(bufferevent* bev, void* arg);
   static void flush_event_cb(bufferevent* bev, short what, void* arg);
-  void check_high_water();
+  void finish_flush();
+  // Frees the bufferevent, then tells the handler (unless the Connection was destroyed by then).
+  void closed_by_peer(CloseReason reason, std::string message);
 
   EventLoop& loop_;
   bufferevent* bev_ = nullptr;
@@ -122,6 +136,8 @@ class Connection {
   bool above_high_water_ = false;
   bool reading_ = true;
   bool connecting_ = false;
+  bool flushing_ = false;
+  int64_t linger_ms_ = 0;
 };
 
 }  // namespace cutline::proto

@@ -17,6 +17,7 @@
 #include "cutline/proto/result.h"
 
 struct evconnlistener;
+struct sockaddr;
 
 namespace cutline::proto {
 
@@ -40,7 +41,7 @@ class Listener {
 
  private:
   Listener() = default;
-  static void on_accept_cb(evconnlistener* l, int fd, struct sockaddr* addr, int len, void* arg);
+  static void on_accept_cb(evconnlistener* l, int fd, ::sockaddr* addr, int len, void* arg);
 
   evconnlistener* listener_ = nullptr;
   AcceptFn on_accept_;

@@ -1,0 +1,244 @@
+#include "cutline/proto/connection.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cutline/proto/event_loop.h"
+
+namespace cutline::proto {
+
+namespace {
+
+timeval to_timeval(int64_t ms) {
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(ms / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+  return tv;
+}
+
+void set_nodelay(int fd) {
+  if (fd < 0) return;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+std::string socket_error_message(int err) {
+  return err != 0 ? std::string(strerror(err)) : std::string("connection error");
+}
+
+}  // namespace
+
+Connection::Connection(EventLoop& loop, bufferevent* bev, Handler& handler,
+                       const ConnectionOptions& options)
+    : loop_(loop),
+      bev_(bev),
+      handler_(&handler),
+      high_water_bytes_(static_cast<uint32_t>(options.high_water_bytes)),
+      low_water_bytes_(static_cast<uint32_t>(options.low_water_bytes)) {
+  bufferevent_setcb(bev_, &Connection::read_cb, &Connection::write_cb, &Connection::event_cb, this);
+  bufferevent_setwatermark(bev_, EV_WRITE, low_water_bytes_, 0);
+}
+
+Connection::Connection(EventLoop& loop, int fd, Handler& handler, const ConnectionOptions& options)
+    : Connection(loop, bufferevent_socket_new(loop.base(), fd, BEV_OPT_CLOSE_ON_FREE), handler,
+                 options) {
+  set_nodelay(fd);
+  bufferevent_enable(bev_, EV_READ | EV_WRITE);
+}
+
+std::unique_ptr<Connection> Connection::connect(EventLoop& loop, const sockaddr* addr,
+                                                socklen_t addr_len, int64_t connect_timeout_ms,
+                                                Handler& handler,
+                                                const ConnectionOptions& options) {
+  bufferevent* bev = bufferevent_socket_new(loop.base(), -1, BEV_OPT_CLOSE_ON_FREE);
+  if (bev == nullptr) return nullptr;
+  std::unique_ptr<Connection> conn(new Connection(loop, bev, handler, options));
+  conn->connecting_ = true;
+  if (connect_timeout_ms > 0) {
+    // While connecting, libevent waits for writability: the write timeout is the connect timeout.
+    const timeval tv = to_timeval(connect_timeout_ms);
+    bufferevent_set_timeouts(bev, nullptr, &tv);
+  }
+  if (bufferevent_socket_connect(bev, const_cast<sockaddr*>(addr), static_cast<int>(addr_len)) !=
+      0) {
+    return nullptr;
+  }
+  set_nodelay(bufferevent_getfd(bev));
+  return conn;
+}
+
+Connection::~Connection() { close(); }
+
+void Connection::write(std::string_view data) {
+  if (bev_ == nullptr || data.empty()) return;
+  bufferevent_write(bev_, data.data(), data.size());
+  note_written();
+}
+
+void Connection::write_buffer(evbuffer* buffer) {
+  if (bev_ == nullptr) return;
+  bufferevent_write_buffer(bev_, buffer);
+  note_written();
+}
+
+evbuffer* Connection::output() { return bev_ != nullptr ? bufferevent_get_output(bev_) : nullptr; }
+
+void Connection::note_written() {
+  if (bev_ != nullptr && output_bytes() > high_water_bytes_) above_high_water_ = true;
+}
+
+size_t Connection::output_bytes() const {
+  return bev_ != nullptr ? evbuffer_get_length(bufferevent_get_output(bev_)) : 0;
+}
+
+size_t Connection::input_bytes() const {
+  return bev_ != nullptr ? evbuffer_get_length(bufferevent_get_input(bev_)) : 0;
+}
+
+void Connection::set_reading(bool enabled) {
+  reading_ = enabled;
+  if (bev_ == nullptr || flushing_ || connecting_) return;
+  if (enabled) {
+    bufferevent_enable(bev_, EV_READ);
+  } else {
+    bufferevent_disable(bev_, EV_READ);
+  }
+}
+
+void Connection::set_read_timeout(int64_t timeout_ms) {
+  if (bev_ == nullptr || flushing_) return;
+  if (timeout_ms > 0) {
+    const timeval tv = to_timeval(timeout_ms);
+    bufferevent_set_timeouts(bev_, &tv, nullptr);
+  } else {
+    bufferevent_set_timeouts(bev_, nullptr, nullptr);
+  }
+}
+
+void Connection::trigger_read() {
+  if (bev_ == nullptr || evbuffer_get_length(bufferevent_get_input(bev_)) == 0) return;
+  bufferevent_trigger(bev_, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+void Connection::close() {
+  if (bev_ == nullptr) return;
+  bufferevent_free(bev_);
+  bev_ = nullptr;
+}
+
+void Connection::close_after_flush(int64_t linger_ms) {
+  if (bev_ == nullptr || flushing_) return;
+  flushing_ = true;
+  linger_ms_ = linger_ms;
+  bufferevent_setcb(bev_, &Connection::flush_read_cb, &Connection::flush_write_cb,
+                    &Connection::flush_event_cb, this);
+  bufferevent_setwatermark(bev_, EV_WRITE, 0, 0);
+  bufferevent_set_timeouts(bev_, nullptr, nullptr);
+  bufferevent_enable(bev_, EV_READ | EV_WRITE);
+  if (output_bytes() == 0) finish_flush();
+}
+
+void Connection::finish_flush() {
+  shutdown(bufferevent_getfd(bev_), SHUT_WR);
+  const timeval tv = to_timeval(linger_ms_ > 0 ? linger_ms_ : 1);
+  bufferevent_set_timeouts(bev_, &tv, nullptr);
+}
+
+std::string Connection::peer_address() const {
+  if (bev_ == nullptr) return {};
+  sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getpeername(bufferevent_getfd(bev_), reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  char host[INET6_ADDRSTRLEN] = {0};
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    port = ntohs(in->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    port = ntohs(in6->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return {};
+}
+
+void Connection::closed_by_peer(CloseReason reason, std::string message) {
+  bufferevent_free(bev_);
+  bev_ = nullptr;
+  flushing_ = false;
+  // Last statement: the handler may destroy this Connection.
+  handler_->on_closed(reason, message);
+}
+
+void Connection::read_cb(bufferevent* bev, void* arg) {
+  auto* self = static_cast<Connection*>(arg);
+  self->handler_->on_readable(bufferevent_get_input(bev));
+}
+
+void Connection::write_cb(bufferevent* /*bev*/, void* arg) {
+  auto* self = static_cast<Connection*>(arg);
+  if (self->above_high_water_ && self->output_bytes() <= self->low_water_bytes_) {
+    self->above_high_water_ = false;
+    self->handler_->on_drained();
+  }
+}
+
+void Connection::event_cb(bufferevent* bev, short what, void* arg) {
+  auto* self = static_cast<Connection*>(arg);
+  const int err = EVUTIL_SOCKET_ERROR();
+  if ((what & BEV_EVENT_CONNECTED) != 0) {
+    self->connecting_ = false;
+    bufferevent_set_timeouts(bev, nullptr, nullptr);
+    bufferevent_enable(bev, (self->reading_ ? EV_READ : 0) | EV_WRITE);
+    self->handler_->on_connected();
+    return;
+  }
+  if (self->connecting_) {
+    self->connecting_ = false;
+    if ((what & BEV_EVENT_TIMEOUT) != 0) {
+      self->closed_by_peer(CloseReason::kConnectTimeout, "connect timed out");
+    } else if (err == ECONNREFUSED) {
+      self->closed_by_peer(CloseReason::kConnectRefused, "connection refused");
+    } else {
+      self->closed_by_peer(CloseReason::kConnectFailed,
+                           "connect failed: " + socket_error_message(err));
+    }
+    return;
+  }
+  if ((what & BEV_EVENT_TIMEOUT) != 0) {
+    self->closed_by_peer(CloseReason::kTimeout, "read timed out");
+  } else if ((what & BEV_EVENT_EOF) != 0) {
+    self->closed_by_peer(CloseReason::kEof, "closed by peer");
+  } else {
+    self->closed_by_peer(CloseReason::kError, socket_error_message(err));
+  }
+}
+
+void Connection::flush_read_cb(bufferevent* bev, void* /*arg*/) {
+  evbuffer* input = bufferevent_get_input(bev);
+  evbuffer_drain(input, evbuffer_get_length(input));
+}
+
+void Connection::flush_write_cb(bufferevent* bev, void* arg) {
+  auto* self = static_cast<Connection*>(arg);
+  if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) self->finish_flush();
+}
+
+void Connection::flush_event_cb(bufferevent* /*bev*/, short /*what*/, void* arg) {
+  auto* self = static_cast<Connection*>(arg);
+  self->closed_by_peer(CloseReason::kFlushed, "closed after flush");
+}
+
+}  // namespace cutline::proto

@@ -1,0 +1,299 @@
+#include "http1_server_connection.h"
+
+#include <event2/buffer.h>
+
+#include "cutline/proto/event_loop.h"
+#include "cutline/proto/http1_writer.h"
+
+namespace cutline::proto {
+
+namespace {
+
+ConnectionOptions connection_options(const ServerOptions& options) {
+  return ConnectionOptions{options.high_water_bytes, options.low_water_bytes};
+}
+
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+}  // namespace
+
+// ---- Http1ServerConnection ----------------------------------------------------------------------
+
+Http1ServerConnection::Http1ServerConnection(ServerConnectionHost& host, int fd)
+    : host_(host),
+      conn_(
+          std::make_unique<Connection>(host.loop(), fd, *this, connection_options(host.options()))),
+      parser_(Http1Parser::Type::kRequest, host.options().limits, *this) {
+  conn_->set_read_timeout(host_.options().idle_timeout_ms);
+}
+
+Http1ServerConnection::~Http1ServerConnection() = default;
+
+void Http1ServerConnection::shutdown() {
+  if (ended_) return;
+  ended_ = true;
+  conn_->close();
+  if (auto stream = std::move(stream_)) stream->notify_closed();
+}
+
+void Http1ServerConnection::end() {
+  if (ended_) return;
+  ended_ = true;
+  conn_->close();
+  if (auto stream = std::move(stream_)) stream->notify_closed();
+  host_.retire(this);
+}
+
+void Http1ServerConnection::stream_finished(bool close) {
+  stream_.reset();
+  if (ended_) return;
+  if (close || !keep_alive_) {
+    conn_->close_after_flush();
+    return;
+  }
+  conn_->set_read_timeout(host_.options().idle_timeout_ms);
+  conn_->set_reading(true);
+  // A pipelined request may already be buffered: parse it from the loop, not inside finish().
+  if (!in_parse_) conn_->trigger_read();
+}
+
+void Http1ServerConnection::stream_reset() {
+  stream_.reset();
+  end();
+}
+
+void Http1ServerConnection::on_readable(evbuffer* input) {
+  if (ended_) return;
+  if (stream_) {
+    // A response is in progress: pipelined bytes wait. Bound what we buffer for them.
+    if (evbuffer_get_length(input) > host_.options().limits.max_header_bytes) {
+      conn_->set_reading(false);
+    }
+    return;
+  }
+  parse_input(input);
+}
+
+void Http1ServerConnection::parse_input(evbuffer* input) {
+  in_parse_ = true;
+  while (!ended_ && !stream_) {
+    parser_.resume();
+    if (evbuffer_get_length(input) == 0) break;
+    evbuffer_iovec vec;
+    if (evbuffer_peek(input, -1, nullptr, &vec, 1) < 1) break;
+    Result<size_t> consumed =
+        parser_.feed(std::string_view(static_cast<const char*>(vec.iov_base), vec.iov_len));
+    if (!consumed.ok()) {
+      fail_request(consumed.error());
+      break;
+    }
+    evbuffer_drain(input, *consumed);
+    if (request_ready_) {
+      request_ready_ = false;
+      conn_->set_read_timeout(0);
+      stream_ = std::make_shared<Http1ServerStream>(*this, host_.loop(), std::move(pending_),
+                                                    keep_alive_);
+      pending_ = HttpRequest{};
+      // The handler may finish (or reset) the stream before returning.
+      host_.dispatch(stream_);
+    }
+  }
+  in_parse_ = false;
+}
+
+void Http1ServerConnection::fail_request(const Error& error) {
+  std::string response;
+  write_error_response(response, error);
+  conn_->write(response);
+  conn_->close_after_flush();
+}
+
+void Http1ServerConnection::on_drained() {
+  if (stream_) stream_->notify_writable();
+}
+
+void Http1ServerConnection::on_closed(Connection::CloseReason /*reason*/,
+                                      std::string_view /*message*/) {
+  end();
+}
+
+bool Http1ServerConnection::on_head(Http1Head& head) {
+  pending_.method = std::move(head.method);
+  pending_.target = std::move(head.target);
+  pending_.version_major = head.version_major;
+  pending_.version_minor = head.version_minor;
+  pending_.headers = std::move(head.headers);
+  keep_alive_ = head.keep_alive;
+  if (head.content_length) pending_.body.reserve(static_cast<size_t>(*head.content_length));
+  if (head.expect_continue && head.version_minor >= 1) conn_->write(kContinue);
+  return true;
+}
+
+bool Http1ServerConnection::on_body(std::string_view data) {
+  pending_.body.append(data);
+  return true;
+}
+
+bool Http1ServerConnection::on_message_complete(HttpHeaders& trailers) {
+  pending_.trailers = std::move(trailers);
+  request_ready_ = true;
+  return false;  // pause: the next pipelined request waits for this response
+}
+
+// ---- Http1ServerStream --------------------------------------------------------------------------
+
+Http1ServerStream::Http1ServerStream(Http1ServerConnection& conn, EventLoop& loop,
+                                     HttpRequest request, bool keep_alive)
+    : conn_(&conn),
+      loop_(loop),
+      request_(std::move(request)),
+      peer_(conn.connection().peer_address()),
+      keep_alive_(keep_alive),
+      head_request_(request_.method == "HEAD") {}
+
+std::string_view Http1ServerStream::protocol() const {
+  return request_.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
+}
+
+bool Http1ServerStream::writable() const {
+  return conn_ != nullptr && !conn_->connection().above_high_water();
+}
+
+size_t Http1ServerStream::buffered_bytes() const {
+  return conn_ != nullptr ? conn_->connection().output_bytes() : 0;
+}
+
+bool Http1ServerStream::send_head(int status, const HttpHeaders& headers, BodyFraming framing) {
+  if (conn_ == nullptr || head_sent_) return false;
+  const bool http10 = request_.version_major == 1 && request_.version_minor == 0;
+  if (framing.mode == BodyMode::kChunked && http10) framing = BodyFraming::until_close();
+  if (framing.mode == BodyMode::kUntilClose) keep_alive_ = false;
+  framing_ = framing;
+  std::string head;
+  write_response_head(head, status, headers, framing, keep_alive_);
+  if (http10 && keep_alive_) head.insert(head.size() - 2, "Connection: keep-alive\r\n");
+  conn_->connection().write(head);
+  head_sent_ = true;
+  return writable();
+}
+
+bool Http1ServerStream::send_body(std::string_view data) {
+  if (conn_ == nullptr || !head_sent_) return false;
+  if (data.empty() || head_request_) return writable();
+  Connection& c = conn_->connection();
+  switch (framing_.mode) {
+    case BodyMode::kNone:
+      return writable();
+    case BodyMode::kContentLength: {
+      const uint64_t room = framing_.content_length - body_sent_;
+      if (data.size() > room) {
+        // More than announced: send what fits, then end so the framing stays valid.
+        c.write(data.substr(0, static_cast<size_t>(room)));
+        body_sent_ += room;
+        end_exchange(/*close_connection=*/true);
+        closed_ = true;
+        close_notified_ = true;  // the owner's own error: no on_close
+        return false;
+      }
+      c.write(data);
+      break;
+    }
+    case BodyMode::kChunked: {
+      char line[24];
+      evbuffer* out = c.output();
+      evbuffer_add(out, line, format_chunk_size_line(line, data.size()));
+      evbuffer_add(out, data.data(), data.size());
+      evbuffer_add(out, "\r\n", 2);
+      c.note_written();
+      break;
+    }
+    case BodyMode::kUntilClose:
+      c.write(data);
+      break;
+  }
+  body_sent_ += data.size();
+  return writable();
+}
+
+bool Http1ServerStream::finish(const HttpHeaders& trailers) {
+  if (conn_ == nullptr || !head_sent_) return false;
+  bool close_connection = !keep_alive_;
+  if (framing_.mode == BodyMode::kChunked) {
+    std::string last;
+    write_last_chunk(last, trailers);
+    conn_->connection().write(last);
+  } else if (framing_.mode == BodyMode::kContentLength && !head_request_ &&
+             body_sent_ < framing_.content_length) {
+    close_connection = true;  // the client must see a truncated body, not a reused connection
+  }
+  finished_ = true;
+  end_exchange(close_connection);
+  return true;
+}
+
+bool Http1ServerStream::send_simple(int status, const HttpHeaders& headers, std::string_view body) {
+  if (conn_ == nullptr || head_sent_) return false;
+  send_head(status, headers, BodyFraming::length(body.size()));
+  send_body(body);
+  return finish({});
+}
+
+void Http1ServerStream::reset() {
+  if (conn_ == nullptr) return;
+  Http1ServerConnection* conn = conn_;
+  conn_ = nullptr;
+  closed_ = true;
+  close_notified_ = true;  // reset() never triggers on_close
+  on_writable_ = nullptr;
+  on_close_ = nullptr;
+  conn->stream_reset();
+}
+
+void Http1ServerStream::end_exchange(bool close_connection) {
+  Http1ServerConnection* conn = conn_;
+  conn_ = nullptr;
+  // Drop the callbacks: they may hold this stream's shared_ptr.
+  on_writable_ = nullptr;
+  on_close_ = nullptr;
+  conn->stream_finished(close_connection);
+}
+
+void Http1ServerStream::on_writable(std::function<void()> callback) {
+  if (conn_ == nullptr) return;
+  on_writable_ = std::move(callback);
+}
+
+void Http1ServerStream::on_close(std::function<void()> callback) {
+  if (finished_) return;
+  if (closed_) {
+    if (!close_notified_ && callback) {
+      close_notified_ = true;
+      callback();
+    }
+    return;
+  }
+  on_close_ = std::move(callback);
+}
+
+void Http1ServerStream::notify_writable() {
+  if (conn_ == nullptr || !on_writable_) return;
+  auto callback = std::move(on_writable_);
+  callback();
+  // Keep it unless the callback replaced it or the exchange ended meanwhile.
+  if (conn_ != nullptr && !on_writable_) on_writable_ = std::move(callback);
+}
+
+void Http1ServerStream::notify_closed() {
+  if (conn_ == nullptr) return;
+  conn_ = nullptr;
+  closed_ = true;
+  on_writable_ = nullptr;
+  auto callback = std::move(on_close_);
+  on_close_ = nullptr;
+  if (callback) {
+    close_notified_ = true;
+    callback();
+  }
+}
+
+}  // namespace cutline::proto

@@ -1,0 +1,126 @@
+#pragma once
+// Internal to proto/: the HTTP/1.1 server side of one TCP connection (Http1ServerConnection) and
+// the ServerStream it hands to the handler for each request (Http1ServerStream). HttpServer owns
+// the connections through a ServerConnectionHost, one per worker loop.
+//
+// Lifecycle of a connection: read and parse a request (paused at its end, so pipelined bytes wait
+// in the input buffer) → hand a stream to the handler → the stream's finish() either resumes
+// parsing (keep-alive) or closes after flushing → ... A connection that ends (peer, error,
+// timeout, reset, server stop) tells its open stream (on_close) and is retired: the host destroys
+// it from the loop later, never inside one of its own callbacks.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cutline/proto/connection.h"
+#include "cutline/proto/http1_parser.h"
+#include "cutline/proto/http_server.h"
+#include "cutline/proto/server_stream.h"
+
+namespace cutline::proto {
+
+class Http1ServerConnection;
+
+// What a connection needs from the server's per-loop state.
+class ServerConnectionHost {
+ public:
+  virtual ~ServerConnectionHost() = default;
+  virtual EventLoop& loop() = 0;
+  virtual const ServerOptions& options() const = 0;
+  virtual void dispatch(std::shared_ptr<ServerStream> stream) = 0;
+  // The connection has ended; destroy it soon (not now: we may be inside its callbacks).
+  virtual void retire(Http1ServerConnection* connection) = 0;
+};
+
+class Http1ServerStream;
+
+class Http1ServerConnection final : public Connection::Handler, public Http1Parser::Sink {
+ public:
+  Http1ServerConnection(ServerConnectionHost& host, int fd);
+  ~Http1ServerConnection() override;
+
+  // Server stop: closes the socket now; an open stream gets its on_close.
+  void shutdown();
+
+  // For the stream.
+  Connection& connection() { return *conn_; }
+  // The stream completed its response; `close` when the connection must not be reused.
+  void stream_finished(bool close);
+  // The stream's owner reset() it: close now.
+  void stream_reset();
+
+ private:
+  // Connection::Handler
+  void on_readable(evbuffer* input) override;
+  void on_drained() override;
+  void on_closed(Connection::CloseReason reason, std::string_view message) override;
+  // Http1Parser::Sink
+  bool on_head(Http1Head& head) override;
+  bool on_body(std::string_view data) override;
+  bool on_message_complete(HttpHeaders& trailers) override;
+
+  void parse_input(evbuffer* input);
+  void fail_request(const Error& error);
+  void end();
+
+  ServerConnectionHost& host_;
+  std::unique_ptr<Connection> conn_;
+  Http1Parser parser_;
+  HttpRequest pending_;                        // the request being parsed
+  std::shared_ptr<Http1ServerStream> stream_;  // the request being answered
+  bool keep_alive_ = true;                     // of the pending request
+  bool request_ready_ = false;                 // pending_ is complete, not yet dispatched
+  bool in_parse_ = false;                      // inside parse_input (no re-entry)
+  bool ended_ = false;
+};
+
+class Http1ServerStream final : public ServerStream {
+ public:
+  Http1ServerStream(Http1ServerConnection& conn, EventLoop& loop, HttpRequest request,
+                    bool keep_alive);
+
+  HttpRequest& request() override { return request_; }
+  EventLoop& loop() const override { return loop_; }
+  std::string_view protocol() const override;
+  std::string peer_address() const override { return peer_; }
+
+  bool send_head(int status, const HttpHeaders& headers, BodyFraming framing) override;
+  bool send_body(std::string_view data) override;
+  bool finish(const HttpHeaders& trailers) override;
+  bool send_simple(int status, const HttpHeaders& headers, std::string_view body) override;
+  void reset() override;
+
+  void on_writable(std::function<void()> callback) override;
+  void on_close(std::function<void()> callback) override;
+
+  bool closed() const override { return closed_; }
+  bool head_sent() const override { return head_sent_; }
+  bool finished() const override { return finished_; }
+  size_t buffered_bytes() const override;
+
+  // From the connection.
+  void notify_writable();
+  void notify_closed();
+
+ private:
+  bool writable() const;
+  void end_exchange(bool close_connection);
+
+  Http1ServerConnection* conn_;  // null once the exchange ended
+  EventLoop& loop_;
+  HttpRequest request_;
+  std::string peer_;
+  BodyFraming framing_;
+  uint64_t body_sent_ = 0;
+  bool keep_alive_;
+  bool head_request_;
+  bool head_sent_ = false;
+  bool finished_ = false;
+  bool closed_ = false;
+  bool close_notified_ = false;
+  std::function<void()> on_writable_;
+  std::function<void()> on_close_;
+};
+
+}  // namespace cutline::proto

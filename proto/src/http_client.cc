@@ -1,0 +1,225 @@
+#include "cutline/proto/http_client.h"
+
+#include <arpa/inet.h>
+#include <event2/event.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
+#include <cstring>
+
+#include "cutline/proto/event_loop.h"
+#include "http1_client_connection.h"
+
+namespace cutline::proto {
+
+std::string_view to_string(ClientErrorKind kind) {
+  switch (kind) {
+    case ClientErrorKind::kResolve:
+      return "resolve";
+    case ClientErrorKind::kConnectRefused:
+      return "connect_refused";
+    case ClientErrorKind::kConnectTimeout:
+      return "connect_timeout";
+    case ClientErrorKind::kConnectFailed:
+      return "connect_failed";
+    case ClientErrorKind::kClosedBeforeHead:
+      return "closed_before_head";
+    case ClientErrorKind::kClosedMidBody:
+      return "closed_mid_body";
+    case ClientErrorKind::kParse:
+      return "parse";
+  }
+  return "connect_failed";
+}
+
+Error ClientError::to_error() const {
+  const ErrorKind error_kind =
+      kind == ClientErrorKind::kConnectTimeout ? ErrorKind::kTimeout : ErrorKind::kUpstream;
+  return Error{error_kind, std::string(to_string(kind)) + ": " + message};
+}
+
+namespace {
+
+// Fills the exchange's address from host and port; false with a message when it cannot.
+bool resolve(ClientExchange& exchange, std::string* message) {
+  const ClientRequest& req = exchange.request();
+  std::string host = req.host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&exchange.addr);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&exchange.addr);
+  if (inet_pton(AF_INET, host.c_str(), &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons(req.port);
+    exchange.addr_len = sizeof(sockaddr_in);
+    return true;
+  }
+  if (inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(req.port);
+    exchange.addr_len = sizeof(sockaddr_in6);
+    return true;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    *message = "cannot resolve " + host + ": " + gai_strerror(rc);
+    return false;
+  }
+  std::memcpy(&exchange.addr, result->ai_addr, result->ai_addrlen);
+  exchange.addr_len = static_cast<socklen_t>(result->ai_addrlen);
+  if (result->ai_family == AF_INET) {
+    in4->sin_port = htons(req.port);
+  } else {
+    in6->sin6_port = htons(req.port);
+  }
+  freeaddrinfo(result);
+  return true;
+}
+
+}  // namespace
+
+// ---- Pool ---------------------------------------------------------------------------------------
+
+HttpClient::Pool::Pool(HttpClient& client, EventLoop& loop, const ClientOptions& options)
+    : client(client), loop(loop), options(options) {
+  sweep_event = event_new(loop.base(), -1, 0, &Pool::on_sweep, this);
+}
+
+HttpClient::Pool::~Pool() {
+  // Active exchanges end silently; their handles become inactive.
+  auto exchanges = active;
+  for (ClientExchange* exchange : exchanges) exchange->abandon();
+  for (auto& [raw, connection] : all) connection->close_now();
+  all.clear();
+  graveyard.clear();
+  event_free(sweep_event);
+}
+
+Http1ClientConnection* HttpClient::Pool::take_idle(const std::string& key) {
+  auto it = idle.find(key);
+  if (it == idle.end() || it->second.empty()) return nullptr;
+  Http1ClientConnection* connection = it->second.back();  // most recently used: warmest
+  it->second.pop_back();
+  return connection;
+}
+
+bool HttpClient::Pool::put_idle(Http1ClientConnection* connection) {
+  auto& list = idle[connection->key()];
+  if (list.size() >= options.max_idle_per_host) return false;
+  list.push_back(connection);
+  return true;
+}
+
+void HttpClient::Pool::remove_idle(Http1ClientConnection* connection) {
+  auto it = idle.find(connection->key());
+  if (it == idle.end()) return;
+  auto& list = it->second;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == connection) {
+      list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+}
+
+Http1ClientConnection* HttpClient::Pool::open(const ClientExchange& exchange) {
+  auto connection = std::make_unique<Http1ClientConnection>(*this, exchange.key);
+  if (!connection->connect(reinterpret_cast<const sockaddr*>(&exchange.addr), exchange.addr_len)) {
+    return nullptr;
+  }
+  ++client.connections_opened_;
+  Http1ClientConnection* raw = connection.get();
+  all.emplace(raw, std::move(connection));
+  return raw;
+}
+
+void HttpClient::Pool::retire(Http1ClientConnection* connection) {
+  auto it = all.find(connection);
+  if (it == all.end()) return;
+  graveyard.push_back(std::move(it->second));
+  all.erase(it);
+  event_active(sweep_event, EV_TIMEOUT, 0);
+}
+
+void HttpClient::Pool::on_sweep(int /*fd*/, short /*what*/, void* arg) {
+  static_cast<Pool*>(arg)->graveyard.clear();
+}
+
+// ---- HttpClient ---------------------------------------------------------------------------------
+
+HttpClient::HttpClient(EventLoop& loop, ClientOptions options)
+    : loop_(loop),
+      options_(std::move(options)),
+      pool_(std::make_unique<Pool>(*this, loop, options_)) {}
+
+HttpClient::~HttpClient() = default;
+
+size_t HttpClient::idle_connections() const {
+  size_t n = 0;
+  for (const auto& [key, list] : pool_->idle) n += list.size();
+  return n;
+}
+
+ClientHandle HttpClient::start(ClientRequest request, ClientCallbacks callbacks) {
+  auto exchange =
+      std::make_shared<ClientExchange>(*pool_, std::move(request), std::move(callbacks));
+  exchange->key = exchange->request().host + ":" + std::to_string(exchange->request().port);
+  std::string message;
+  auto fail_later = [this, exchange](ClientErrorKind kind, std::string text) {
+    loop_.post([exchange, kind, text = std::move(text)] {
+      exchange->fail(ClientError{kind, text});
+    });
+  };
+  if (!resolve(*exchange, &message)) {
+    fail_later(ClientErrorKind::kResolve, message);
+    return ClientHandle(exchange);
+  }
+  if (Http1ClientConnection* idle = pool_->take_idle(exchange->key)) {
+    idle->assign(exchange, /*reused=*/true);
+    return ClientHandle(exchange);
+  }
+  Http1ClientConnection* fresh = pool_->open(*exchange);
+  if (fresh == nullptr) {
+    fail_later(ClientErrorKind::kConnectFailed, "cannot create a socket for " + exchange->key);
+    return ClientHandle(exchange);
+  }
+  fresh->assign(exchange, /*reused=*/false);
+  return ClientHandle(exchange);
+}
+
+// ---- ClientHandle -------------------------------------------------------------------------------
+
+ClientHandle::ClientHandle(std::shared_ptr<ClientExchange> exchange)
+    : exchange_(std::move(exchange)) {}
+
+ClientHandle::~ClientHandle() { cancel(); }
+
+ClientHandle& ClientHandle::operator=(ClientHandle&& other) noexcept {
+  if (this != &other) {
+    cancel();
+    exchange_ = std::move(other.exchange_);
+  }
+  return *this;
+}
+
+void ClientHandle::cancel() {
+  if (exchange_) exchange_->cancel();
+}
+
+void ClientHandle::pause() {
+  if (exchange_) exchange_->pause();
+}
+
+void ClientHandle::resume() {
+  if (exchange_) exchange_->resume();
+}
+
+bool ClientHandle::active() const { return exchange_ && exchange_->active(); }
+
+}  // namespace cutline::proto

@@ -1,0 +1,57 @@
+#include "cutline/proto/timer.h"
+
+#include <event2/event.h>
+
+#include "cutline/proto/event_loop.h"
+
+namespace cutline::proto {
+
+namespace {
+
+timeval to_timeval(int64_t ms) {
+  if (ms < 0) ms = 0;
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(ms / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+  return tv;
+}
+
+}  // namespace
+
+Timer::Timer(EventLoop& loop, std::function<void()> on_fire)
+    : on_fire_(std::move(on_fire)), loop_(loop) {
+  event_ = event_new(loop_.base(), -1, 0, &Timer::on_event, this);
+}
+
+Timer::~Timer() { event_free(event_); }
+
+void Timer::arm(int64_t delay_ms) {
+  if (periodic_) {
+    event_del(event_);
+    event_assign(event_, loop_.base(), -1, 0, &Timer::on_event, this);
+    periodic_ = false;
+  }
+  const timeval tv = to_timeval(delay_ms);
+  event_add(event_, &tv);
+}
+
+void Timer::arm_periodic(int64_t period_ms) {
+  event_del(event_);
+  event_assign(event_, loop_.base(), -1, EV_PERSIST, &Timer::on_event, this);
+  periodic_ = true;
+  const timeval tv = to_timeval(period_ms > 0 ? period_ms : 1);
+  event_add(event_, &tv);
+}
+
+void Timer::cancel() { event_del(event_); }
+
+bool Timer::armed() const { return event_pending(event_, EV_TIMEOUT, nullptr) != 0; }
+
+void Timer::on_event(int /*fd*/, short /*what*/, void* arg) {
+  auto* self = static_cast<Timer*>(arg);
+  // A copy: the callback may destroy the Timer (and with it on_fire_) while it runs.
+  std::function<void()> fn = self->on_fire_;
+  fn();
+}
+
+}  // namespace cutline::proto

@@ -1,0 +1,342 @@
+#include "cutline/proto/http_client.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/listener.h"
+#include "net_test_util.h"
+
+namespace cutline::proto {
+namespace {
+
+using testing::ClientThread;
+using testing::Notes;
+using testing::RawServer;
+
+// The outcome of one request, recorded from the client loop.
+struct Outcome {
+  Notes notes;
+  int status = 0;
+  std::vector<std::string> pieces;
+  std::string body;
+  HttpHeaders trailers;
+  bool complete = false;
+  std::optional<ClientError> error;
+  int outcomes = 0;
+
+  ClientCallbacks callbacks() {
+    ClientCallbacks cb;
+    cb.on_head = [this](int st, HttpHeaders&) { notes.update([&] { status = st; }); };
+    cb.on_body = [this](std::string_view d) {
+      notes.update([&] {
+        pieces.emplace_back(d);
+        body.append(d);
+      });
+    };
+    cb.on_complete = [this](HttpHeaders& t) {
+      notes.update([&] {
+        trailers = t;
+        complete = true;
+        ++outcomes;
+      });
+    };
+    cb.on_error = [this](const ClientError& e) {
+      notes.update([&] {
+        error = e;
+        ++outcomes;
+      });
+    };
+    return cb;
+  }
+  bool wait() {
+    return notes.wait_for([this] { return outcomes > 0; });
+  }
+};
+
+ClientRequest request_to(uint16_t port, std::string target = "/") {
+  ClientRequest req;
+  req.host = "127.0.0.1";
+  req.port = port;
+  req.target = std::move(target);
+  return req;
+}
+
+// A port nobody listens on: bind one, note it, close it.
+uint16_t closed_port() {
+  RawServer s;
+  return s.port();
+}
+
+TEST(HttpClientTest, ConnectionRefusedIsAnErrorValue) {
+  ClientThread client;
+  Outcome out;
+  ClientHandle handle;
+  const uint16_t port = closed_port();
+  client.run([&] { handle = client.client().start(request_to(port), out.callbacks()); });
+  ASSERT_TRUE(out.wait());
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, ClientErrorKind::kConnectRefused);
+  EXPECT_NE(out.error->message.find(std::to_string(port)), std::string::npos) << out.error->message;
+  EXPECT_EQ(out.error->to_error().kind, ErrorKind::kUpstream);
+  EXPECT_EQ(to_string(out.error->kind), "connect_refused");
+  client.run([&] { handle = ClientHandle(); });
+}
+
+TEST(HttpClientTest, UnresolvableHostIsAnErrorValueReportedFromTheLoop) {
+  ClientThread client;
+  Outcome out;
+  ClientHandle handle;
+  client.run([&] {
+    ClientRequest req = request_to(80);
+    req.host = "no-such-host.invalid";
+    handle = client.client().start(req, out.callbacks());
+    EXPECT_EQ(out.outcomes, 0);  // never inline
+  });
+  ASSERT_TRUE(out.wait());
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, ClientErrorKind::kResolve);
+  client.run([&] { handle = ClientHandle(); });
+}
+
+TEST(HttpClientTest, ServerClosingMidBodyIsClosedMidBody) {
+  for (const std::string response :
+       {std::string("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"),
+        std::string("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")}) {
+    RawServer upstream;
+    ClientThread client;
+    Outcome out;
+    ClientHandle handle;
+    client.run(
+        [&] { handle = client.client().start(request_to(upstream.port()), out.callbacks()); });
+    const int fd = upstream.accept_one();
+    ASSERT_GE(fd, 0);
+    testing::recv_until(fd, testing::has_head_end);
+    testing::send_all(fd, response);
+    ASSERT_TRUE(out.notes.wait_for([&] { return !out.body.empty(); }));
+    close(fd);
+    ASSERT_TRUE(out.wait());
+    ASSERT_TRUE(out.error.has_value()) << response;
+    EXPECT_EQ(out.error->kind, ClientErrorKind::kClosedMidBody) << out.error->message;
+    EXPECT_EQ(out.status, 200);
+    EXPECT_FALSE(out.complete);
+    client.run([&] { handle = ClientHandle(); });
+  }
+}
+
+TEST(HttpClientTest, ServerClosingBeforeTheHeadIsClosedBeforeHead) {
+  RawServer upstream;
+  ClientThread client;
+  Outcome out;
+  ClientHandle handle;
+  client.run([&] { handle = client.client().start(request_to(upstream.port()), out.callbacks()); });
+  const int fd = upstream.accept_one();
+  testing::recv_until(fd, testing::has_head_end);
+  testing::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Le");
+  close(fd);
+  ASSERT_TRUE(out.wait());
+  ASSERT_TRUE(out.error.has_value());
+  EXPECT_EQ(out.error->kind, ClientErrorKind::kClosedBeforeHead);
+  EXPECT_EQ(out.status, 0);
+  client.run([&] { handle = ClientHandle(); });
+}
+
+TEST(HttpClientTest, BodyUntilCloseCompletesAndMalformedResponseIsParseError) {
+  {
+    RawServer upstream;
+    ClientThread client;
+    Outcome out;
+    ClientHandle handle;
+    client.run(
+        [&] { handle = client.client().start(request_to(upstream.port()), out.callbacks()); });
+    const int fd = upstream.accept_one();
+    testing::recv_until(fd, testing::has_head_end);
+    testing::send_all(fd, "HTTP/1.1 200 OK\r\n\r\nall of it");
+    close(fd);
+    ASSERT_TRUE(out.wait());
+    EXPECT_TRUE(out.complete);
+    EXPECT_EQ(out.body, "all of it");
+    client.run([&] { handle = ClientHandle(); });
+  }
+  {
+    RawServer upstream;
+    ClientThread client;
+    Outcome out;
+    ClientHandle handle;
+    client.run(
+        [&] { handle = client.client().start(request_to(upstream.port()), out.callbacks()); });
+    const int fd = upstream.accept_one();
+    testing::recv_until(fd, testing::has_head_end);
+    testing::send_all(fd, "HTTP/1.1 2x0 OK\r\n\r\n");
+    ASSERT_TRUE(out.wait());
+    ASSERT_TRUE(out.error.has_value());
+    EXPECT_EQ(out.error->kind, ClientErrorKind::kParse);
+    close(fd);
+    client.run([&] { handle = ClientHandle(); });
+  }
+}
+
+TEST(HttpClientTest, RequestIsSentWithHostAndContentLength) {
+  RawServer upstream;
+  ClientThread client;
+  Outcome out;
+  ClientHandle handle;
+  client.run([&] {
+    ClientRequest req = request_to(upstream.port(), "/v1/chat/completions");
+    req.method = "POST";
+    req.headers.add("Content-Type", "application/json");
+    req.headers.add("Transfer-Encoding", "chunked");  // framing is the client's job: dropped
+    req.body = "{\"x\":1}";
+    handle = client.client().start(req, out.callbacks());
+  });
+  const int fd = upstream.accept_one();
+  const std::string got = testing::recv_until(
+      fd, [](const std::string& s) { return s.find("{\"x\":1}") != std::string::npos; });
+  EXPECT_EQ(got.rfind("POST /v1/chat/completions HTTP/1.1\r\n", 0), 0u) << got;
+  EXPECT_NE(got.find("Host: 127.0.0.1:" + std::to_string(upstream.port()) + "\r\n"),
+            std::string::npos);
+  EXPECT_NE(got.find("Content-Length: 7\r\n"), std::string::npos);
+  EXPECT_EQ(got.find("chunked"), std::string::npos);
+  testing::send_all(fd,
+                    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  ASSERT_TRUE(out.wait());
+  EXPECT_EQ(out.status, 200);  // the interim 100 is skipped
+  EXPECT_EQ(out.body, "ok");
+  close(fd);
+  client.run([&] { handle = ClientHandle(); });
+}
+
+// Pausing stops body delivery even when the rest is already buffered; resuming delivers it.
+TEST(HttpClientTest, PauseStopsDeliveryAndResumeDeliversBufferedBytes) {
+  RawServer upstream;
+  ClientThread client;
+  Outcome out;
+  ClientHandle handle;
+  client.run([&] {
+    ClientCallbacks cb = out.callbacks();
+    auto inner = std::move(cb.on_body);
+    cb.on_body = [&, inner](std::string_view d) {
+      inner(d);
+      handle.pause();
+    };
+    handle = client.client().start(request_to(upstream.port()), std::move(cb));
+  });
+  const int fd = upstream.accept_one();
+  testing::recv_until(fd, testing::has_head_end);
+  // One write: everything reaches the client's input buffer at once.
+  testing::send_all(fd,
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "1\r\na\r\n1\r\nb\r\n1\r\nc\r\n0\r\n\r\n");
+  ASSERT_TRUE(out.notes.wait_for([&] { return out.pieces.size() == 1; }));
+  // Let the loop run a few rounds: nothing more may arrive while paused.
+  for (int i = 0; i < 3; ++i) client.run([] {});
+  EXPECT_EQ(out.notes.read<size_t>([&] { return out.pieces.size(); }), 1u);
+  for (int expected = 2; expected <= 3; ++expected) {
+    client.run([&] { handle.resume(); });
+    ASSERT_TRUE(
+        out.notes.wait_for([&] { return out.pieces.size() == static_cast<size_t>(expected); }));
+  }
+  client.run([&] { handle.resume(); });
+  ASSERT_TRUE(out.wait());
+  EXPECT_TRUE(out.complete);
+  EXPECT_EQ(out.body, "abc");
+  close(fd);
+  client.run([&] { handle = ClientHandle(); });
+}
+
+// The upstream closes a keep-alive connection right after its response; the next request,
+// started at once on the pooled connection, is retried on a fresh one.
+TEST(HttpClientTest, StalePooledConnectionIsRetriedOnce) {
+  RawServer upstream;
+  ClientThread client;
+  Outcome first;
+  Outcome second;
+  ClientHandle h1;
+  ClientHandle h2;
+  std::thread server([&] {
+    const int fd = upstream.accept_one();
+    testing::recv_until(fd, testing::has_head_end);
+    testing::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1");
+    close(fd);
+    const int fd2 = upstream.accept_one();
+    testing::recv_until(fd2, testing::has_head_end);
+    testing::send_all(fd2, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2");
+    close(fd2);
+  });
+  client.run([&] {
+    ClientCallbacks cb = first.callbacks();
+    auto inner = std::move(cb.on_complete);
+    cb.on_complete = [&, inner](HttpHeaders& t) {
+      inner(t);
+      h2 = client.client().start(request_to(upstream.port()), second.callbacks());
+    };
+    h1 = client.client().start(request_to(upstream.port()), std::move(cb));
+  });
+  ASSERT_TRUE(second.wait());
+  server.join();
+  EXPECT_TRUE(first.complete);
+  EXPECT_TRUE(second.complete) << (second.error ? second.error->message : "");
+  EXPECT_EQ(second.body, "2");
+  client.run([&] {
+    EXPECT_EQ(client.client().connections_opened(), 2u);
+    h1 = ClientHandle();
+    h2 = ClientHandle();
+  });
+}
+
+TEST(HttpClientTest, DestroyingTheClientEndsActiveRequestsSilently) {
+  RawServer upstream;
+  auto client = std::make_unique<ClientThread>();
+  Outcome out;
+  ClientHandle handle;
+  client->run(
+      [&] { handle = client->client().start(request_to(upstream.port()), out.callbacks()); });
+  const int fd = upstream.accept_one();
+  client->run([&] { EXPECT_TRUE(handle.active()); });
+  client.reset();  // destroys the HttpClient on its loop
+  EXPECT_FALSE(handle.active());
+  EXPECT_EQ(out.outcomes, 0);
+  // The upstream sees the connection go away: the request, then EOF.
+  const std::string got = testing::recv_all(fd, 10000);
+  EXPECT_EQ(got.rfind("GET / HTTP/1.1\r\n", 0), 0u);
+  EXPECT_TRUE(testing::has_head_end(got));
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 0), 1);
+  char c;
+  EXPECT_EQ(recv(fd, &c, 1, 0), 0);  // EOF, not a timeout
+  close(fd);
+}
+
+TEST(HttpFetchTest, ParsesUrls) {
+  Result<HttpUrl> u = parse_http_url("http://127.0.0.1:8080/v1/models?x=1");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, 8080);
+  EXPECT_EQ(u->target, "/v1/models?x=1");
+  u = parse_http_url("http://[::1]/");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->port, 80);
+  u = parse_http_url("http://example");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->target, "/");
+  EXPECT_FALSE(parse_http_url("https://x/").ok());
+  EXPECT_FALSE(parse_http_url("http://x:99999/").ok());
+  EXPECT_FALSE(parse_http_url("http:///path").ok());
+}
+
+TEST(HttpFetchTest, RefusedAndTimeoutAreErrors) {
+  Result<HttpResponse> r = http_fetch("http://127.0.0.1:" + std::to_string(closed_port()) + "/");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kUpstream);
+  EXPECT_NE(r.error().message.find("connect_refused"), std::string::npos);
+
+  RawServer silent;  // accepts (backlog) but never answers
+  r = http_fetch("http://127.0.0.1:" + std::to_string(silent.port()) + "/", "GET", {}, {}, 50);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kTimeout);
+}
+
+}  // namespace
+}  // namespace cutline::proto
