@@ -263,6 +263,18 @@ Result<Lease> Residency::acquire(std::string_view name) {
   }
 }
 
+Result<std::optional<Lease>> Residency::try_acquire(std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* entry = find(name);
+  if (entry == nullptr)
+    return make_error(ErrorKind::kNotFound, "The model '" + std::string(name) + "' does not exist");
+  if (shut_down_) return make_error(ErrorKind::kExhausted, "the backend is shutting down");
+  if (entry->state != EntryState::kResident) return std::optional<Lease>();
+  entry->busy++;
+  entry->last_used_us = now_();
+  return std::optional<Lease>(Lease(this, entry));
+}
+
 void Residency::release(Entry* entry) {
   std::lock_guard<std::mutex> lock(mu_);
   assert(entry->busy > 0);
@@ -290,6 +302,15 @@ std::vector<ModelStatus> Residency::snapshot() const {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+bool Residency::visit_resident(std::string_view name,
+                               const std::function<void(ResidentModel&)>& fn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* entry = find(name);
+  if (entry == nullptr || entry->state != EntryState::kResident) return false;
+  fn(*entry->model);
+  return true;
 }
 
 int64_t Residency::resident_bytes() const {

@@ -110,6 +110,23 @@ TEST(Residency, FirstAcquireLoadsColdWithTimedPhasesThenResident) {
   EXPECT_DOUBLE_EQ(s.last_load->read_bytes_per_s(), 1000 / 0.040);
 }
 
+TEST(Residency, TryAcquireNeverLoads) {
+  Fixture f;
+  auto r = f.make(0);
+  ASSERT_TRUE(r->add_model(spec("a", 10)).ok());
+  auto miss = r->try_acquire("a");
+  ASSERT_TRUE(miss.ok());
+  EXPECT_FALSE(miss->has_value());
+  EXPECT_TRUE(f.loads.empty());
+  ASSERT_TRUE(r->acquire("a").ok());
+  auto hit = r->try_acquire("a");
+  ASSERT_TRUE(hit.ok());
+  ASSERT_TRUE(hit->has_value());
+  EXPECT_EQ((*hit)->found, ModelState::kResident);
+  EXPECT_EQ(status_of(r->snapshot(), "a").busy, 1);
+  EXPECT_FALSE(r->try_acquire("zzz").ok());
+}
+
 TEST(Residency, UnknownModelIsNotFound) {
   Fixture f;
   auto r = f.make(0);

@@ -120,8 +120,14 @@ class Residency {
   // kNotFound for an unknown name; kExhausted when the model can never fit (bigger than the
   // budget, or pinned models hold the rest) or after shutdown(); the loader's error as is.
   Result<Lease> acquire(std::string_view name);
+  // Never blocks: a lease when the model is resident now (found kResident), else nullopt (then
+  // call acquire() off the event loop). kNotFound for an unknown name, kExhausted after shutdown.
+  Result<std::optional<Lease>> try_acquire(std::string_view name);
 
   std::vector<ModelStatus> snapshot() const;
+  // Calls fn with the model when it is resident, under the residency lock (keep fn short); does
+  // not count as a use (LRU order is untouched). Returns whether fn ran.
+  bool visit_resident(std::string_view name, const std::function<void(ResidentModel&)>& fn) const;
   int64_t resident_bytes() const;
   int64_t budget_bytes() const { return options_.weights_budget_bytes; }
 

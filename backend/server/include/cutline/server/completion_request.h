@@ -1,0 +1,38 @@
+#pragma once
+// Turns a parsed OpenAI request (proto/openai_request.h) into what the engine runs: prompt tokens
+// (chat messages rendered with the model's chat template, or the completions prompt encoded),
+// sampling parameters and stop conditions. Pure: no I/O, no engine; called by the backend server
+// on a worker loop once the model's lease is held (it needs the model's tokenizer and context).
+//
+// Refusals are OpenAI-style client errors naming the field: n > 1, tools, several prompts,
+// token ids out of range, and a prompt that does not fit the context window (400, code
+// "context_length_exceeded", the message says the model's context_length).
+
+#include <cstdint>
+#include <string>
+
+#include "cutline/engine/engine.h"
+#include "cutline/model/chat_template.h"
+#include "cutline/model/tokenizer.h"
+#include "cutline/proto/openai_request.h"
+#include "cutline/proto/result.h"
+
+namespace cutline::server {
+
+// The request field an error is about, and an OpenAI error code (both may be empty).
+struct RequestErrorDetail {
+  std::string param;
+  std::string code;
+};
+
+struct ModelTextInfo {
+  const model::Tokenizer* tokenizer = nullptr;
+  model::ChatTemplateKind chat_template = model::ChatTemplateKind::kChatMl;
+  int32_t context_length = 0;
+};
+
+Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& request,
+                                             const ModelTextInfo& model, std::string request_id,
+                                             RequestErrorDetail& detail);
+
+}  // namespace cutline::server

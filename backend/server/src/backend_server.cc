@@ -1,0 +1,378 @@
+#include "cutline/server/backend_server.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <utility>
+
+#include "cutline/model/synth.h"
+#include "cutline/proto/json_writer.h"
+#include "cutline/proto/openai_error.h"
+#include "cutline/server/completion_request.h"
+#include "cutline/server/completion_stream.h"
+#include "cutline/server/served_model.h"
+
+namespace cutline::server {
+
+namespace {
+
+int64_t steady_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void send_error(proto::ServerStream& http, const Error& error, std::string_view param = {},
+                std::string_view code = {}) {
+  proto::ErrorBodyFields fields;
+  fields.param = param;
+  fields.code = code;
+  http.send_simple(error.status(), {{"Content-Type", "application/json"}},
+                   proto::error_body(error, fields));
+}
+
+void send_json(proto::ServerStream& http, int status, std::string_view body) {
+  http.send_simple(status, {{"Content-Type", "application/json"}}, body);
+}
+
+device::DeviceKind device_kind(DeviceChoice choice) {
+  switch (choice) {
+    case DeviceChoice::kCpu:
+      return device::DeviceKind::kCpu;
+    case DeviceChoice::kCuda:
+      return device::DeviceKind::kCuda;
+    case DeviceChoice::kAuto:
+      return device::DeviceKind::kAuto;
+  }
+  return device::DeviceKind::kAuto;
+}
+
+}  // namespace
+
+// A parsed request waiting for its model's lease (on a loop, or off-loop while the model loads).
+struct BackendServer::PendingRequest {
+  std::shared_ptr<proto::ServerStream> http;
+  proto::ParsedRequest parsed;  // views into http->request().body
+  int64_t arrival_us = 0;
+};
+
+BackendServer::BackendServer(BackendOptions options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<BackendServer>> BackendServer::create(BackendOptions options) {
+  auto server = std::unique_ptr<BackendServer>(new BackendServer(std::move(options)));
+  BackendServer& s = *server;
+  s.started_unix_s_ = static_cast<int64_t>(std::time(nullptr));
+
+  device::DeviceOptions dev_options;
+  dev_options.kind = device_kind(s.options_.device);
+  auto dev = device::make_device(dev_options);
+  if (!dev.ok()) return std::move(dev).error();
+  s.device_ = std::shared_ptr<device::Device>(std::move(dev).value());
+  std::fprintf(stderr, "cutline-backend: device %s\n", s.device_->description().c_str());
+
+  const auto n_models = static_cast<int64_t>(s.options_.models.size());
+  int64_t budget = 0;
+  if (s.options_.weights_memory_bytes) {
+    budget = *s.options_.weights_memory_bytes;
+  } else {
+    // What the device has minus the KV pools (one per resident model, at most one per model).
+    budget = s.device_->free_bytes() - s.options_.kv_memory_bytes * n_models;
+    if (budget <= 0) budget = s.device_->free_bytes();
+  }
+
+  s.workers_ = std::make_unique<proto::WorkerThreads>(s.options_.threads);
+  ServedModelOptions model_options;
+  model_options.kv_memory_bytes = s.options_.kv_memory_bytes;
+  model_options.block_size = s.options_.block_size;
+  model_options.max_step_tokens = s.options_.max_step_tokens;
+  model_options.chat_template = s.options_.chat_template;
+  BackendMetrics* metrics = &s.metrics_;
+  model_options.on_drained = [metrics](engine::Engine& engine, int64_t& last_steps) {
+    const engine::EngineStats stats = engine.stats();
+    if (stats.steps > last_steps) {
+      metrics->observe_step_tokens(stats.last_step_tokens);
+      last_steps = stats.steps;
+    }
+  };
+  std::shared_ptr<device::Device> device = s.device_;
+  proto::EventLoop* dispatch = &s.workers_->loop(0);
+  residency::Loader loader = [model_options, device, dispatch](const residency::ModelSpec& spec,
+                                                               residency::PhaseRecorder& recorder) {
+    return load_served_model(spec, model_options, device, *dispatch, recorder);
+  };
+  s.residency_ = std::make_unique<residency::Residency>(residency::ResidencyOptions{budget},
+                                                        residency::steady_now_us(), loader);
+  s.residency_->set_on_load([metrics](const std::string& name, const residency::LoadReport& r) {
+    metrics->on_model_load(name, r);
+    std::fprintf(stderr,
+                 "cutline-backend: loaded model '%s' in %.1f ms (load %.1f ms, warm-up %.1f ms, "
+                 "read %.1f MB/s)\n",
+                 name.c_str(), r.total_ms, r.total_ms - r.warmup_ms(), r.warmup_ms(),
+                 r.read_bytes_per_s() / 1e6);
+  });
+  s.residency_->set_on_evict([](const std::string& name) {
+    std::fprintf(stderr, "cutline-backend: evicted model '%s'\n", name.c_str());
+  });
+
+  for (const auto& m : s.options_.models) {
+    std::string path = m.path;
+    if (m.builtin()) {
+      auto built = model::ensure_builtin_model(s.options_.cache_dir);
+      if (!built.ok())
+        return make_error(built.error().kind,
+                          "--model " + m.name + "=builtin: " + built.error().message);
+      path = *built;
+    }
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec)
+      return make_error(ErrorKind::kNotFound, "--model " + m.name + "=" + m.path +
+                                                  ": cannot read " + path + ": " + ec.message());
+    residency::ModelSpec spec;
+    spec.name = m.name;
+    spec.path = path;
+    spec.weight_bytes_estimate = static_cast<int64_t>(size);
+    for (const auto& pin : s.options_.keep_resident) spec.pinned = spec.pinned || pin == m.name;
+    if (auto st = s.residency_->add_model(std::move(spec)); !st.ok()) return std::move(st).error();
+  }
+  for (int i = 0; i < s.workers_->size(); ++i)
+    s.parsers_.push_back(std::make_unique<proto::RequestParser>());
+  return server;
+}
+
+BackendServer::~BackendServer() { shutdown(0); }
+
+Status BackendServer::start() {
+  // Pinned models and the default model load before the port opens: /healthz answering means
+  // the default model is ready.
+  std::vector<std::string> preload = options_.keep_resident;
+  preload.push_back(options_.models.front().name);
+  for (const auto& name : preload) {
+    auto lease = residency_->acquire(name);
+    if (!lease.ok()) return std::move(lease).error();
+  }
+  workers_->start();
+  proto::ServerOptions http_options;
+  http_options.address = options_.host;
+  http_options.port = static_cast<uint16_t>(options_.port);
+  http_ = std::make_unique<proto::HttpServer>(
+      http_options, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); },
+      *workers_);
+  return http_->start();
+}
+
+uint16_t BackendServer::port() const { return http_ ? http_->port() : 0; }
+
+std::string BackendServer::next_request_id(proto::Endpoint endpoint) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%s-%llx%06llx",
+                endpoint == proto::Endpoint::kChatCompletions ? "chatcmpl" : "cmpl",
+                static_cast<unsigned long long>(started_unix_s_),
+                static_cast<unsigned long long>(++request_counter_));
+  return buf;
+}
+
+void BackendServer::handle(std::shared_ptr<proto::ServerStream> http) {
+  const auto& req = http->request();
+  const std::string_view path = req.path();
+  const bool get = req.method == "GET";
+  const bool post = req.method == "POST";
+  if (path == "/v1/chat/completions" || path == "/v1/completions") {
+    if (!post)
+      return send_error(*http,
+                        make_error(ErrorKind::kBadRequest, "use POST for " + std::string(path)));
+    return handle_completion(std::move(http), path == "/v1/completions"
+                                                  ? proto::Endpoint::kCompletions
+                                                  : proto::Endpoint::kChatCompletions);
+  }
+  if (!get && (path == "/healthz" || path == "/metrics" || path == "/v1/models" ||
+               path == "/v1/cutline/state"))
+    return send_error(*http,
+                      make_error(ErrorKind::kBadRequest, "use GET for " + std::string(path)));
+  if (path == "/healthz") {
+    if (draining_.load()) return send_json(*http, 503, R"({"status":"draining"})");
+    return send_json(*http, 200, R"({"status":"ok"})");
+  }
+  if (path == "/metrics") {
+    const std::string text = metrics_.render(gauges_of(state()));
+    http->send_simple(200, {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}}, text);
+    return;
+  }
+  if (path == "/v1/models") return send_models(*http);
+  if (path == "/v1/cutline/state") return send_json(*http, 200, backend_state_json(state()));
+  send_error(*http, make_error(ErrorKind::kNotFound, "no route for " + std::string(path)));
+}
+
+void BackendServer::send_models(proto::ServerStream& http) {
+  std::string body;
+  proto::JsonWriter w(body);
+  w.begin_object().field("object", "list").key("data").begin_array();
+  for (const auto& m : residency_->snapshot()) {
+    w.begin_object();
+    w.field("id", m.name);
+    w.field("object", "model");
+    w.field("created", started_unix_s_);
+    w.field("owned_by", "cutline");
+    w.key("cutline").begin_object();
+    w.field("resident", m.resident);
+    w.field("pinned", m.pinned);
+    w.field("weight_bytes", m.weight_bytes);
+    w.end_object();
+    w.end_object();
+  }
+  w.end_array().end_object();
+  send_json(http, 200, body);
+}
+
+BackendState BackendServer::state() const {
+  BackendState st;
+  st.now_us = steady_us();
+  st.weights_budget_bytes = residency_->budget_bytes();
+  st.kv_memory_bytes = options_.kv_memory_bytes;
+  st.device = device_->description();
+  st.device_free_bytes = device_->free_bytes();
+  st.draining = draining_.load();
+  {
+    std::lock_guard<std::mutex> lock(active_mu_);
+    st.active_requests = active_;
+  }
+  for (auto& status : residency_->snapshot()) {
+    ModelStateView view;
+    view.status = std::move(status);
+    residency_->visit_resident(view.status.name, [&view](residency::ResidentModel& m) {
+      view.engine = static_cast<ServedModel&>(m).engine().stats();
+    });
+    st.models.push_back(std::move(view));
+  }
+  return st;
+}
+
+void BackendServer::handle_completion(std::shared_ptr<proto::ServerStream> http,
+                                      proto::Endpoint endpoint) {
+  const int64_t arrival_us = steady_us();
+  if (draining_.load())
+    return send_error(*http, make_error(ErrorKind::kExhausted, "the backend is shutting down"));
+  auto& parser = *parsers_[static_cast<size_t>(http->loop().index())];
+  auto parsed = parser.parse_in_place(http->request().body, endpoint);
+  if (!parsed.ok()) {
+    metrics_.on_request_rejected("");
+    return send_error(*http, parsed.error());
+  }
+  auto pending = std::make_shared<PendingRequest>();
+  pending->http = http;
+  pending->parsed = std::move(parsed).value();
+  pending->arrival_us = arrival_us;
+  const std::string& name = pending->parsed.model;
+  auto lease = residency_->try_acquire(name);
+  if (!lease.ok()) {
+    metrics_.on_request_rejected(name);
+    const bool unknown = lease.error().kind == ErrorKind::kNotFound;
+    return send_error(*http, lease.error(), unknown ? "model" : "",
+                      unknown ? "model_not_found" : "");
+  }
+  if (lease->has_value()) return admit(std::move(pending), std::move(**lease));
+  wait_for_load(std::move(pending));
+}
+
+void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
+  std::lock_guard<std::mutex> lock(active_mu_);
+  if (shut_down_) {
+    send_error(*pending->http, make_error(ErrorKind::kExhausted, "the backend is shutting down"));
+    return;
+  }
+  ++active_;
+  load_waiters_.emplace_back([this, pending = std::move(pending)]() mutable {
+    auto lease = residency_->acquire(pending->parsed.model);
+    proto::EventLoop& loop = pending->http->loop();
+    auto shared_lease = std::make_shared<Result<residency::Lease>>(std::move(lease));
+    loop.post([this, pending, shared_lease] {
+      auto& result = *shared_lease;
+      if (!result.ok()) {
+        metrics_.on_request_rejected(pending->parsed.model);
+        send_error(*pending->http, result.error());
+      } else if (pending->http->closed()) {
+        proto::StopRecord gone;
+        gone.cause = proto::Cause::kClientCancel;
+        metrics_.on_request_finished(pending->parsed.model, gone);
+      } else {
+        admit(pending, std::move(result).value());
+      }
+      std::lock_guard<std::mutex> lock(active_mu_);
+      --active_;
+      active_cv_.notify_all();
+    });
+  });
+}
+
+void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease) {
+  auto& served = static_cast<ServedModel&>(lease.model());
+  const proto::ParsedRequest& parsed = pending->parsed;
+  const std::string id = next_request_id(parsed.endpoint);
+  RequestErrorDetail detail;
+  auto add = build_add_request(parsed, served.text_info(), id, detail);
+  if (!add.ok()) {
+    metrics_.on_request_rejected(parsed.model);
+    return send_error(*pending->http, add.error(), detail.param, detail.code);
+  }
+  CompletionParams params;
+  params.endpoint = parsed.endpoint;
+  params.stream = parsed.stream;
+  params.include_usage = parsed.include_usage;
+  params.model = parsed.model;
+  params.id = id;
+  params.created = static_cast<int64_t>(std::time(nullptr));
+  params.requested_max_tokens = parsed.requested_max_tokens();
+  params.arrival_us = pending->arrival_us;
+  auto stream =
+      std::make_shared<CompletionStream>(pending->http, std::move(lease), std::move(params),
+                                         metrics_, [this](CompletionStream* s) { stream_done(s); });
+  {
+    std::lock_guard<std::mutex> lock(active_mu_);
+    ++active_;
+    streams_[stream.get()] = stream;
+  }
+  if (auto st = stream->start(std::move(add).value()); !st.ok()) {
+    metrics_.on_request_rejected(parsed.model);
+    stream_done(stream.get());
+  }
+}
+
+void BackendServer::stream_done(CompletionStream* stream) {
+  std::lock_guard<std::mutex> lock(active_mu_);
+  if (streams_.erase(stream) > 0) --active_;
+  active_cv_.notify_all();
+}
+
+void BackendServer::shutdown(int64_t drain_timeout_ms) {
+  {
+    std::unique_lock<std::mutex> lock(active_mu_);
+    if (shut_down_) return;
+    draining_.store(true);
+    active_cv_.wait_for(lock, std::chrono::milliseconds(drain_timeout_ms),
+                        [this] { return active_ == 0; });
+    // Drain timeout: end what is still running with a labeled stop.
+    std::vector<std::shared_ptr<CompletionStream>> rest;
+    for (auto& [ptr, weak] : streams_)
+      if (auto s = weak.lock()) rest.push_back(std::move(s));
+    lock.unlock();
+    for (auto& s : rest) s->abort_for_shutdown();
+    lock.lock();
+    active_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return streams_.empty(); });
+    shut_down_ = true;
+  }
+  residency_->shutdown();  // wakes requests waiting for a load slot
+  std::vector<std::thread> waiters;
+  {
+    std::lock_guard<std::mutex> lock(active_mu_);
+    waiters.swap(load_waiters_);
+  }
+  for (auto& t : waiters) t.join();
+  if (http_) http_->stop();
+  if (workers_) workers_->stop();
+  http_.reset();
+  workers_.reset();  // destroys posted work, releasing any lease it held
+  residency_->unload_all_idle();
+}
+
+}  // namespace cutline::server

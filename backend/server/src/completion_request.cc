@@ -1,0 +1,111 @@
+#include "cutline/server/completion_request.h"
+
+#include <utility>
+#include <vector>
+
+namespace cutline::server {
+
+namespace {
+
+Error fail(RequestErrorDetail& detail, ErrorKind kind, std::string param, std::string message,
+           std::string code = "") {
+  detail.param = std::move(param);
+  detail.code = std::move(code);
+  return make_error(kind, std::move(message));
+}
+
+Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const ModelTextInfo& m,
+                                           RequestErrorDetail& detail) {
+  const model::Tokenizer& tok = *m.tokenizer;
+  if (r.endpoint == proto::Endpoint::kChatCompletions) {
+    std::vector<model::ChatMessage> messages;
+    messages.reserve(r.messages.size());
+    for (size_t i = 0; i < r.messages.size(); ++i) {
+      const auto& msg = r.messages[i];
+      if (msg.has_non_text_parts)
+        return fail(detail, ErrorKind::kUnsupported, "messages",
+                    "messages[" + std::to_string(i) +
+                        "] has non-text content parts; this model "
+                        "takes text only");
+      messages.push_back(model::ChatMessage{r.message_role(i), r.message_text(i)});
+    }
+    auto rendered = model::render_chat(m.chat_template, messages, true);
+    if (!rendered.ok())
+      return fail(detail, ErrorKind::kBadRequest, "messages", rendered.error().message);
+    return model::encode_chat(tok, *rendered);
+  }
+  switch (r.prompt_kind) {
+    case proto::PromptKind::kString:
+      return tok.encode(r.prompt_text(0), true);
+    case proto::PromptKind::kStrings:
+      if (r.prompts.size() != 1)
+        return fail(detail, ErrorKind::kUnsupported, "prompt",
+                    "a list of " + std::to_string(r.prompts.size()) +
+                        " prompts is not supported; send one prompt per request");
+      return tok.encode(r.prompt_text(0), true);
+    case proto::PromptKind::kTokens: {
+      std::vector<int32_t> ids;
+      ids.reserve(r.prompt_tokens.size());
+      for (int64_t id : r.prompt_tokens) {
+        if (id < 0 || id >= tok.vocab_size())
+          return fail(detail, ErrorKind::kBadRequest, "prompt",
+                      "prompt token id " + std::to_string(id) + " is out of range [0, " +
+                          std::to_string(tok.vocab_size()) + ")");
+        ids.push_back(static_cast<int32_t>(id));
+      }
+      return ids;
+    }
+    case proto::PromptKind::kTokenBatches:
+      return fail(detail, ErrorKind::kUnsupported, "prompt",
+                  "batches of token prompts are not supported; send one prompt per request");
+    case proto::PromptKind::kAbsent:
+      break;
+  }
+  return fail(detail, ErrorKind::kBadRequest, "prompt", "prompt is required");
+}
+
+}  // namespace
+
+Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& r, const ModelTextInfo& m,
+                                             std::string request_id, RequestErrorDetail& detail) {
+  if (r.n != 1)
+    return fail(detail, ErrorKind::kUnsupported, "n",
+                "n = " + std::to_string(r.n) + " is not supported; only n = 1");
+  if (r.has_tools)
+    return fail(detail, ErrorKind::kUnsupported, "tools",
+                "tools are not supported by this backend");
+
+  auto tokens = prompt_tokens(r, m, detail);
+  if (!tokens.ok()) return std::move(tokens).error();
+  const auto n_prompt = static_cast<int64_t>(tokens->size());
+  const char* prompt_param =
+      r.endpoint == proto::Endpoint::kChatCompletions ? "messages" : "prompt";
+  if (n_prompt == 0)
+    return fail(detail, ErrorKind::kBadRequest, prompt_param, "the prompt is empty");
+  if (m.context_length > 0 && n_prompt >= m.context_length)
+    return fail(detail, ErrorKind::kBadRequest, prompt_param,
+                "This model's maximum context length (context_length) is " +
+                    std::to_string(m.context_length) + " tokens, but the prompt has " +
+                    std::to_string(n_prompt) + " tokens",
+                "context_length_exceeded");
+
+  engine::AddRequest add;
+  add.request_id = std::move(request_id);
+  add.prompt = std::move(tokens).value();
+  auto& s = add.sampling;
+  if (r.temperature) s.temperature = static_cast<float>(*r.temperature);
+  if (r.top_p) s.top_p = static_cast<float>(*r.top_p);
+  if (r.top_k) s.top_k = static_cast<int32_t>(*r.top_k);
+  if (r.min_p) s.min_p = static_cast<float>(*r.min_p);
+  if (r.presence_penalty) s.presence_penalty = static_cast<float>(*r.presence_penalty);
+  if (r.frequency_penalty) s.frequency_penalty = static_cast<float>(*r.frequency_penalty);
+  if (r.repetition_penalty) s.repetition_penalty = static_cast<float>(*r.repetition_penalty);
+  if (r.seed) s.seed = static_cast<uint64_t>(*r.seed);
+  if (std::string err = engine::validate(s); !err.empty())
+    return fail(detail, ErrorKind::kBadRequest, "", err);
+  add.stop.stop_strings = r.stop;
+  add.stop.max_tokens = r.requested_max_tokens();
+  return add;
+}
+
+}  // namespace cutline::server

@@ -1,0 +1,239 @@
+#include "cutline/server/completion_stream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "cutline/proto/openai_error.h"
+#include "cutline/proto/openai_writer.h"
+#include "cutline/proto/sse_writer.h"
+
+namespace cutline::server {
+
+namespace {
+
+int64_t steady_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void send_error(proto::ServerStream& http, const Error& error, std::string_view param,
+                std::string_view code) {
+  proto::ErrorBodyFields fields;
+  fields.param = param;
+  fields.code = code;
+  http.send_simple(error.status(), {{"Content-Type", "application/json"}},
+                   proto::error_body(error, fields));
+}
+
+}  // namespace
+
+CompletionStream::CompletionStream(std::shared_ptr<proto::ServerStream> http,
+                                   residency::Lease lease, CompletionParams params,
+                                   BackendMetrics& metrics,
+                                   std::function<void(CompletionStream*)> on_done)
+    : http_(std::move(http)),
+      lease_(std::move(lease)),
+      params_(std::move(params)),
+      metrics_(metrics),
+      on_done_(std::move(on_done)) {}
+
+CompletionStream::~CompletionStream() = default;
+
+ServedModel& CompletionStream::served() const { return static_cast<ServedModel&>(lease_.model()); }
+
+proto::EventLoop& CompletionStream::sink_loop() const { return http_->loop(); }
+
+Status CompletionStream::start(engine::AddRequest add) {
+  added_us_ = steady_us();
+  auto id = served().router().add(std::move(add), shared_from_this());
+  if (!id.ok()) {
+    send_error(*http_, id.error(), "", "");
+    return std::move(id).error();
+  }
+  seq_id_ = *id;
+  // Client gone: abort at once. The finished event (client_cancel) completes the bookkeeping.
+  std::weak_ptr<CompletionStream> weak = shared_from_this();
+  http_->on_close([weak] {
+    if (auto self = weak.lock(); self && !self->done_) self->served().engine().abort(self->seq_id_);
+  });
+  if (params_.stream) send_stream_head();
+  return {};
+}
+
+void CompletionStream::abort_for_shutdown() {
+  http_->loop().post([self = shared_from_this()] {
+    if (self->done_) return;
+    self->shutdown_abort_.store(true);
+    self->served().engine().abort(self->seq_id_);
+  });
+}
+
+void CompletionStream::send_stream_head() {
+  proto::HttpHeaders headers{{"Content-Type", "text/event-stream"},
+                             {"Cache-Control", "no-cache"},
+                             {"Trailer", "cutline-stop"}};
+  http_->send_head(200, headers, proto::BodyFraming::chunked());
+  if (params_.endpoint == proto::Endpoint::kChatCompletions) {
+    // OpenAI's first chunk carries the role.
+    std::string json;
+    proto::ChunkFields f;
+    f.endpoint = params_.endpoint;
+    f.id = params_.id;
+    f.created = params_.created;
+    f.model = params_.model;
+    f.role = "assistant";
+    f.content = std::string_view();
+    proto::write_chunk(json, f);
+    scratch_.clear();
+    proto::append_sse_data(scratch_, json);
+    http_->send_body(scratch_);
+  }
+}
+
+void CompletionStream::send_text(std::string_view text) {
+  if (text.empty()) return;
+  if (!params_.stream) {
+    text_.append(text);
+    return;
+  }
+  std::string json;
+  proto::ChunkFields f;
+  f.endpoint = params_.endpoint;
+  f.id = params_.id;
+  f.created = params_.created;
+  f.model = params_.model;
+  f.content = text;
+  proto::write_chunk(json, f);
+  scratch_.clear();
+  proto::append_sse_data(scratch_, json);
+  // Tokens come at model speed; the connection's buffer absorbs them. send_body's false (above
+  // high water) only means the client reads slowly; nothing is dropped.
+  http_->send_body(scratch_);
+}
+
+void CompletionStream::on_engine_event(engine::EngineEvent event) {
+  if (done_) return;
+  if (!event.tokens.empty()) {
+    const int64_t now = steady_us();
+    if (last_token_us_ >= 0)
+      metrics_.observe_inter_token_seconds(static_cast<double>(now - last_token_us_) / 1e6);
+    last_token_us_ = now;
+  }
+  if (!http_->closed()) send_text(utf8_.push(event.text));
+  if (event.finished && event.record) {
+    if (!http_->closed()) send_text(utf8_.flush());
+    finish_exchange(*event.record);
+  }
+}
+
+proto::StopRecord CompletionStream::make_stop_record(const engine::SequenceRecord& rec) const {
+  proto::StopRecord out;
+  engine::fill_stop_record(rec, out);
+  out.reporter = "backend";
+  out.request_id = params_.id;
+  out.requested_max_tokens = params_.requested_max_tokens;
+  out.effective_max_tokens = params_.requested_max_tokens;
+  // The engine measures from Engine::add; the request arrived earlier (model lookup, residency
+  // wait, load, warm-up, tokenization). Phases stay additive: load and warm-up come from the
+  // residency, the rest of the time before add counts as queue.
+  const double before_add_ms = static_cast<double>(added_us_ - params_.arrival_us) / 1000.0;
+  proto::TtftPhases phases;
+  phases.load_ms = lease_.load_ms;
+  phases.warmup_ms = lease_.warmup_ms;
+  phases.queue_ms = rec.queue_ms + std::max(0.0, before_add_ms - phases.load_ms - phases.warmup_ms);
+  phases.prefill_ms = rec.prefill_ms;
+  phases.first_decode_ms = rec.first_decode_ms;
+  out.phases = phases;
+  out.queue_ms = phases.queue_ms;
+  if (rec.output_tokens > 0 && rec.ttft_ms > 0)
+    out.ttft_ms = rec.ttft_ms + before_add_ms;
+  else
+    out.ttft_ms.reset();
+  out.duration_ms = rec.duration_ms + before_add_ms;
+  out.model_state = std::string(residency::to_string(lease_.found));
+  if (shutdown_abort_.load() && rec.cause == proto::Cause::kClientCancel) {
+    out.cause = proto::Cause::kBackendPreempted;
+    out.message = "aborted by the backend at shutdown (drain timeout elapsed)";
+  }
+  return out;
+}
+
+void CompletionStream::finish_exchange(const engine::SequenceRecord& rec) {
+  done_ = true;
+  const proto::StopRecord stop = make_stop_record(rec);
+  metrics_.on_request_finished(params_.model, stop);
+  const std::string finish_reason(proto::default_finish_reason(stop.cause));
+  proto::Usage usage;
+  usage.prompt_tokens = rec.input_tokens;
+  usage.completion_tokens = rec.output_tokens;
+  usage.total_tokens = rec.input_tokens + rec.output_tokens;
+
+  if (!http_->closed()) {
+    if (params_.stream) {
+      std::string json;
+      scratch_.clear();
+      if (rec.runner_error) {
+        proto::ErrorBodyFields fields;
+        fields.cutline = &stop;
+        proto::write_error_body(json, make_error(ErrorKind::kInternal, rec.message), fields);
+        proto::append_sse_error(scratch_, json);
+        json.clear();
+      }
+      proto::ChunkFields f;
+      f.endpoint = params_.endpoint;
+      f.id = params_.id;
+      f.created = params_.created;
+      f.model = params_.model;
+      f.finish_reason = finish_reason;
+      f.cutline = &stop;
+      if (params_.endpoint == proto::Endpoint::kChatCompletions) f.content.reset();
+      proto::write_chunk(json, f);
+      proto::append_sse_data(scratch_, json);
+      if (params_.include_usage) {
+        json.clear();
+        proto::ChunkFields u;
+        u.endpoint = params_.endpoint;
+        u.id = params_.id;
+        u.created = params_.created;
+        u.model = params_.model;
+        u.no_choices = true;
+        u.usage = &usage;
+        proto::write_chunk(json, u);
+        proto::append_sse_data(scratch_, json);
+      }
+      proto::append_sse_done(scratch_);
+      http_->send_body(scratch_);
+      http_->finish({{"cutline-stop", proto::stop_header_value(stop)}});
+    } else if (rec.runner_error) {
+      proto::ErrorBodyFields fields;
+      fields.cutline = &stop;
+      http_->send_simple(
+          500,
+          {{"Content-Type", "application/json"}, {"Cutline-Stop", proto::stop_header_value(stop)}},
+          proto::error_body(make_error(ErrorKind::kInternal, rec.message), fields));
+    } else {
+      std::string body;
+      proto::CompletionFields f;
+      f.endpoint = params_.endpoint;
+      f.id = params_.id;
+      f.created = params_.created;
+      f.model = params_.model;
+      f.content = text_;
+      f.finish_reason = finish_reason;
+      f.usage = &usage;
+      f.cutline = &stop;
+      proto::write_completion(body, f);
+      http_->send_simple(
+          200,
+          {{"Content-Type", "application/json"}, {"Cutline-Stop", proto::stop_header_value(stop)}},
+          body);
+    }
+  }
+  lease_.release();
+  auto on_done = std::move(on_done_);
+  if (on_done) on_done(this);
+}
+
+}  // namespace cutline::server

@@ -1,0 +1,106 @@
+#include "cutline/server/served_model.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "cutline/model/llama_runner.h"
+#include "cutline/model/model_config.h"
+#include "cutline/model/tokenizer_loader.h"
+
+namespace cutline::server {
+
+ServedModel::~ServedModel() {
+  // Engine thread first (no more wakes), then the router (pending drains become no-ops), then
+  // the engine, runner, tokenizer and file in reverse order of their dependencies.
+  if (engine_) engine_->stop();
+  if (router_) router_->close();
+  router_.reset();
+  engine_.reset();
+  runner_.reset();
+  tokenizer_.reset();
+  file_.reset();
+}
+
+int64_t ServedModel::weight_bytes() const { return runner_->info().weight_bytes; }
+
+ModelTextInfo ServedModel::text_info() const {
+  ModelTextInfo t;
+  t.tokenizer = tokenizer_.get();
+  t.chat_template = chat_template_;
+  t.context_length = runner_->info().context_length;
+  return t;
+}
+
+Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
+    const residency::ModelSpec& spec, const ServedModelOptions& options,
+    std::shared_ptr<device::Device> device, proto::EventLoop& dispatch,
+    residency::PhaseRecorder& recorder) {
+  using residency::LoadPhase;
+  auto served = std::unique_ptr<ServedModel>(new ServedModel());
+  served->name_ = spec.name;
+
+  auto file = model::GgufFile::open(spec.path);
+  if (!file.ok()) return std::move(file).error();
+  served->file_ = std::shared_ptr<const model::GgufFile>(std::move(file).value());
+  auto config = model::load_model_config(*served->file_);
+  if (!config.ok()) return std::move(config).error();
+  auto tokenizer = model::load_tokenizer(*served->file_);
+  if (!tokenizer.ok()) return std::move(tokenizer).error();
+  served->tokenizer_ = std::move(tokenizer).value();
+
+  if (!options.chat_template.empty()) {
+    auto kind = model::chat_template_from_name(options.chat_template);
+    if (!kind)
+      return make_error(ErrorKind::kBadRequest,
+                        "unknown --chat-template '" + options.chat_template +
+                            "' (known: chatml, llama3, llama2, mistral, gemma, phi3)");
+    served->chat_template_ = *kind;
+  } else {
+    auto source = served->file_->get_string_or("tokenizer.chat_template", "");
+    auto detected = model::detect_chat_template(source.ok() ? *source : std::string_view());
+    if (!detected.warning.empty())
+      std::fprintf(stderr, "cutline-backend: model '%s': %s\n", spec.name.c_str(),
+                   detected.warning.c_str());
+    served->chat_template_ = detected.kind;
+  }
+
+  model::LlamaLoadOptions load_options;
+  load_options.name = spec.name;
+  auto runner = model::LlamaRunner::load(served->file_, std::move(device), load_options);
+  if (!runner.ok()) return std::move(runner).error();
+  const model::LoadReport& r = (*runner)->load_report();
+  recorder.add(LoadPhase::kRead, r.read_ms, r.bytes_read);
+  recorder.add(LoadPhase::kConvert, r.convert_ms);
+  recorder.add(LoadPhase::kUpload, r.upload_ms, (*runner)->info().weight_bytes);
+  recorder.add(LoadPhase::kWarmup, r.warmup_ms);
+  served->runner_ = std::move(runner).value();
+
+  engine::EngineConfig config_e;
+  config_e.block_size = options.block_size;
+  config_e.kv_memory_bytes = options.kv_memory_bytes;
+  config_e.max_step_tokens = options.max_step_tokens;
+  recorder.begin(LoadPhase::kKvAlloc);
+  auto engine = engine::Engine::create(*served->runner_, *served->tokenizer_, config_e);
+  if (!engine.ok()) {
+    recorder.end();
+    return std::move(engine).error();
+  }
+  served->engine_ = std::move(engine).value();
+  recorder.end(static_cast<int64_t>(served->engine_->num_blocks()) * options.block_size *
+               served->runner_->info().kv_bytes_per_token);
+
+  std::function<void()> on_drained;
+  if (options.on_drained) {
+    engine::Engine* e = served->engine_.get();
+    on_drained = [cb = options.on_drained, e, last_steps = int64_t{0}]() mutable {
+      cb(*e, last_steps);
+    };
+  }
+  served->router_ = std::make_unique<EventRouter>(*served->engine_, dispatch, on_drained);
+  EventRouter* router = served->router_.get();
+  served->engine_->set_wake_callback([router] { router->wake(); });
+  served->engine_->start();
+  return std::unique_ptr<residency::ResidentModel>(std::move(served));
+}
+
+}  // namespace cutline::server
