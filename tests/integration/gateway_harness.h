@@ -178,4 +178,70 @@ inline std::string http_post_raw(const std::string& path, const std::string& bod
          extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+inline uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A fake upstream and a gateway in front of it, in a fresh temp dir. `yaml` writes the policy
+// given the fake's port and the access-log path.
+struct GatewayEnv {
+  std::string dir;
+  Process fake;
+  Process gateway;
+  uint16_t fake_port = 0;
+  uint16_t port = 0;
+  uint16_t admin_port = 0;
+  std::string log_path;
+  std::string config_path;
+  std::string error;  // why start() failed
+
+  bool start(const std::function<std::string(uint16_t, const std::string&)>& yaml) {
+    dir = make_temp_dir();
+    fake.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, dir + "/fake.out", dir + "/fake.err");
+    if (!wait_for([&] {
+          const std::string out = read_file(dir + "/fake.out");
+          return out.rfind("PORT ", 0) == 0 && out.find('\n') != std::string::npos;
+        })) {
+      error = "fake upstream did not start: " + read_file(dir + "/fake.err");
+      return false;
+    }
+    fake_port = static_cast<uint16_t>(std::atoi(read_file(dir + "/fake.out").c_str() + 5));
+    log_path = dir + "/access.log";
+    config_path = dir + "/cutline.yaml";
+    std::ofstream(config_path) << yaml(fake_port, log_path);
+    gateway.start(
+        {CUTLINE_GATEWAY_BIN, "--config", config_path, "--ready-file", dir + "/ready.json"},
+        dir + "/gateway.out", dir + "/gateway.err");
+    if (!wait_for([&] { return !read_file(dir + "/ready.json").empty(); })) {
+      error = "gateway did not start: " + read_file(dir + "/gateway.err");
+      return false;
+    }
+    const std::string ready = read_file(dir + "/ready.json");
+    port = static_cast<uint16_t>(std::atoi(ready.c_str() + ready.find(':') + 1));
+    admin_port = static_cast<uint16_t>(std::atoi(ready.c_str() + ready.rfind(':') + 1));
+    return true;
+  }
+  void stop() {
+    gateway.stop();
+    fake.stop();
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port) + path;
+  }
+  std::string admin_url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(admin_port) + path;
+  }
+  std::string fake_url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(fake_port) + path;
+  }
+};
+
 }  // namespace cutline::test

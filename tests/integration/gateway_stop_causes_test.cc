@@ -15,29 +15,7 @@ namespace {
 
 using proto::Cause;
 
-struct Env {
-  std::string dir;
-  Process fake;
-  Process gateway;
-  uint16_t fake_port = 0;
-  uint16_t port = 0;
-  uint16_t admin_port = 0;
-  std::string log_path;
-  std::string config_path;
-};
-Env* env = nullptr;
-
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+GatewayEnv* env = nullptr;
 
 std::string policy_yaml(uint16_t fake_port, uint16_t dead_port, const std::string& log_path) {
   return "listen:\n  - address: 127.0.0.1:0\n"
@@ -61,7 +39,9 @@ std::string policy_yaml(uint16_t fake_port, uint16_t dead_port, const std::strin
          "  - name: ttft\n    match: {headers: {x-policy: ttft}}\n    ttft_timeout: 150ms\n"
          "  - name: idle\n    match: {headers: {x-policy: idle}}\n    idle_timeout: 150ms\n"
          "  - name: errorcut\n    match: {headers: {x-policy: errorcut}}\n"
-         "    ttft_timeout: 150ms\n    on_cut: {mode: error}\n"
+         "    ttft_timeout: 150ms\n    idle_timeout: 150ms\n    on_cut: {mode: error}\n"
+         "  - name: pool\n    match: {headers: {x-policy: pool}}\n"
+         "    budget: {max_output_tokens: 8, global_tokens_per_minute: 10}\n"
          "  - name: admission\n    match: {headers: {x-policy: admission}}\n"
          "    admission: {max_concurrent: 1, queue_depth: 1, queue_timeout: 150ms}\n"
          "  - name: slow\n    match: {headers: {x-policy: slow}}\n    deadline: 400ms\n"
@@ -71,27 +51,11 @@ std::string policy_yaml(uint16_t fake_port, uint16_t dead_port, const std::strin
 class GatewayTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    env = new Env;
-    env->dir = make_temp_dir();
-    env->fake.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, env->dir + "/fake.out",
-                    env->dir + "/fake.err");
-    ASSERT_TRUE(wait_for([] {
-      const std::string out = read_file(env->dir + "/fake.out");
-      return out.rfind("PORT ", 0) == 0 && out.find('\n') != std::string::npos;
-    }));
-    env->fake_port =
-        static_cast<uint16_t>(std::atoi(read_file(env->dir + "/fake.out").c_str() + 5));
-    env->log_path = env->dir + "/access.log";
-    env->config_path = env->dir + "/cutline.yaml";
-    std::ofstream(env->config_path) << policy_yaml(env->fake_port, free_port(), env->log_path);
-    env->gateway.start({CUTLINE_GATEWAY_BIN, "--config", env->config_path, "--ready-file",
-                        env->dir + "/ready.json"},
-                       env->dir + "/gateway.out", env->dir + "/gateway.err");
-    ASSERT_TRUE(wait_for([] { return !read_file(env->dir + "/ready.json").empty(); }))
-        << read_file(env->dir + "/gateway.err");
-    const std::string ready = read_file(env->dir + "/ready.json");
-    env->port = static_cast<uint16_t>(std::atoi(ready.c_str() + ready.find(':') + 1));
-    env->admin_port = static_cast<uint16_t>(std::atoi(ready.c_str() + ready.rfind(':') + 1));
+    env = new GatewayEnv;
+    const uint16_t dead_port = free_port();
+    ASSERT_TRUE(env->start([dead_port](uint16_t fake_port, const std::string& log) {
+      return policy_yaml(fake_port, dead_port, log);
+    })) << env->error;
   }
   static void TearDownTestSuite() {
     env->gateway.stop();
@@ -265,6 +229,28 @@ TEST_F(GatewayTest, TtftTimeoutInErrorModeIs504BeforeAnyByte) {
   EXPECT_NE(r.body.find("\"cause\":\"gateway_ttft_timeout\""), std::string::npos) << r.body;
   EXPECT_NE(r.headers.get("Cutline-Stop").value_or("").find("gateway_ttft_timeout"),
             std::string::npos);
+}
+
+TEST_F(GatewayTest, IdleTimeoutInErrorModeMidStreamIsAnSseErrorEvent) {
+  auto r = post(chat(true), "tokens=5,stall_at=2,stall_ms=2000", "errorcut");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("event: error"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"cause\":\"gateway_idle_timeout\""), std::string::npos) << r.body;
+  EXPECT_NE(r.trailers.get("cutline-stop").value_or("").find("gateway_idle_timeout"),
+            std::string::npos);
+}
+
+TEST_F(GatewayTest, TokenPoolReservesAtAdmissionAndRefundsTheUnusedRest) {
+  // Pool of 10 tokens: a request reserving 8 and using 3 gives 5 back (7 left), so a second
+  // request reserving 8 is rejected with 429 while one reserving 7 is admitted.
+  auto first = post(chat(true, R"(,"max_tokens":8)"), "tokens=3", "pool");
+  expect_streamed_cause(first, Cause::kEos, "stop");
+  auto second = post(chat(true, R"(,"max_tokens":8)"), "tokens=3", "pool");
+  EXPECT_EQ(second.status, 429) << second.body;
+  EXPECT_TRUE(second.headers.get("Retry-After").has_value());
+  EXPECT_NE(second.body.find("global_tokens_per_minute"), std::string::npos) << second.body;
+  auto third = post(chat(true, R"(,"max_tokens":7)"), "tokens=3", "pool");
+  expect_streamed_cause(third, Cause::kEos, "stop");
 }
 
 TEST_F(GatewayTest, IdleTimeout) {

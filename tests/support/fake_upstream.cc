@@ -19,8 +19,8 @@
 //
 // Streams whenever the request has "stream": true; otherwise answers one JSON body.
 // Admin: GET /fake/requests returns every request received ({path, script, body, cancelled,
-// completed}); POST /fake/reset clears it. Any other path echoes method, path and body as JSON with
-// header X-Fake-Echo: 1 (for passthrough tests).
+// authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
+// body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
 //
 // Usage: cutline-fake-upstream [--port N] (0 = any free port). Prints "PORT <n>" on stdout once
 // listening. Single-threaded libevent evhttp: a test tool, not a production server.
@@ -109,6 +109,7 @@ struct RecordedRequest {
   std::string path;
   std::string script;
   std::string body;
+  std::string authorization;  // the Authorization header as received ("" when absent)
   bool cancelled = false;
   bool completed = false;
 };
@@ -336,7 +337,8 @@ void handle_admin(Server* srv, evhttp_request* req, const std::string& path) {
   w.begin_array();
   for (const auto& r : srv->requests) {
     w.begin_object().field("method", r.method).field("path", r.path).field("script", r.script);
-    w.field("body", r.body).field("cancelled", r.cancelled).field("completed", r.completed);
+    w.field("body", r.body).field("authorization", r.authorization);
+    w.field("cancelled", r.cancelled).field("completed", r.completed);
     w.end_object();
   }
   w.end_array();
@@ -356,6 +358,8 @@ void handle(evhttp_request* req, void* arg) {
   rec.body = body_of(req);
   const char* hdr = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Fake-Script");
   rec.script = hdr ? hdr : "";
+  const char* auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+  rec.authorization = auth ? auth : "";
 
   if (path == "/v1/models") {
     srv->requests.push_back(rec);

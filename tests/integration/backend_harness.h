@@ -1,0 +1,241 @@
+#pragma once
+// Harness for cutline-backend integration tests: starts the real binary on a free port (--port 0,
+// the port read from its "listening on" line) with its cache directory in a fresh temp dir, and
+// talks to it the way a user's client would (blocking http_fetch, or a raw socket to disconnect).
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "cutline/model/synth.h"
+#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/stop_record.h"
+
+namespace cutline::test {
+
+// Polls `cond` every few ms until it holds or `timeout_ms` passes.
+inline bool wait_until(const std::function<bool()>& cond, int timeout_ms = 10000) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline std::string temp_dir() {
+  char tmpl[] = "/tmp/cutline-backend-test-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  return d ? d : "/tmp";
+}
+
+// Synthesizes a small model like the builtin one but with other weights (seed) and shape.
+inline std::string synth_model(const std::string& dir, const std::string& name,
+                               model::SynthOptions o) {
+  const std::string path = dir + "/" + name + ".gguf";
+  auto st = model::synthesize_tiny_model(o, path);
+  return st.ok() ? path : std::string();
+}
+
+class Backend {
+ public:
+  // Starts cutline-backend with `args` (plus --port 0 --cache-dir DIR/cache); waits for the port.
+  bool start(const std::vector<std::string>& args) {
+    dir_ = dir_.empty() ? temp_dir() : dir_;
+    std::vector<std::string> argv = {CUTLINE_BACKEND_BIN, "--port", "0", "--cache-dir",
+                                     dir_ + "/cache", "--device", "cpu"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    out_ = dir_ + "/stdout.txt";
+    err_ = dir_ + "/stderr.txt";
+    pid_ = fork();
+    if (pid_ == 0) {
+      int out = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      execv(a[0], a.data());
+      _exit(127);
+    }
+    return wait_until(
+        [&] {
+          const std::string text = slurp(out_);
+          const auto at = text.rfind(':');
+          if (text.find("listening on") == std::string::npos || at == std::string::npos)
+            return false;
+          port_ = static_cast<uint16_t>(std::atoi(text.c_str() + at + 1));
+          return port_ != 0;
+        },
+        30000);
+  }
+  const std::string& dir() {
+    if (dir_.empty()) dir_ = temp_dir();
+    return dir_;
+  }
+  uint16_t port() const { return port_; }
+  std::string stderr_text() const { return slurp(err_); }
+
+  // SIGTERM; returns the exit status (or -1 when it had to be killed).
+  int stop(int timeout_ms = 20000) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    const bool exited = wait_until([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
+                                   timeout_ms);
+    if (!exited) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return -1;
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void signal(int sig) const {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  ~Backend() { stop(); }
+
+  Result<proto::HttpResponse> get(const std::string& path) const {
+    return proto::http_fetch("http://127.0.0.1:" + std::to_string(port_) + path);
+  }
+  Result<proto::HttpResponse> post(const std::string& path, const std::string& body) const {
+    return proto::http_fetch("http://127.0.0.1:" + std::to_string(port_) + path, "POST",
+                             {{"Content-Type", "application/json"}}, body, 60000);
+  }
+
+ private:
+  std::string dir_;
+  std::string out_;
+  std::string err_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+// Every SSE data payload (except [DONE]) in order; `done` tells whether [DONE] was seen.
+inline std::vector<std::string> sse_data(const std::string& body, bool* done = nullptr) {
+  proto::SseParser p;
+  std::string_view in = body;
+  std::vector<std::string> out;
+  if (done) *done = false;
+  while (p.next(in) == proto::SseParser::Step::kEvent) {
+    if (p.event().done) {
+      if (done) *done = true;
+    } else {
+      out.emplace_back(p.event().data);
+    }
+  }
+  return out;
+}
+
+// The "cutline" object inside a JSON document (a chunk or a whole response).
+inline std::optional<proto::StopRecord> cutline_of(const std::string& json) {
+  const auto at = json.find("\"cutline\":");
+  if (at == std::string::npos) return std::nullopt;
+  // The object runs to its matching brace; no strings in the record contain braces here.
+  size_t begin = at + 10, depth = 0, end = begin;
+  for (; end < json.size(); ++end) {
+    if (json[end] == '{') ++depth;
+    if (json[end] == '}' && --depth == 0) break;
+  }
+  auto rec = proto::parse_stop_record(std::string_view(json).substr(begin, end - begin + 1));
+  if (!rec.ok()) return std::nullopt;
+  return std::move(rec).value();
+}
+
+// A numeric field of a flat JSON path like {"a":{"b":N}} read with simdjson's DOM API.
+inline double json_number(const std::string& json, const std::string& pointer) {
+  simdjson::dom::parser parser;
+  auto doc = parser.parse(json);
+  if (doc.error()) return -1;
+  auto v = doc.at_pointer(pointer);
+  if (v.error()) return -1;
+  if (v.is_int64()) return static_cast<double>(v.get_int64().value());
+  if (v.is_uint64()) return static_cast<double>(v.get_uint64().value());
+  if (v.is_double()) return v.get_double().value();
+  if (v.is_bool()) return v.get_bool().value() ? 1 : 0;
+  return -1;
+}
+
+// The value of one Prometheus sample line ("name{labels} value"), or -1.
+inline double metric_value(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::atof(text.c_str() + at + 1 + series.size() + 1);
+}
+
+// A loopback socket for a client that disconnects mid-stream.
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawClient() { close(); }
+  bool connected() const { return connected_; }
+  void post(const std::string& path, const std::string& body) {
+    const std::string req = "POST " + path +
+                            " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    size_t off = 0;
+    while (off < req.size()) {
+      ssize_t n = ::send(fd_, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+  std::string read_until(const std::string& needle, int timeout_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    timeval tv{0, 20000};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < end && got_.find(needle) == std::string::npos) {
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0) break;
+      if (n > 0) got_.append(buf, static_cast<size_t>(n));
+    }
+    return got_;
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string got_;
+};
+
+}  // namespace cutline::test
