@@ -75,11 +75,14 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p, 
   for (size_t i = 0; i < n; ++i) probs_[i] /= sum;
 
   if (p.top_p < 1.0f) {
+    // A small tolerance so that a nucleus of exactly top_p (0.5 + 0.3 for 0.8) is not widened
+    // by rounding.
+    const double target = static_cast<double>(p.top_p) - 1e-6;
     double cum = 0;
     size_t keep = n;
     for (size_t i = 0; i < n; ++i) {
       cum += probs_[i];
-      if (cum >= p.top_p) {
+      if (cum >= target) {
         keep = i + 1;
         break;
       }
