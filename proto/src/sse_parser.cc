@@ -52,6 +52,7 @@ void SseParser::reset() {
   raw_out_.clear();
   last_id_.clear();
   skip_lf_ = false;
+  lf_in_event_ = false;
   bom_state_ = 0;
   error_code_ = SseErrorCode::kNone;
   events_dispatched_ = 0;
@@ -109,7 +110,15 @@ SseParser::Step SseParser::next(std::string_view& in) {
 
   if (skip_lf_ && !in.empty()) {
     skip_lf_ = false;
-    if (in.front() == '\n') in.remove_prefix(1);
+    if (in.front() == '\n') {
+      // The LF of a CRLF split across feeds. It belongs to the event being read, unless the CR
+      // ended the blank line that dispatched the previous one (that event's raw ends at the CR).
+      if (lf_in_event_) {
+        ++event_bytes_;
+        if (options_.capture_raw) raw_.push_back('\n');
+      }
+      in.remove_prefix(1);
+    }
   }
 
   while (!in.empty()) {
@@ -156,6 +165,7 @@ SseParser::Step SseParser::next(std::string_view& in) {
       line = line_;
     }
     const bool dispatched = on_line(line);
+    lf_in_event_ = !line.empty();  // a blank line ended (or dropped) the event
     line_.clear();
     in.remove_prefix(pos + terminator);
     if (dispatched) return Step::kEvent;

@@ -137,8 +137,9 @@ class SseParser {
   std::string raw_out_;
   std::string last_id_;
 
-  bool skip_lf_ = false;   // the last byte seen was a CR ending a line; an LF next is its pair
-  uint8_t bom_state_ = 0;  // bytes of a leading UTF-8 BOM matched so far; kBomDone when decided
+  bool skip_lf_ = false;      // the last byte seen was a CR ending a line; an LF next is its pair
+  bool lf_in_event_ = false;  // that CR ended a non-blank line: the LF belongs to the event
+  uint8_t bom_state_ = 0;     // bytes of a leading UTF-8 BOM matched so far; kBomDone when decided
   SseErrorCode error_code_ = SseErrorCode::kNone;
   uint64_t events_dispatched_ = 0;
   SseEvent event_;

@@ -1,0 +1,221 @@
+#include "cutline/proto/openai_writer.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "cutline/proto/json_writer.h"
+#include "json_scan.h"
+
+namespace cutline::proto {
+namespace {
+
+using simdjson::SUCCESS;
+namespace od = simdjson::ondemand;
+
+void write_usage(JsonWriter& w, const Usage& u) {
+  w.begin_object()
+      .field("prompt_tokens", u.prompt_tokens)
+      .field("completion_tokens", u.completion_tokens)
+      .field("total_tokens", u.total_tokens)
+      .end_object();
+}
+
+void write_finish_reason(JsonWriter& w, std::optional<std::string_view> reason) {
+  w.key("finish_reason");
+  if (reason) {
+    w.value(*reason);
+  } else {
+    w.null();
+  }
+}
+
+}  // namespace
+
+void write_chunk(std::string& out, const ChunkFields& f) {
+  const bool chat = f.endpoint == Endpoint::kChatCompletions;
+  JsonWriter w(out);
+  w.begin_object()
+      .field("id", f.id)
+      .field("object", chat ? "chat.completion.chunk" : "text_completion")
+      .field("created", f.created)
+      .field("model", f.model)
+      .key("choices")
+      .begin_array();
+  if (!f.no_choices) {
+    w.begin_object().field("index", 0);
+    if (chat) {
+      w.key("delta").begin_object();
+      if (!f.role.empty()) w.field("role", f.role);
+      if (f.content) w.field("content", *f.content);
+      w.end_object();
+    } else {
+      w.field("text", f.content.value_or(std::string_view()));
+    }
+    write_finish_reason(w, f.finish_reason);
+    w.end_object();
+  }
+  w.end_array();
+  if (f.usage) {
+    w.key("usage");
+    write_usage(w, *f.usage);
+  }
+  if (f.cutline) {
+    w.key("cutline");
+    write_stop_record(w, *f.cutline);
+  }
+  w.end_object();
+}
+
+void write_completion(std::string& out, const CompletionFields& f) {
+  const bool chat = f.endpoint == Endpoint::kChatCompletions;
+  JsonWriter w(out);
+  w.begin_object()
+      .field("id", f.id)
+      .field("object", chat ? "chat.completion" : "text_completion")
+      .field("created", f.created)
+      .field("model", f.model)
+      .key("choices")
+      .begin_array()
+      .begin_object()
+      .field("index", 0);
+  if (chat) {
+    w.key("message")
+        .begin_object()
+        .field("role", "assistant")
+        .field("content", f.content)
+        .end_object();
+  } else {
+    w.field("text", f.content);
+  }
+  w.field("finish_reason", f.finish_reason).end_object().end_array();
+  if (f.usage) {
+    w.key("usage");
+    write_usage(w, *f.usage);
+  }
+  if (f.cutline) {
+    w.key("cutline");
+    write_stop_record(w, *f.cutline);
+  }
+  w.end_object();
+}
+
+Status patch_chunk(std::string_view chunk_json, const ChunkPatch& patch, std::string& out) {
+  auto fail = [](std::string_view what) {
+    return make_error(ErrorKind::kUpstream, "upstream chunk: " + std::string(what));
+  };
+  struct Edit {
+    size_t begin;
+    size_t end;
+    int what;  // 0: cutline value, 1: finish_reason value, 2: insert finish_reason key
+  };
+  std::vector<Edit> edits;
+
+  od::parser parser;
+  simdjson::padded_string padded(chunk_json);
+  const char* base = padded.data();
+  auto offset = [&](std::string_view token) { return static_cast<size_t>(token.data() - base); };
+
+  const size_t open = json_scan::skip_space(chunk_json, 0);
+  if (open == chunk_json.size() || chunk_json[open] != '{') return fail("not a JSON object");
+  const size_t first = json_scan::skip_space(chunk_json, open + 1);
+  const bool empty = first < chunk_json.size() && chunk_json[first] == '}';
+
+  od::document doc;
+  if (parser.iterate(padded).get(doc) != SUCCESS) return fail("not valid JSON");
+  od::object obj;
+  if (doc.get_object().get(obj) != SUCCESS) return fail("not a JSON object");
+  bool have_cutline = false;
+  for (auto field : obj) {
+    od::field f;
+    if (std::move(field).get(f) != SUCCESS) return fail("not valid JSON");
+    std::string_view key;
+    if (f.unescaped_key().get(key) != SUCCESS) return fail("has a malformed key");
+    od::value value = f.value();
+    if (key == "cutline" && patch.cutline) {
+      if (have_cutline) return fail("has two cutline keys");
+      have_cutline = true;
+      std::string_view raw;
+      od::json_type t;
+      if (value.type().get(t) != SUCCESS) return fail("cutline is malformed");
+      if (t == od::json_type::object) {
+        od::object cobj;
+        if (value.get_object().get(cobj) != SUCCESS || cobj.raw_json().get(raw) != SUCCESS) {
+          return fail("cutline is malformed");
+        }
+      } else {
+        raw = json_scan::token_of(value);
+        if (t == od::json_type::array) {
+          od::array carr;
+          if (value.get_array().get(carr) != SUCCESS || carr.raw_json().get(raw) != SUCCESS) {
+            return fail("cutline is malformed");
+          }
+        }
+      }
+      raw = json_scan::trim_token(raw);
+      edits.push_back({offset(raw), offset(raw) + raw.size(), 0});
+    } else if (key == "choices" && patch.finish_reason) {
+      od::array arr;
+      if (value.get_array().get(arr) != SUCCESS) return fail("choices must be an array");
+      for (auto element : arr) {
+        od::value cv;
+        if (element.get(cv) != SUCCESS) return fail("choices is malformed");
+        std::string_view brace = json_scan::token_of(cv);
+        od::object choice;
+        if (cv.get_object().get(choice) != SUCCESS) return fail("choices[] must be objects");
+        bool found = false;
+        for (auto cf : choice) {
+          od::field c;
+          if (std::move(cf).get(c) != SUCCESS) return fail("choice is malformed");
+          std::string_view ckey;
+          if (c.unescaped_key().get(ckey) != SUCCESS) return fail("choice is malformed");
+          if (ckey != "finish_reason") continue;
+          od::value fv = c.value();
+          od::json_type t;
+          if (fv.type().get(t) != SUCCESS ||
+              (t != od::json_type::string && t != od::json_type::null)) {
+            return fail("finish_reason must be a string or null");
+          }
+          std::string_view token = json_scan::token_of(fv);
+          edits.push_back({offset(token), offset(token) + token.size(), 1});
+          found = true;
+        }
+        if (!found) {
+          const size_t at = offset(brace) + 1;
+          const size_t next = json_scan::skip_space(chunk_json, at);
+          const bool choice_empty = next < chunk_json.size() && chunk_json[next] == '}';
+          edits.push_back({at, at, choice_empty ? 3 : 2});
+        }
+      }
+    }
+  }
+
+  std::sort(edits.begin(), edits.end(),
+            [](const Edit& a, const Edit& b) { return a.begin < b.begin; });
+  out.clear();
+  out.reserve(chunk_json.size() + 512);
+  size_t pos = 0;
+  if (patch.cutline && !have_cutline) {
+    out.append(chunk_json.data(), open + 1);
+    out.append("\"cutline\":");
+    JsonWriter w(out);
+    write_stop_record(w, *patch.cutline);
+    if (!empty) out.push_back(',');
+    pos = open + 1;
+  }
+  for (const Edit& e : edits) {
+    out.append(chunk_json.data() + pos, e.begin - pos);
+    if (e.what == 0) {
+      JsonWriter w(out);
+      write_stop_record(w, *patch.cutline);
+    } else {
+      if (e.what >= 2) out.append("\"finish_reason\":");
+      append_json_string(out, *patch.finish_reason);
+      if (e.what == 2) out.push_back(',');
+    }
+    pos = e.end;
+  }
+  out.append(chunk_json.data() + pos, chunk_json.size() - pos);
+  return {};
+}
+
+}  // namespace cutline::proto
