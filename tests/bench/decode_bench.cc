@@ -13,6 +13,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+
+#include <sys/resource.h>
 #include <vector>
 
 #include "cutline/device/device.h"
@@ -26,6 +28,13 @@ using namespace cutline;
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+// CPU seconds this process has used (user + system): on a shared machine, throughput per CPU
+// second shows the kernels' efficiency apart from the share of the cores the run got.
+double cpu_secs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 struct Spec {
@@ -140,6 +149,7 @@ Bandwidth measure_bandwidth(int threads) {
 
 struct Figures {
   double decode1_tps = 0, decode8_tps = 0, prefill_tps = 0;
+  double decode_cpu_s_per_token = 0;  // CPU seconds per decoded token
 };
 
 // Prefill `prompt` tokens for `batch` sequences, then `steps` decode steps.
@@ -167,6 +177,7 @@ Figures run(model::LlamaRunner& r, int batch, int prompt, int steps, bool time_p
   if (time_prefill) f.prefill_tps = batch * prompt / secs(t0);
   std::vector<int32_t> next(batch, 5);
   t0 = Clock::now();
+  const double c0 = cpu_secs();
   for (int s = 0; s < steps; ++s) {
     model::ForwardBatch fb;
     for (int b = 0; b < batch; ++b) {
@@ -179,6 +190,7 @@ Figures run(model::LlamaRunner& r, int batch, int prompt, int steps, bool time_p
     if (!r.forward(fb, logits).ok()) std::abort();
   }
   const double tps = batch * steps / secs(t0);
+  f.decode_cpu_s_per_token = (cpu_secs() - c0) / (batch * steps);
   (batch == 1 ? f.decode1_tps : f.decode8_tps) = tps;
   return f;
 }
@@ -218,9 +230,9 @@ int main(int argc, char** argv) {
   std::printf("device: %s; model: llama %d layers, dim %d, ffn %d, heads %d/%d, vocab %d\n",
               dev->description().c_str(), spec.layers, spec.dim, spec.ffn, spec.heads,
               spec.kv_heads, spec.vocab);
-  std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s\n", "type", "file_GiB", "B/token_GB",
-              "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline", "dec8_tok/s", "b8/b1",
-              "prefill512");
+  std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s %10s %10s\n", "type", "file_GiB",
+              "B/token_GB", "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline", "dec8_tok/s",
+              "b8/b1", "prefill512", "cpu_ms/t1", "cpu_ms/t8");
   size_t pos = 0;
   while (pos <= types.size()) {
     const size_t comma = std::min(types.find(',', pos), types.size());
@@ -267,10 +279,12 @@ int main(int argc, char** argv) {
     const Figures one = run(**runner, 1, 16, steps, false);
     const Figures eight = run(**runner, 8, 16, steps, false);
     const Figures pre = run(**runner, 1, 512, 1, true);
-    std::printf("%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f\n", name.c_str(),
-                shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs, bw.copy_gbs,
-                one.decode1_tps, 100.0 * per_token * one.decode1_tps / 1e9 / bw.read_gbs,
-                eight.decode8_tps, eight.decode8_tps / one.decode1_tps, pre.prefill_tps);
+    std::printf("%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f %10.1f %10.1f\n",
+                name.c_str(), shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs,
+                bw.copy_gbs, one.decode1_tps,
+                100.0 * per_token * one.decode1_tps / 1e9 / bw.read_gbs, eight.decode8_tps,
+                eight.decode8_tps / one.decode1_tps, pre.prefill_tps,
+                1e3 * one.decode_cpu_s_per_token, 1e3 * eight.decode_cpu_s_per_token);
     std::fflush(stdout);
     if (!keep) std::remove(path.c_str());
   }

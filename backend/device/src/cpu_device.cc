@@ -128,6 +128,11 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   const int64_t rb = row_bytes(w.type, k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int tile = kernels_.dot_tile;
+  // Small batches read the blocks in the dot product itself (no scratch round trip); large ones
+  // dequantize a row once and reuse it. Both give the same bits (cpu_kernels.h), so the choice
+  // by batch size keeps batch invariance.
+  const bool fused = n_rows <= 2 * tile && kernels_.dot_rows_typed != nullptr &&
+                     kernels_.dot_rows_typed(w.type, nullptr, nullptr, 0, k, nullptr);
   // Tasks own slices of output columns (weight rows); finer than the thread count so that a
   // preempted core does not hold the step back.
   const int64_t n_tasks = std::min<int64_t>(n_out, pool_.size() == 1 ? 1 : pool_.size() * 8);
@@ -141,14 +146,18 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
       for (int64_t n = n_begin; n < n_end; ++n) {
         const uint8_t* row = base + n * rb;
         const float* wrow = reinterpret_cast<const float*>(row);
-        if (w.type != DType::kF32) {
+        if (w.type != DType::kF32 && !fused) {
           kernels_.dequant(w.type, row, wbuf, k);
           wrow = wbuf;
         }
         for (int64_t b = b0; b < b1; b += tile) {
           const int nr = static_cast<int>(std::min<int64_t>(tile, b1 - b));
           for (int r = 0; r < nr; ++r) xs[r] = x + (b + r) * k;
-          kernels_.dot_rows(wrow, xs, nr, k, out);
+          if (fused) {
+            kernels_.dot_rows_typed(w.type, row, xs, nr, k, out);
+          } else {
+            kernels_.dot_rows(wrow, xs, nr, k, out);
+          }
           for (int r = 0; r < nr; ++r) y[(b + r) * n_out + n] = out[r];
         }
       }

@@ -23,6 +23,11 @@ struct Kernels {
   void (*dot_rows)(const float* w, const float* const* xs, int nr, int64_t k, float* out) = nullptr;
   // Dequantizes n elements (a multiple of block_elems(type)) of one row to F32.
   void (*dequant)(DType type, const void* src, float* dst, int64_t n) = nullptr;
+  // Optional: dot_rows reading the weight row's blocks directly, bitwise equal to dequant +
+  // dot_rows; returns false when it has no kernel for this type or k (the caller falls back).
+  // With nr == 0 it only answers whether it has one.
+  bool (*dot_rows_typed)(DType type, const void* w, const float* const* xs, int nr, int64_t k,
+                         float* out) = nullptr;
 };
 
 // The best ISA this CPU supports, capped by the environment variable CUTLINE_CPU_ISA

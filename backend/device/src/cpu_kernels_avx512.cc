@@ -60,6 +60,95 @@ TARGET void dot_rows(const float* w, const float* const* xs, int nr, int64_t k, 
   }
 }
 
+// Loads 16 weights of a row as F32, exactly as dequant() would produce them.
+TARGET inline __m512 load_w16_f16(const void* w, int64_t i) {
+  return _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i)));
+}
+TARGET inline __m512 load_w16_q8_0(const void* w, int64_t i) {
+  const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w)[i / kQK8_0];
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % kQK8_0));
+  return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+}
+
+// dot_rows_t with the weights read straight from the row's blocks: the same operations in the
+// same order on the same F32 weight values as dequant() + dot_rows_t, so the bits are identical;
+// it only skips the round trip through the scratch buffer (k is a multiple of 64 here).
+template <int NR, __m512 (*Load)(const void*, int64_t)>
+TARGET void dot_rows_fused_t(const void* w, const float* const* xs, int64_t k, float* out) {
+  __m512 acc[NR][4];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 64) {
+    for (int j = 0; j < 4; ++j) {
+      const __m512 wv = Load(w, i + 16 * j);
+      for (int r = 0; r < NR; ++r)
+        acc[r][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xs[r] + i + 16 * j), acc[r][j]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    const float tail = 0;
+    const __m512 sum =
+        _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3]));
+    out[r] = _mm512_reduce_add_ps(sum) + tail;
+  }
+}
+
+template <__m512 (*Load)(const void*, int64_t)>
+TARGET void dot_rows_fused(const void* w, const float* const* xs, int nr, int64_t k, float* out) {
+  switch (nr) {
+    case 1:
+      return dot_rows_fused_t<1, Load>(w, xs, k, out);
+    case 2:
+      return dot_rows_fused_t<2, Load>(w, xs, k, out);
+    case 3:
+      return dot_rows_fused_t<3, Load>(w, xs, k, out);
+    default:
+      return dot_rows_fused_t<4, Load>(w, xs, k, out);
+  }
+}
+
+TARGET bool dot_rows_typed(DType type, const void* w, const float* const* xs, int nr, int64_t k,
+                           float* out) {
+  if (k % 64 != 0) return false;
+  switch (type) {
+    case DType::kF16:
+      if (nr > 0) dot_rows_fused<load_w16_f16>(w, xs, nr, k, out);
+      return true;
+    case DType::kQ8_0:
+      if (nr > 0) dot_rows_fused<load_w16_q8_0>(w, xs, nr, k, out);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Q4_K: per pair of 32-element sub-blocks, low nibbles use (d1, m1), high nibbles (d2, m2);
+// y = d * q - m as in the reference (multiply, then subtract).
+TARGET void dequant_q4_k(const BlockQ4_K* blocks, float* y, int64_t nb) {
+  const __m128i mask = _mm_set1_epi8(0xF);
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ4_K& b = blocks[i];
+    const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
+    const uint8_t* q = b.qs;
+    for (int j = 0, is = 0; j < kQK_K; j += 64, is += 2, q += 32, y += 64) {
+      uint8_t sc, m;
+      q4_k_scale_min(is, b.scales, &sc, &m);
+      const __m512 d1 = _mm512_set1_ps(d * sc), m1 = _mm512_set1_ps(dmin * m);
+      q4_k_scale_min(is + 1, b.scales, &sc, &m);
+      const __m512 d2 = _mm512_set1_ps(d * sc), m2 = _mm512_set1_ps(dmin * m);
+      for (int h = 0; h < 2; ++h) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * h));
+        const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(v, mask)));
+        const __m512 hi =
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(v, 4), mask)));
+        _mm512_storeu_ps(y + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d1, lo), m1));
+        _mm512_storeu_ps(y + 32 + 16 * h, _mm512_sub_ps(_mm512_mul_ps(d2, hi), m2));
+      }
+    }
+  }
+}
+
 TARGET void dequant(DType type, const void* src, float* dst, int64_t n) {
   switch (type) {
     case DType::kF32:
@@ -114,7 +203,7 @@ TARGET void dequant(DType type, const void* src, float* dst, int64_t n) {
       return;
     }
     case DType::kQ4_K:
-      kq_dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / kQK_K);
+      dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / kQK_K);
       return;
     case DType::kQ6_K:
       kq_dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQK_K);
@@ -125,7 +214,7 @@ TARGET void dequant(DType type, const void* src, float* dst, int64_t n) {
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{Isa::kAvx512, 4, &dot_rows, &dequant};
+  static const Kernels k{Isa::kAvx512, 4, &dot_rows, &dequant, &dot_rows_typed};
   return k;
 }
 

@@ -3,7 +3,8 @@
 // (anonymous namespace) keeps the ISA variants apart.
 namespace {
 
-CUTLINE_KQ_TARGET void kq_dequant_q4_k(const BlockQ4_K* blocks, float* y, int64_t nb) {
+[[maybe_unused]] CUTLINE_KQ_TARGET void kq_dequant_q4_k(const BlockQ4_K* blocks, float* y,
+                                                        int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ4_K& b = blocks[i];
     const float d = f16_to_f32(b.d);

@@ -245,6 +245,7 @@ Status LlamaRunner::check_batch(const ForwardBatch& batch) const {
 Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   logits.clear();
   if (Status s = check_batch(batch); !s.ok()) return s;
+  if (batch.steps.empty()) return {};
   device::Device& dev = *device_;
   const ModelConfig& c = config_;
 

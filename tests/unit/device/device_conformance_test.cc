@@ -372,27 +372,32 @@ TEST_P(DeviceConformance, PagedAttentionPrefillAndDecode) {
 INSTANTIATE_TEST_SUITE_P(AllDevices, DeviceConformance, testing::ValuesIn(configs()), config_name);
 
 // Batch invariance on the CPU device: a row's matmul result is bitwise the same alone, at every
-// offset in a batch of 8, and with 1 or 3 threads, for every weight type.
+// offset in batches of 8 and 12 (small batches read weight blocks in the dot product, larger ones
+// dequantize rows first: both must agree), and with 1 or 3 threads, for every weight type.
 TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
   const int64_t rows = 40, cols = 768;
   for (const char* isa : {"scalar", "avx2", "avx512"}) {
     auto d1 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 1, .cpu_isa = isa});
     auto d3 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 3, .cpu_isa = isa});
     ASSERT_TRUE(d1.ok() && d3.ok());
-    for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K}) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                       DType::kQ4_K, DType::kQ6_K}) {
       SCOPED_TRACE(std::string(isa) + " " + std::string(dtype_name(type)));
       const std::vector<float> wf = random_vec(rows * cols, 12);
       std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
       for (int64_t r = 0; r < rows; ++r)
         quantize_row(type, wf.data() + r * cols, wq.data() + r * row_bytes(type, cols), cols);
-      const std::vector<float> x = random_vec(8 * cols, 13);
-      std::vector<float> batch(8 * rows), alone(rows);
+      const std::vector<float> x = random_vec(12 * cols, 13);
       auto w3 = (*d3)->load_weight(wq.data(), type, rows, cols, nullptr);
       auto w1 = (*d1)->load_weight(wq.data(), type, rows, cols, nullptr);
-      (*d3)->matmul(x.data(), 8, *w3, batch.data());
-      for (int b = 0; b < 8; ++b) {
-        (*d1)->matmul(x.data() + b * cols, 1, *w1, alone.data());
-        ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + b * rows, rows * 4)) << "row " << b;
+      for (int64_t batch : {8, 12}) {
+        std::vector<float> out(batch * rows), alone(rows);
+        (*d3)->matmul(x.data(), batch, *w3, out.data());
+        for (int b = 0; b < batch; ++b) {
+          (*d1)->matmul(x.data() + b * cols, 1, *w1, alone.data());
+          ASSERT_EQ(0, std::memcmp(alone.data(), out.data() + b * rows, rows * 4))
+              << "batch " << batch << " row " << b;
+        }
       }
     }
   }
