@@ -582,7 +582,6 @@ void Stream::release_admission() {
 
 void Stream::finish(Ending e) {
   if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
-  const Phase ended_in = phase_;
   phase_ = Phase::kFinish;
   deadline_timer_.cancel();
   ttft_timer_.cancel();
@@ -630,7 +629,6 @@ void Stream::finish(Ending e) {
   } else {
     status = 499;  // nginx's "client closed request"
   }
-  (void)ended_in;
 
   if (AccessLog* log = gw_.access_log()) {
     AccessLogEntry entry;

@@ -52,8 +52,8 @@ TEST_F(BackendServing, StreamedChatEndsWithCutlineRecordAndPhases) {
   EXPECT_GT(rec->phases->first_decode_ms, 0);
   ASSERT_TRUE(rec->ttft_ms.has_value());
   const auto& p = *rec->phases;
-  EXPECT_NEAR(*rec->ttft_ms, p.queue_ms + p.load_ms + p.warmup_ms + p.prefill_ms + p.first_decode_ms,
-              0.01);
+  EXPECT_NEAR(*rec->ttft_ms,
+              p.queue_ms + p.load_ms + p.warmup_ms + p.prefill_ms + p.first_decode_ms, 0.01);
   EXPECT_GT(rec->kv_bytes_peak.value_or(0), 0);
   EXPECT_GT(rec->device_free_bytes.value_or(0), 0);
   EXPECT_EQ(rec->preemptions.value_or(-1), 0);
@@ -130,8 +130,8 @@ TEST_F(BackendServing, ClientErrorsAreOpenAiStyle) {
   EXPECT_EQ(bad_json->status, 400);
   EXPECT_NE(bad_json->body.find("\"error\""), std::string::npos);
 
-  auto bad_max = backend_->post("/v1/completions",
-                                R"({"model":"tiny","prompt":"x","max_tokens":-3})");
+  auto bad_max =
+      backend_->post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":-3})");
   ASSERT_TRUE(bad_max.ok());
   EXPECT_EQ(bad_max->status, 400);
 }
@@ -156,15 +156,16 @@ TEST_F(BackendServing, ModelsHealthStateAndMetrics) {
   EXPECT_GE(json_number(state->body, "/models/0/last_used_ms_ago"), 0);
   EXPECT_GT(json_number(state->body, "/models/0/last_load/total_ms"), 0);
 
-  ASSERT_TRUE(backend_->post("/v1/completions",
-                             R"({"model":"tiny","prompt":"metrics","max_tokens":3})")
-                  .ok());
+  ASSERT_TRUE(
+      backend_->post("/v1/completions", R"({"model":"tiny","prompt":"metrics","max_tokens":3})")
+          .ok());
   auto metrics = backend_->get("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_EQ(metrics->status, 200);
   const std::string& m = metrics->body;
-  EXPECT_GE(metric_value(m, R"(cutline_backend_requests_total{cause="client_max_tokens",model="tiny"})"),
-            1);
+  EXPECT_GE(
+      metric_value(m, R"(cutline_backend_requests_total{cause="client_max_tokens",model="tiny"})"),
+      1);
   for (const char* name :
        {"cutline_backend_preemptions_total", "cutline_backend_kv_blocks{state=\"used\"}",
         "cutline_backend_kv_blocks{state=\"free\"}", "cutline_backend_kv_bytes",

@@ -432,8 +432,9 @@ TEST_F(GatewayTest, AdminEndpoints) {
   ASSERT_TRUE(policy.ok());
   EXPECT_NE(policy->body.find("\"name\":\"deadline\""), std::string::npos) << policy->body;
   EXPECT_NE(policy->body.find("\"deadline_ms\":250"), std::string::npos);
+  post(chat(true), "tokens=1");
   const std::string m = metrics();
-  EXPECT_NE(m.find("cutline_active_streams"), std::string::npos);
+  EXPECT_NE(m.find("cutline_active_streams 0"), std::string::npos) << m;
   EXPECT_NE(m.find("cutline_requests_total"), std::string::npos);
 }
 

@@ -1,0 +1,121 @@
+#include "cutline/gateway/relay.h"
+
+#include <gtest/gtest.h>
+
+#include "cutline/proto/openai_chunk.h"
+
+namespace cutline::gateway {
+namespace {
+
+const std::string kStream =
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"},"
+    "\"finish_reason\":null}]}\r\n\r\n"
+    ": keep-alive\n\n"
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":null}]}\n\n"
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2,\"total_tokens\":6}}\n\n"
+    "data: [DONE]\n\n";
+
+proto::StopRecord eos_record() {
+  proto::StopRecord r;
+  r.cause = proto::Cause::kEos;
+  r.reporter = "gateway";
+  return r;
+}
+
+// Feeds the stream in pieces of `step` bytes.
+std::string relay_all(Relay& relay, TokenTiming& timing, size_t step) {
+  std::string out;
+  for (size_t i = 0; i < kStream.size(); i += step) {
+    auto r = relay.feed(std::string_view(kStream).substr(i, step), static_cast<int64_t>(i) * 1000,
+                        timing, out);
+    EXPECT_TRUE(r.ok());
+  }
+  return out;
+}
+
+TEST(Relay, AnySplitOfTheUpstreamBytesGivesTheSameClientBytes) {
+  std::string whole;
+  for (size_t step : {kStream.size(), size_t{1}, size_t{7}, size_t{64}}) {
+    Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, true, false, "id", "m"});
+    TokenTiming timing;
+    std::string out = relay_all(relay, timing, step);
+    relay.write_end(eos_record(), "stop", out);
+    if (whole.empty()) whole = out;
+    EXPECT_EQ(out, whole) << "step " << step;
+    EXPECT_TRUE(relay.upstream_done());
+    EXPECT_EQ(relay.output_tokens(), 2);
+    EXPECT_EQ(relay.count_method(), proto::CountMethod::kUsage);
+    EXPECT_EQ(timing.tokens(), 2);
+  }
+  // Content chunks pass through; the finish chunk comes last with the record; the usage chunk
+  // the client did not ask for is gone; [DONE] ends it.
+  EXPECT_NE(whole.find("\"content\":\"Hel\""), std::string::npos);
+  EXPECT_EQ(whole.find("\"usage\":{"), std::string::npos) << whole;
+  const size_t cutline = whole.find("\"cutline\":{");
+  const size_t finish = whole.find("\"finish_reason\":\"stop\"");
+  ASSERT_NE(cutline, std::string::npos);
+  ASSERT_NE(finish, std::string::npos);
+  EXPECT_GT(whole.find("data: [DONE]"), finish);
+}
+
+TEST(Relay, UsageChunkIsKeptAndLabeledWhenAskedFor) {
+  Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, true, true, "id", "m"});
+  TokenTiming timing;
+  std::string out = relay_all(relay, timing, 13);
+  relay.write_end(eos_record(), "stop", out);
+  const size_t usage = out.find("\"usage\":{");
+  ASSERT_NE(usage, std::string::npos) << out;
+  EXPECT_GT(usage, out.find("\"finish_reason\":\"stop\""));
+  EXPECT_NE(out.find("\"cutline\"", out.find("\"finish_reason\":\"stop\"") + 1), std::string::npos);
+}
+
+TEST(Relay, NonStreamingClientsGetOneAssembledCompletion) {
+  Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, false, false, "id", "m"});
+  TokenTiming timing;
+  std::string out = relay_all(relay, timing, 5);
+  EXPECT_TRUE(out.empty()) << "nothing is sent before the end";
+  relay.write_end(eos_record(), "stop", out);
+  EXPECT_NE(out.find("\"object\":\"chat.completion\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"content\":\"Hello\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"cause\":\"eos\""), std::string::npos);
+}
+
+TEST(Relay, ACutBeforeAnyChunkWritesAFreshLabeledChunk) {
+  Relay relay(RelayOptions{proto::Endpoint::kCompletions, true, false, "req-1", "m"});
+  proto::StopRecord rec;
+  rec.cause = proto::Cause::kGatewayTtftTimeout;
+  std::string out;
+  relay.write_end(rec, "length", out);
+  EXPECT_NE(out.find("\"object\":\"text_completion\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"id\":\"req-1\""), std::string::npos);
+  EXPECT_NE(out.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(out.find("gateway_ttft_timeout"), std::string::npos);
+  EXPECT_NE(out.find("data: [DONE]"), std::string::npos);
+}
+
+TEST(Relay, StreamWithoutFinishReasonIsNotACleanEnd) {
+  Relay relay(RelayOptions{});
+  TokenTiming timing;
+  std::string out;
+  const std::string partial = kStream.substr(0, kStream.find("data: {", 10));
+  ASSERT_TRUE(relay.feed(partial, 0, timing, out).ok());
+  EXPECT_EQ(relay.upstream_end(true).kind, UpstreamEndKind::kDisconnect);
+  EXPECT_EQ(relay.count_method(), proto::CountMethod::kChunks);
+  EXPECT_EQ(relay.output_tokens(), 1);
+}
+
+TEST(Relay, MalformedChunkIsAnUpstreamError) {
+  Relay relay(RelayOptions{});
+  TokenTiming timing;
+  std::string out;
+  EXPECT_FALSE(relay.feed("data: {not json\n\n", 0, timing, out).ok());
+  EXPECT_EQ(relay.upstream_end(false).kind, UpstreamEndKind::kErrorEvent);
+}
+
+}  // namespace
+}  // namespace cutline::gateway
