@@ -14,6 +14,8 @@
 //   status=C          answer HTTP status C with an OpenAI error body, no stream
 //   error_at=K        after K tokens send an SSE error event and end the stream
 //   drop_at=K         after K tokens close the connection (no finish_reason, no [DONE])
+//   stamp=1           each token's text carries its send time: "t<i>@<CLOCK_MONOTONIC ns> "
+//                     (benchmarks measure per-token latency through a proxy with it)
 //   cutline=CAUSE     last chunk carries a Cutline backend "cutline" object with this cause,
 //                     preemptions, kv bytes and TTFT phases (e.g. backend_preempted, backend_oom)
 //
@@ -36,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,6 +65,7 @@ struct Script {
   int error_at = -1;
   int drop_at = -1;
   std::string cutline;
+  bool stamp = false;
 };
 
 Script parse_script(const std::string& text) {
@@ -100,6 +104,8 @@ Script parse_script(const std::string& text) {
       s.drop_at = n;
     else if (k == "cutline")
       s.cutline = v;
+    else if (k == "stamp")
+      s.stamp = n != 0;
   }
   return s;
 }
@@ -278,6 +284,11 @@ void on_tick(evutil_socket_t, short, void* arg) {
   }
   if (s->sent < s->limit) {
     std::string t = token_text(s->sent);
+    if (sc.stamp) {
+      timespec ts{};
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      t.insert(t.size() - 1, "@" + std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec));
+    }
     if (s->stream) send_event(*s, chunk_json(*s, &t, nullptr, false));
     s->text += t;
     ++s->sent;

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Gateway vs direct vs nginx (proxy_buffering off), side by side in one run, in front of the same
+# scripted fake upstream emitting timestamped tokens. For each concurrency level it runs
+# gateway_load against the upstream directly, through cutline-gateway (parsing every chunk and
+# enforcing a policy with deadline/ttft/idle timers that never fire) and through nginx, and prints
+# one JSON line per run plus a table of ratios.
+#
+#   tests/bench/run_gateway_bench.sh [BUILD_DIR] ["100 1000"] [TOKENS] [INTERVAL_MS]
+set -euo pipefail
+BUILD=${1:-build}
+LEVELS=${2:-"100 1000"}
+TOKENS=${3:-200}
+INTERVAL=${4:-25}
+NGINX=${NGINX:-/usr/sbin/nginx}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+[[ "$BUILD" = /* ]] || BUILD="$ROOT/$BUILD"
+WORK=$(mktemp -d /tmp/cutline-gw-bench-XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+ulimit -n 20000 2>/dev/null || true
+
+"$BUILD/tests/support/cutline-fake-upstream" --port 0 >"$WORK/fake.out" 2>"$WORK/fake.err" &
+FAKE_PID=$!; PIDS+=($FAKE_PID)
+for _ in $(seq 100); do grep -q PORT "$WORK/fake.out" 2>/dev/null && break; sleep 0.05; done
+FAKE_PORT=$(awk '/PORT/{print $2}' "$WORK/fake.out")
+
+cat >"$WORK/gateway.yaml" <<YAML
+listen:
+  - address: 127.0.0.1:0
+admin:
+  address: 127.0.0.1:0
+access_log: $WORK/gateway-access.log
+upstreams:
+  - name: fake
+    url: http://127.0.0.1:$FAKE_PORT
+    models: ["fake"]
+policies:
+  - name: bench
+    match: {}
+    budget: {max_output_tokens: 4096}
+    deadline: 120s
+    ttft_timeout: 30s
+    idle_timeout: 30s
+YAML
+"$BUILD/gateway/cutline-gateway" --config "$WORK/gateway.yaml" --workers 2 \
+  --ready-file "$WORK/ready.json" 2>"$WORK/gateway.err" &
+GW_PID=$!; PIDS+=($GW_PID)
+for _ in $(seq 100); do [[ -s "$WORK/ready.json" ]] && break; sleep 0.05; done
+GW_PORT=$(python3 -c "import json;print(json.load(open('$WORK/ready.json'))['port'])")
+
+NGINX_PORT=$(python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])")
+mkdir -p "$WORK/nginx/logs"
+cat >"$WORK/nginx/nginx.conf" <<CONF
+worker_processes 2;
+worker_rlimit_nofile 20000;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 20000; }
+http {
+  access_log $WORK/nginx/logs/access.log;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  upstream fake { server 127.0.0.1:$FAKE_PORT; keepalive 1024; }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    location / {
+      proxy_pass http://fake;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_read_timeout 120s;
+    }
+  }
+}
+CONF
+"$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+NGINX_PID=$!; PIDS+=($NGINX_PID)
+sleep 0.5
+NGINX_WORKERS=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
+
+run() {  # name port streams pids...
+  local name=$1 port=$2 n=$3; shift 3
+  local args=()
+  for p in "$@"; do args+=(--pid "$p"); done
+  local out
+  out=$("$BUILD/tests/bench/gateway_load" --port "$port" --streams "$n" --tokens "$TOKENS" \
+        --interval-ms "$INTERVAL" "${args[@]}" || true)
+  echo "{\"path\":\"$name\",\"result\":$out}" | tee -a "$WORK/results.jsonl"
+}
+
+for n in $LEVELS; do
+  run direct "$FAKE_PORT" "$n" "$FAKE_PID"
+  run gateway "$GW_PORT" "$n" "$GW_PID"
+  # shellcheck disable=SC2086
+  run nginx "$NGINX_PORT" "$n" $NGINX_WORKERS
+done
+
+python3 - "$WORK/results.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {}
+for r in rows:
+    by.setdefault(r["result"]["streams"], {})[r["path"]] = r["result"]
+print("\nstreams  path     done/fail  ttft p50/p99 ms   token lat p50/p99 ms  streams/s  cpu us/token  rss KiB/stream")
+for n, paths in sorted(by.items()):
+    for name in ("direct", "gateway", "nginx"):
+        r = paths.get(name)
+        if not r: continue
+        rss = (r["proxy_rss_kb_mid"] - r["proxy_rss_kb_before"]) / max(1, n)
+        print(f"{n:7d}  {name:8s} {r['completed']:5d}/{r['failed']:<4d} {r['ttft_p50_ms']:7.2f}/{r['ttft_p99_ms']:<8.2f} "
+              f"{r['token_latency_p50_ms']:8.3f}/{r['token_latency_p99_ms']:<9.3f} {r['streams_per_s']:9.1f} "
+              f"{r['cpu_us_per_token']:12.2f} {rss:14.2f}")
+    d, g, x = paths.get("direct"), paths.get("gateway"), paths.get("nginx")
+    if d and g and x:
+        add = lambda r, k: r[k] - d[k]
+        def ratio(a, b): return a / b if b else float("nan")
+        print(f"  added token latency p50: gateway {add(g,'token_latency_p50_ms'):.3f} ms vs nginx {add(x,'token_latency_p50_ms'):.3f} ms "
+              f"(ratio {ratio(add(g,'token_latency_p50_ms'), add(x,'token_latency_p50_ms')):.2f}); "
+              f"p99: {add(g,'token_latency_p99_ms'):.3f} vs {add(x,'token_latency_p99_ms'):.3f} ms "
+              f"(ratio {ratio(add(g,'token_latency_p99_ms'), add(x,'token_latency_p99_ms')):.2f})")
+        print(f"  added ttft p50: gateway {add(g,'ttft_p50_ms'):.3f} vs nginx {add(x,'ttft_p50_ms'):.3f} ms; "
+              f"cpu per token gateway/nginx {ratio(g['cpu_us_per_token'], x['cpu_us_per_token']):.2f}")
+PY
+echo "results: $WORK/results.jsonl"
