@@ -2,6 +2,8 @@
 
 #include <event2/buffer.h>
 
+#include <cstring>
+
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http1_writer.h"
 
@@ -14,6 +16,7 @@ ConnectionOptions connection_options(const ServerOptions& options) {
 }
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr size_t kSmallChunkBytes = 2048;
 
 }  // namespace
 
@@ -200,10 +203,20 @@ bool Http1ServerStream::send_body(std::string_view data) {
     }
     case BodyMode::kChunked: {
       char line[24];
+      const size_t line_len = format_chunk_size_line(line, data.size());
       evbuffer* out = c.output();
-      evbuffer_add(out, line, format_chunk_size_line(line, data.size()));
-      evbuffer_add(out, data.data(), data.size());
-      evbuffer_add(out, "\r\n", 2);
+      if (data.size() <= kSmallChunkBytes) {
+        // A token-sized chunk: one append (one buffer callback) instead of three.
+        char framed[kSmallChunkBytes + sizeof(line) + 2];
+        std::memcpy(framed, line, line_len);
+        std::memcpy(framed + line_len, data.data(), data.size());
+        std::memcpy(framed + line_len + data.size(), "\r\n", 2);
+        evbuffer_add(out, framed, line_len + data.size() + 2);
+      } else {
+        evbuffer_add(out, line, line_len);
+        evbuffer_add(out, data.data(), data.size());
+        evbuffer_add(out, "\r\n", 2);
+      }
       c.note_written();
       break;
     }
