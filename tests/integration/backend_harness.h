@@ -66,8 +66,8 @@ class Backend {
   // Starts cutline-backend with `args` (plus --port 0 --cache-dir DIR/cache); waits for the port.
   bool start(const std::vector<std::string>& args) {
     dir_ = dir_.empty() ? temp_dir() : dir_;
-    std::vector<std::string> argv = {CUTLINE_BACKEND_BIN, "--port", "0", "--cache-dir",
-                                     dir_ + "/cache", "--device", "cpu"};
+    std::vector<std::string> argv = {CUTLINE_BACKEND_BIN, "--port",   "0",  "--cache-dir",
+                                     dir_ + "/cache",     "--device", "cpu"};
     argv.insert(argv.end(), args.begin(), args.end());
     out_ = dir_ + "/stdout.txt";
     err_ = dir_ + "/stderr.txt";
@@ -106,8 +106,8 @@ class Backend {
     if (pid_ <= 0) return -1;
     kill(pid_, SIGTERM);
     int status = 0;
-    const bool exited = wait_until([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
-                                   timeout_ms);
+    const bool exited =
+        wait_until([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, timeout_ms);
     if (!exited) {
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);

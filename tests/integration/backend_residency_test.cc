@@ -14,7 +14,7 @@ namespace {
 std::string chat(const std::string& model, int max_tokens) {
   return R"({"model":")" + model +
          R"(","messages":[{"role":"user","content":"Hello there"}],"max_tokens":)" +
-         std::to_string(max_tokens) + R"(,"stream":true})";
+         std::to_string(max_tokens) + R"(,"ignore_eos":true,"stream":true})";
 }
 
 std::optional<proto::StopRecord> stream_record(Backend& b, const std::string& model,

@@ -82,8 +82,8 @@ TEST_F(BackendServing, SameSeedSameText) {
 }
 
 TEST_F(BackendServing, NonStreamingCompletionHasBodyRecordAndHeader) {
-  auto r = backend_->post("/v1/completions",
-                          R"({"model":"tiny","prompt":"Once upon a time","max_tokens":6})");
+  auto r = backend_->post(
+      "/v1/completions", R"({"model":"tiny","prompt":"Once upon a time","max_tokens":6,"seed":7})");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_NE(r->body.find("\"object\":\"text_completion\""), std::string::npos);
@@ -197,7 +197,7 @@ class BackendSlowModel : public ::testing::Test {
 };
 
 const char* kLongStream =
-    R"({"model":"slow","prompt":"Tell me a long story","max_tokens":8000,"stream":true})";
+    R"({"model":"slow","prompt":"Tell me a long story","max_tokens":8000,"ignore_eos":true,"stream":true})";
 
 TEST_F(BackendSlowModel, ClientDisconnectAbortsTheSequence) {
   ASSERT_TRUE(backend_.start({"--model", "slow=" + slow_path_})) << backend_.stderr_text();

@@ -341,7 +341,28 @@ void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Le
 void BackendServer::stream_done(CompletionStream* stream) {
   std::lock_guard<std::mutex> lock(active_mu_);
   if (streams_.erase(stream) > 0) --active_;
+  if (draining_.load()) drained_http_.push_back(stream->http());
   active_cv_.notify_all();
+}
+
+void BackendServer::wait_for_flush(int64_t timeout_ms) {
+  std::vector<std::shared_ptr<proto::ServerStream>> streams;
+  {
+    std::lock_guard<std::mutex> lock(active_mu_);
+    streams.swap(drained_http_);
+  }
+  if (streams.empty() || !workers_ || !workers_->running()) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < end) {
+    std::atomic<size_t> queued{0};
+    // buffered_bytes() is loop-thread only: ask every loop about its own streams.
+    workers_->run_on_all_and_wait([&](proto::EventLoop& loop) {
+      for (const auto& s : streams)
+        if (&s->loop() == &loop && !s->closed()) queued += s->buffered_bytes();
+    });
+    if (queued.load() == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void BackendServer::shutdown(int64_t drain_timeout_ms) {
@@ -368,6 +389,7 @@ void BackendServer::shutdown(int64_t drain_timeout_ms) {
     waiters.swap(load_waiters_);
   }
   for (auto& t : waiters) t.join();
+  wait_for_flush(2000);
   if (http_) http_->stop();
   if (workers_) workers_->stop();
   http_.reset();

@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include <simdjson.h>
+
 namespace cutline::server {
 
 namespace {
@@ -64,6 +66,19 @@ Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const 
   return fail(detail, ErrorKind::kBadRequest, "prompt", "prompt is required");
 }
 
+// vLLM's `ignore_eos` extension (benchmarks and tests that need answers of a fixed length).
+// proto's ParsedRequest does not carry it, so it is looked up in the already validated body.
+bool ignore_eos_requested(std::string_view body) {
+  if (body.find("\"ignore_eos\"") == std::string_view::npos) return false;
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(body);
+  auto doc = parser.iterate(padded);
+  bool value = false;
+  if (doc.find_field_unordered("ignore_eos").get_bool().get(value) != simdjson::SUCCESS)
+    return false;
+  return value;
+}
+
 }  // namespace
 
 Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& r, const ModelTextInfo& m,
@@ -105,6 +120,7 @@ Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& r, cons
     return fail(detail, ErrorKind::kBadRequest, "", err);
   add.stop.stop_strings = r.stop;
   add.stop.max_tokens = r.requested_max_tokens();
+  add.stop.ignore_eos = ignore_eos_requested(r.body);
   return add;
 }
 

@@ -69,6 +69,7 @@ class BackendServer {
   void admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease);
   void wait_for_load(std::shared_ptr<PendingRequest> pending);
   void stream_done(CompletionStream* stream);
+  void wait_for_flush(int64_t timeout_ms);
   void send_models(proto::ServerStream& http);
   std::string next_request_id(proto::Endpoint endpoint);
 
@@ -88,6 +89,9 @@ class BackendServer {
   int64_t active_ = 0;  // admitted streams + requests waiting for a load
   std::unordered_map<CompletionStream*, std::weak_ptr<CompletionStream>> streams_;
   std::vector<std::thread> load_waiters_;
+  // Streams answered while draining: shutdown waits for their bytes to reach the kernel before
+  // closing the connections.
+  std::vector<std::shared_ptr<proto::ServerStream>> drained_http_;
   bool shut_down_ = false;
 };
 

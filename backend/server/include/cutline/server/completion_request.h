@@ -4,6 +4,8 @@
 // sampling parameters and stop conditions. Pure: no I/O, no engine; called by the backend server
 // on a worker loop once the model's lease is held (it needs the model's tokenizer and context).
 //
+// Besides the OpenAI fields, `"ignore_eos": true` (vLLM's extension) is honoured.
+//
 // Refusals are OpenAI-style client errors naming the field: n > 1, tools, several prompts,
 // token ids out of range, and a prompt that does not fit the context window (400, code
 // "context_length_exceeded", the message says the model's context_length).

@@ -57,6 +57,8 @@ class CompletionStream final : public EventSink,
   proto::EventLoop& sink_loop() const override;
   void on_engine_event(engine::EngineEvent event) override;
 
+  const std::shared_ptr<proto::ServerStream>& http() const { return http_; }
+
   // Any thread (posts to the loop): ends the sequence now; its record says the backend shut down.
   void abort_for_shutdown();
 
