@@ -114,7 +114,9 @@ void Connection::set_reading(bool enabled) {
 }
 
 void Connection::set_read_timeout(int64_t timeout_ms) {
-  if (bev_ == nullptr || flushing_) return;
+  read_timeout_ms_ = timeout_ms;
+  // While connecting, the write timeout is the connect timeout: apply this once connected.
+  if (bev_ == nullptr || flushing_ || connecting_) return;
   if (timeout_ms > 0) {
     const timeval tv = to_timeval(timeout_ms);
     bufferevent_set_timeouts(bev_, &tv, nullptr);
@@ -200,7 +202,7 @@ void Connection::event_cb(bufferevent* bev, short what, void* arg) {
   const int err = EVUTIL_SOCKET_ERROR();
   if ((what & BEV_EVENT_CONNECTED) != 0) {
     self->connecting_ = false;
-    bufferevent_set_timeouts(bev, nullptr, nullptr);
+    self->set_read_timeout(self->read_timeout_ms_);
     bufferevent_enable(bev, (self->reading_ ? EV_READ : 0) | EV_WRITE);
     self->handler_->on_connected();
     return;

@@ -6,6 +6,7 @@
 
 #include "cutline/proto/http_fetch.h"
 #include "cutline/proto/listener.h"
+#include "cutline/proto/timer.h"
 #include "net_test_util.h"
 
 namespace cutline::proto {
@@ -336,6 +337,105 @@ TEST(HttpFetchTest, RefusedAndTimeoutAreErrors) {
   r = http_fetch("http://127.0.0.1:" + std::to_string(silent.port()) + "/", "GET", {}, {}, 50);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kTimeout);
+}
+
+}  // namespace
+}  // namespace cutline::proto
+
+namespace cutline::proto {
+namespace {
+
+// A listener whose accept queue is full drops new SYNs, so a connect hangs: the connect timeout
+// must turn that into an error value.
+TEST(HttpClientTimeoutTest, ConnectTimeoutIsAnErrorValue) {
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(lfd, 0), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const uint16_t port = ntohs(addr.sin_port);
+  // Fill the accept queue (never accepted).
+  std::vector<int> fillers;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    fillers.push_back(fd);
+  }
+  WorkerThreads loop(1);
+  loop.start();
+  std::unique_ptr<HttpClient> client;
+  testing::Notes notes;
+  std::optional<ClientError> error;
+  ClientHandle handle;
+  loop.run_on_all_and_wait([&](EventLoop& l) {
+    ClientOptions options;
+    options.connect_timeout_ms = 100;
+    client = std::make_unique<HttpClient>(l, options);
+    ClientCallbacks cb;
+    cb.on_error = [&](const ClientError& e) { notes.update([&] { error = e; }); };
+    cb.on_complete = [&](HttpHeaders&) { notes.update([&] { error = ClientError{}; }); };
+    ClientRequest req;
+    req.host = "127.0.0.1";
+    req.port = port;
+    handle = client->start(req, std::move(cb));
+  });
+  ASSERT_TRUE(notes.wait_for([&] { return error.has_value(); }));
+  // Where the kernel refuses instead of dropping, the error is still a value, just another kind.
+  EXPECT_TRUE(error->kind == ClientErrorKind::kConnectTimeout ||
+              error->kind == ClientErrorKind::kClosedBeforeHead)
+      << to_string(error->kind) << ": " << error->message;
+  if (error->kind == ClientErrorKind::kConnectTimeout) {
+    EXPECT_EQ(error->to_error().kind, ErrorKind::kTimeout);
+  }
+  loop.run_on_all_and_wait([&](EventLoop&) {
+    handle = ClientHandle();
+    client.reset();
+  });
+  loop.stop();
+  for (int fd : fillers) close(fd);
+  close(lfd);
+}
+
+TEST(ListenerTest, PortZeroIsReportedAndSharedThroughReusePort) {
+  EventLoop loop;
+  int accepted = 0;
+  auto first = Listener::open(loop, "127.0.0.1", 0, 16, [&](int fd) {
+    ++accepted;
+    close(fd);
+  });
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  const uint16_t port = (*first)->port();
+  ASSERT_NE(port, 0);
+  auto second = Listener::open(loop, "127.0.0.1", port, 16, [&](int fd) {
+    ++accepted;
+    close(fd);
+  });
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ((*second)->port(), port);
+  auto bad = Listener::open(loop, "not-an-ip", 0, 16, [](int) {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind, ErrorKind::kIo);
+  // A plain socket (no SO_REUSEPORT) cannot take the port: it is really bound.
+  const int plain = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_NE(bind(plain, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(plain);
+  // Connections arrive through the loop.
+  const int fd = testing::connect_raw(port);
+  ASSERT_GE(fd, 0);
+  Timer stop(loop, [&] {
+    if (accepted > 0) loop.stop();
+  });
+  stop.arm_periodic(1);
+  loop.run();
+  EXPECT_EQ(accepted, 1);
+  close(fd);
 }
 
 }  // namespace

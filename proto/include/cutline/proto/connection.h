@@ -138,6 +138,7 @@ class Connection {
   bool connecting_ = false;
   bool flushing_ = false;
   int64_t linger_ms_ = 0;
+  int64_t read_timeout_ms_ = 0;
 };
 
 }  // namespace cutline::proto
