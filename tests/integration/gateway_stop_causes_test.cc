@@ -278,7 +278,7 @@ TEST_F(GatewayTest, AdmissionRejectedWhenTheQueueWaitIsExceeded) {
 }
 
 TEST_F(GatewayTest, ClientCancelCancelsTheUpstream) {
-  proto::http_fetch("http://127.0.0.1:" + std::to_string(env->fake_port) + "/fake/reset", "POST");
+  ASSERT_TRUE(proto::http_fetch(env->fake_url("/fake/reset"), "POST").ok());
   {
     RawClient c(env->port);
     ASSERT_TRUE(c.connected());
@@ -476,7 +476,10 @@ TEST_F(GatewayTest, BadInputGetsA4xxNamingTheProblem) {
   proto::HttpHeaders h{{"Content-Type", "application/json"}};
   auto big =
       proto::http_fetch(url("/v1/chat/completions"), "POST", h, std::string(17 << 20, 'x'), 10000);
-  if (big.ok()) EXPECT_EQ(big->status, 413);
+  // The server may answer 413 and close before reading the whole body (then the fetch fails).
+  if (big.ok()) {
+    EXPECT_EQ(big->status, 413);
+  }
   EXPECT_NE(metrics().find("cutline_bad_requests_total{kind=\"bad_request\"}"), std::string::npos);
   // Still serving.
   expect_streamed_cause(post(chat(true), "tokens=1"), Cause::kEos, "stop");

@@ -32,6 +32,8 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -463,7 +465,15 @@ int main(int argc, char** argv) {
                                        EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS |
                                        EVHTTP_REQ_HEAD);
   evhttp_set_gencb(http, handle, &srv);
-  evhttp_bound_socket* sock = evhttp_bind_socket_with_handle(http, "127.0.0.1", port);
+  // A deep accept backlog: benchmarks open thousands of connections at once.
+  sockaddr_in bind_addr{};
+  bind_addr.sin_family = AF_INET;
+  bind_addr.sin_port = htons(static_cast<uint16_t>(port));
+  bind_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  evconnlistener* listener =
+      evconnlistener_new_bind(srv.base, nullptr, nullptr, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
+                              16384, reinterpret_cast<sockaddr*>(&bind_addr), sizeof bind_addr);
+  evhttp_bound_socket* sock = listener ? evhttp_bind_listener(http, listener) : nullptr;
   if (!sock) {
     std::fprintf(stderr, "cutline-fake-upstream: cannot bind 127.0.0.1:%d\n", port);
     return 1;
