@@ -1,0 +1,318 @@
+// engine_bench: the serving engine end to end on the real LlamaRunner (CPU device) over
+// synthesized models (issue 6). Two scenarios, each printed as a table:
+//
+//   stall:       4 streams decode steadily; a 2,048-token prompt arrives. For each
+//                --max-step-tokens value: the streams' inter-token latency before the prompt
+//                arrived (steady state, p50/p99) and while it was prefilled (p50/p99/max), the
+//                ratio p99(during) / p50(steady) (target <= 1.5 with chunking), and the prompt's
+//                TTFT. The largest value (>= 2,048 + 4) prefills in one step: the unchunked spike.
+//   throughput:  c sequences (16-token prompts, --gen output tokens each, ignore_eos) at
+//                c = 1, 2, 4, 8, 16: aggregate output tokens/s from the first add to the last
+//                finish, and the ratio to c = 1 (target >= 5x at 8 on CPU).
+//
+// The engine is driven with Engine::step() on this thread (the same code path as the engine
+// thread) and token times are taken when each step's events are drained. Run by
+// tests/bench/run_engine_bench.sh, not by ctest.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/stat.h>
+
+#include "cutline/device/device.h"
+#include "cutline/engine/counter_rng.h"
+#include "cutline/engine/engine.h"
+#include "cutline/model/gguf_file.h"
+#include "cutline/model/llama_runner.h"
+#include "cutline/model/synth.h"
+#include "cutline/model/tokenizer_loader.h"
+
+namespace {
+
+using namespace cutline;
+using SteadyTime = std::chrono::steady_clock;
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(SteadyTime::now().time_since_epoch()).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+struct Loaded {
+  std::string label;
+  std::shared_ptr<const model::GgufFile> file;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<model::LlamaRunner> runner;
+};
+
+std::unique_ptr<Loaded> load(const std::string& dir, const std::string& label,
+                             const model::SynthOptions& o, int threads) {
+  const std::string path = dir + "/engine_bench_" + label + ".gguf";
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    std::fprintf(stderr, "synthesizing %s ...\n", path.c_str());
+    Status s = model::synthesize_tiny_model(o, path + ".tmp");
+    if (!s.ok() || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+      std::fprintf(stderr, "synth failed: %s\n", s.ok() ? "rename" : s.error().message.c_str());
+      return nullptr;
+    }
+  }
+  auto out = std::make_unique<Loaded>();
+  out->label = label;
+  auto file = model::GgufFile::open(path);
+  if (!file.ok()) {
+    std::fprintf(stderr, "%s\n", file.error().message.c_str());
+    return nullptr;
+  }
+  out->file = std::shared_ptr<const model::GgufFile>(std::move(file).value());
+  out->tokenizer = std::move(model::load_tokenizer(*out->file).value());
+  auto dev = device::make_device({.kind = device::DeviceKind::kCpu, .cpu_threads = threads});
+  if (!dev.ok()) return nullptr;
+  auto runner = model::LlamaRunner::load(
+      out->file, std::shared_ptr<device::Device>(std::move(dev).value()), {.name = label});
+  if (!runner.ok()) {
+    std::fprintf(stderr, "%s\n", runner.error().message.c_str());
+    return nullptr;
+  }
+  out->runner = std::move(runner).value();
+  std::fprintf(stderr, "%s: %.1f MiB of weights, %s\n", label.c_str(),
+               static_cast<double>(out->runner->info().weight_bytes) / (1 << 20),
+               out->runner->device().description().c_str());
+  return out;
+}
+
+std::vector<int32_t> random_prompt(uint64_t seed, int n, int32_t vocab) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i)
+    p.push_back(4 + static_cast<int32_t>(engine::counter_bits(seed, i) % (vocab - 4)));
+  return p;
+}
+
+engine::AddRequest request(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
+  engine::AddRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.8f;
+  r.sampling.seed = seed;
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  return r;
+}
+
+// ---- stall-free chunked prefill ----
+
+void run_stall(Loaded& m, const std::vector<int>& budgets, int prompt_len) {
+  const int32_t vocab = m.runner->info().vocab_size;
+  std::printf("\n[stall] model %s: 4 decoding streams, a %d-token prompt arrives\n",
+              m.label.c_str(), prompt_len);
+  std::printf("%16s %10s %10s %10s %10s %10s %8s %10s %7s\n", "max_step_tokens", "steady_p50",
+              "steady_p99", "during_p50", "during_p99", "during_max", "p99/p50", "ttft_ms",
+              "steps");
+  for (int budget : budgets) {
+    engine::EngineConfig cfg;
+    cfg.num_blocks = (prompt_len + 4 * 1024) / 16 + 64;
+    cfg.max_step_tokens = budget;
+    cfg.prefix_caching = false;
+    auto engine = engine::Engine::create(*m.runner, *m.tokenizer, cfg);
+    if (!engine.ok()) {
+      std::fprintf(stderr, "engine: %s\n", engine.error().message.c_str());
+      return;
+    }
+    engine::Engine& e = **engine;
+    std::vector<engine::SeqId> streams;
+    for (int i = 0; i < 4; ++i)
+      streams.push_back(*e.add(request(random_prompt(10 + i, 16, vocab), 100000, i)));
+    std::map<engine::SeqId, double> last;
+    std::map<engine::SeqId, int> count;
+    std::vector<double> steady, during;
+    std::vector<engine::EngineEvent> events;
+    enum { kWarm, kSteady, kDuring, kDone } phase = kWarm;
+    int steady_steps = 0, during_steps = 0;
+    double arrival = 0, ttft = 0;
+    engine::SeqId big = -1;
+    while (phase != kDone) {
+      e.step();
+      const double t = now_ms();
+      events.clear();
+      e.drain_events(events);
+      for (const auto& ev : events) {
+        if (ev.seq_id == big && !ev.tokens.empty()) {
+          ttft = t - arrival;
+          ++during_steps;  // the step that finished the prefill
+          phase = kDone;
+          continue;
+        }
+        if (ev.tokens.empty()) continue;
+        if (last.count(ev.seq_id)) {
+          const double gap = t - last[ev.seq_id];
+          if (phase == kSteady) steady.push_back(gap);
+          if (phase == kDuring) during.push_back(gap);
+        }
+        last[ev.seq_id] = t;
+        ++count[ev.seq_id];
+      }
+      if (phase == kWarm && count.size() == 4 &&
+          std::all_of(count.begin(), count.end(), [](auto& kv) { return kv.second >= 4; }))
+        phase = kSteady;
+      else if (phase == kSteady && ++steady_steps == 24) {
+        big = *e.add(request(random_prompt(99, prompt_len, vocab), 1, 99));
+        arrival = now_ms();
+        phase = kDuring;
+      } else if (phase == kDuring) {
+        ++during_steps;
+      }
+    }
+    // The first gap of each stream after the arrival spans the step that took the prompt in.
+    const double s50 = percentile(steady, 50);
+    std::printf("%16d %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f %10.1f %7d\n", budget, s50,
+                percentile(steady, 99), percentile(during, 50), percentile(during, 99),
+                during.empty() ? 0.0 : *std::max_element(during.begin(), during.end()),
+                s50 > 0 ? percentile(during, 99) / s50 : 0.0, ttft, during_steps);
+    std::fflush(stdout);
+    for (auto id : streams) e.abort(id);
+    while (!e.idle()) {
+      e.step();
+      events.clear();
+      e.drain_events(events);
+    }
+  }
+}
+
+// ---- throughput under load ----
+
+void run_throughput(Loaded& m, const std::vector<int>& levels, int gen) {
+  const int32_t vocab = m.runner->info().vocab_size;
+  std::printf("\n[throughput] model %s: 16-token prompts, %d output tokens each\n", m.label.c_str(),
+              gen);
+  std::printf("%11s %12s %10s %12s %10s\n", "concurrency", "output_tok", "wall_s", "tok_per_s",
+              "vs_c1");
+  double base = 0;
+  for (int c : levels) {
+    engine::EngineConfig cfg;
+    cfg.num_blocks = c * ((16 + gen) / 16 + 2) + 16;
+    auto engine = engine::Engine::create(*m.runner, *m.tokenizer, cfg);
+    if (!engine.ok()) return;
+    engine::Engine& e = **engine;
+    const double t0 = now_ms();
+    for (int i = 0; i < c; ++i) (void)e.add(request(random_prompt(1000 + i, 16, vocab), gen, i));
+    int64_t tokens = 0;
+    std::vector<engine::EngineEvent> events;
+    while (!e.idle()) {
+      e.step();
+      events.clear();
+      e.drain_events(events);
+      for (const auto& ev : events) tokens += static_cast<int64_t>(ev.tokens.size());
+    }
+    const double wall_s = (now_ms() - t0) / 1000.0;
+    const double tps = static_cast<double>(tokens) / wall_s;
+    if (c == levels.front()) base = tps;
+    std::printf("%11d %12lld %10.2f %12.1f %10.2f\n", c, static_cast<long long>(tokens), wall_s,
+                tps, base > 0 ? tps / base : 0.0);
+    std::fflush(stdout);
+  }
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    out.push_back(std::atoi(s.substr(pos, comma - pos).c_str()));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = "/tmp", scenario = "all", models = "tiny,medium,large";
+  int threads = 0, gen = 32, prompt_len = 2048, large_layers = 12;
+  std::vector<int> budgets{16, 32, 64, 512, 4096};
+  std::vector<int> levels{1, 2, 4, 8, 16};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--dir")
+      dir = next();
+    else if (a == "--scenario")
+      scenario = next();
+    else if (a == "--models")
+      models = next();
+    else if (a == "--threads")
+      threads = std::atoi(next().c_str());
+    else if (a == "--gen")
+      gen = std::atoi(next().c_str());
+    else if (a == "--prompt")
+      prompt_len = std::atoi(next().c_str());
+    else if (a == "--budgets")
+      budgets = parse_list(next());
+    else if (a == "--levels")
+      levels = parse_list(next());
+    else if (a == "--large-layers")
+      large_layers = std::atoi(next().c_str());
+    else {
+      std::fprintf(stderr,
+                   "usage: engine_bench [--dir DIR] [--scenario all|stall|throughput] [--models "
+                   "tiny,medium,large] [--threads N] [--gen N] [--prompt N] [--budgets 16,512,..] "
+                   "[--levels 1,2,4,8,16] [--large-layers N]\n");
+      return 2;
+    }
+  }
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("engine_bench: %d CPU threads\n", threads);
+
+  // tiny: the built-in default; medium: a model whose 2,048-token prefill is long next to a
+  // decode step; large: >= 1 GiB of F16 weights (12 layers of dim 2048).
+  std::map<std::string, model::SynthOptions> specs;
+  specs["tiny"] = model::SynthOptions{};
+  specs["tiny"].context = 4096;
+  model::SynthOptions medium;
+  medium.layers = 4;
+  medium.dim = 512;
+  medium.heads = 8;
+  medium.kv_heads = 4;
+  medium.context = 4096;
+  specs["medium"] = medium;
+  model::SynthOptions large;
+  large.layers = large_layers;
+  large.dim = 2048;
+  large.heads = 16;
+  large.kv_heads = 4;
+  large.ffn = 5632;
+  large.context = 4096;
+  specs["large"] = large;
+
+  for (const std::string& name : [&] {
+         std::vector<std::string> v;
+         size_t pos = 0;
+         while (pos < models.size()) {
+           size_t c = models.find(',', pos);
+           if (c == std::string::npos) c = models.size();
+           v.push_back(models.substr(pos, c - pos));
+           pos = c + 1;
+         }
+         return v;
+       }()) {
+    if (!specs.count(name)) {
+      std::fprintf(stderr, "unknown model %s\n", name.c_str());
+      return 2;
+    }
+    auto m = load(dir, name, specs[name], threads);
+    if (!m) return 1;
+    if (scenario == "all" || scenario == "stall") run_stall(*m, budgets, prompt_len);
+    if (scenario == "all" || scenario == "throughput") run_throughput(*m, levels, gen);
+  }
+  return 0;
+}
