@@ -5,9 +5,9 @@
 // HTTP streams. Residency owns it (as a ResidentModel) and destroys it on eviction, which stops
 // the engine thread and frees weights and KV.
 //
-// load_served_model() is the residency Loader: it times the pipeline through the PhaseRecorder
-// (read, convert, upload and warm-up from the runner's LoadReport; KV allocation around
-// Engine::create).
+// load_served_model() is the residency Loader: it times the pipeline through the PhaseRecorder:
+// read (prefetch_file's large sequential reads, then the runner's page touch), convert, upload and
+// warm-up from the runner's LoadReport, KV allocation around Engine::create.
 
 #include <cstdint>
 #include <memory>
