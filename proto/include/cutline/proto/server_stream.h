@@ -22,6 +22,13 @@
 // (e.g. pauses its upstream read) until the on_writable callback runs, which happens each time the
 // queued output falls back to the low-water mark.
 //
+// Relay recipe (the gateway's relay phase, all on the stream's loop thread, with an HttpClient
+// on the same loop):
+//   upstream on_body(data):   if (!stream->send_body(data)) handle.pause();
+//   stream->on_writable(...): handle.resume();
+//   stream->on_close(...):    handle.cancel();   // client_cancel: the upstream sees a close
+//   upstream on_error(e):     e.kind == kClosedMidBody -> upstream_disconnect
+//
 // Cancellation: on_close's callback runs exactly once when the exchange ends before finish()
 // (or send_simple()) completed it: the client disconnected, the connection failed or timed out,
 // or the server stopped. This is how the gateway detects client_cancel. It does not run for the
