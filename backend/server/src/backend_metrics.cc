@@ -132,11 +132,21 @@ void BackendMetrics::observe_step_tokens(int64_t tokens) {
 
 void BackendMetrics::on_model_load(std::string_view model, const residency::LoadReport& report) {
   const std::string m(model);
-  for (const auto& p : report.phases)
+  // One observation per phase per load, even when a phase ran in several parts.
+  double ms[residency::kLoadPhaseCount] = {};
+  bool seen[residency::kLoadPhaseCount] = {};
+  for (const auto& p : report.phases) {
+    ms[static_cast<int>(p.phase)] += p.ms;
+    seen[static_cast<int>(p.phase)] = true;
+  }
+  for (int i = 0; i < residency::kLoadPhaseCount; ++i) {
+    if (!seen[i]) continue;
+    const auto phase = static_cast<residency::LoadPhase>(i);
     model_load_
-        ->Add({{"model", m}, {"phase", std::string(residency::to_string(p.phase))}},
+        ->Add({{"model", m}, {"phase", std::string(residency::to_string(phase))}},
               seconds_buckets())
-        .Observe(p.ms / 1000.0);
+        .Observe(ms[i] / 1000.0);
+  }
   model_load_->Add({{"model", m}, {"phase", "total"}}, seconds_buckets())
       .Observe(report.total_ms / 1000.0);
 }

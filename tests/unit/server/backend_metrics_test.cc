@@ -53,7 +53,9 @@ TEST(BackendMetrics, GaugesComeFromTheSnapshot) {
 TEST(BackendMetrics, ModelLoadPhasesAndTotal) {
   BackendMetrics m;
   residency::LoadReport r;
-  r.phases = {{residency::LoadPhase::kRead, 500, 100}, {residency::LoadPhase::kWarmup, 250, 0}};
+  r.phases = {{residency::LoadPhase::kRead, 400, 100},
+              {residency::LoadPhase::kRead, 100, 0},
+              {residency::LoadPhase::kWarmup, 250, 0}};
   r.total_ms = 800;
   m.on_model_load("big", r);
   m.observe_step_tokens(17);
@@ -64,6 +66,10 @@ TEST(BackendMetrics, ModelLoadPhasesAndTotal) {
       << text;
   EXPECT_TRUE(
       has_line(text, "cutline_backend_model_load_seconds_sum{model=\"big\",phase=\"total\"} 0.8"))
+      << text;
+  // A phase run in two parts is one observation of their sum.
+  EXPECT_TRUE(
+      has_line(text, "cutline_backend_model_load_seconds_count{model=\"big\",phase=\"read\"} 1"))
       << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_step_tokens_count 1")) << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_inter_token_seconds_count 1")) << text;
