@@ -1,5 +1,6 @@
 #include "cutline/gateway/gateway.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -38,6 +39,13 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
   if (loaded.policy->listen.empty()) {
     return make_error(ErrorKind::kBadRequest, options.config_path + ": no listen address");
   }
+  if (loaded.policy->budget_store.kind == policy::BudgetStoreKind::kRedis) {
+    // Not implemented yet: pools stay per process. Said loudly rather than silently.
+    std::fprintf(stderr,
+                 "cutline-gateway: budget_store %s is not supported yet; token pools are kept in "
+                 "this process's memory\n",
+                 loaded.policy->budget_store.url.c_str());
+  }
   std::unique_ptr<Gateway> gw(new Gateway(std::move(options), loaded.policy));
   const auto& log = loaded.policy->access_log;
   if (log.kind != policy::AccessLogKind::kOff) {
@@ -75,9 +83,15 @@ Status Gateway::start() {
       so, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); }, workers_);
   workers_.start();
   started_ = true;
-  workers_.run_on_all_and_wait([this](proto::EventLoop& loop) {
+  // One client per worker serves every upstream: it takes the longest connect timeout configured
+  // (upstreams[i].connect_timeout, default 5 s).
+  int64_t connect_timeout_ms = 0;
+  for (const auto& u : policy->upstreams) {
+    connect_timeout_ms = std::max(connect_timeout_ms, u.connect_timeout_ms);
+  }
+  workers_.run_on_all_and_wait([this, connect_timeout_ms](proto::EventLoop& loop) {
     proto::ClientOptions co;
-    co.connect_timeout_ms = 2000;
+    co.connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 5000;
     per_loop_[static_cast<size_t>(loop.index())]->client =
         std::make_unique<proto::HttpClient>(loop, co);
   });
