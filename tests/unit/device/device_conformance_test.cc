@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +20,11 @@ struct Config {
   int32_t threads;
   std::string isa;
 };
+
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << (c.kind == DeviceKind::kCuda ? std::string("cuda")
+                                      : "cpu " + c.isa + " x" + std::to_string(c.threads));
+}
 
 std::vector<Config> configs() {
   std::vector<Config> out;
