@@ -63,6 +63,39 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
   }
 }
 
+// Where the text has content, and where a second document starts ("---" at column 1 after
+// content). Lines are 1-based.
+struct TextShape {
+  int first_content_line = 0;
+  int first_content_column = 0;
+  int second_document_line = 0;
+};
+
+TextShape scan_text(std::string_view text) {
+  TextShape shape;
+  int line = 1;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view l = text.substr(pos, end - pos);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    const size_t first = l.find_first_not_of(" \t");
+    const bool blank = first == std::string_view::npos || l[first] == '#';
+    const bool marker = l == "---" || l.substr(0, 4) == "--- ";
+    if (marker && shape.first_content_line > 0 && shape.second_document_line == 0) {
+      shape.second_document_line = line;
+    } else if (!blank && !marker && l[0] != '%' && shape.first_content_line == 0) {
+      shape.first_content_line = line;
+      shape.first_content_column = static_cast<int>(first) + 1;
+    }
+    if (end == text.size()) break;
+    pos = end + 1;
+    ++line;
+  }
+  return shape;
+}
+
 Diagnostic syntax_error(const std::string& file, const YAML::Mark& mark, const std::string& msg) {
   Diagnostic d;
   d.file = file;
@@ -103,11 +136,25 @@ LoadResult load_policy_text(std::string_view yaml, const std::string& file_name,
     auto policy = std::make_shared<Policy>();
     policy->source_file = file_name;
     YamlReader reader(file_name, &result.errors);
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
-    if (docs.size() > 1) {
-      reader.error(docs[1], "", "the file holds more than one YAML document (---); use one");
+    // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll loops forever on input such as ","
+    // (jbeder/yaml-cpp#1040, fixed upstream after 0.8). Load reads the first document only, so
+    // a second one is found by scanning the text.
+    const TextShape shape = scan_text(yaml);
+    YAML::Node root = YAML::Load(std::string(yaml));
+    if (shape.second_document_line > 0) {
+      reader.error(YamlRef{"", shape.second_document_line, 1},
+                   "the file holds more than one YAML document (---); use one");
     }
-    load_document(reader, docs.empty() ? YAML::Node() : docs[0], options, *policy);
+    if (root.IsNull() && shape.first_content_line > 0) {
+      // yaml-cpp 0.7 returns null for some malformed input (a stray ',' at the start) instead
+      // of throwing; do not call that an empty file.
+      result.errors.push_back(
+          syntax_error(file_name, YAML::Mark(), "no YAML document could be read here"));
+      result.errors.back().line = shape.first_content_line;
+      result.errors.back().column = shape.first_content_column;
+    } else {
+      load_document(reader, root, options, *policy);
+    }
     // Report in file order (sections are read in dependency order, not file order).
     std::stable_sort(result.errors.begin(), result.errors.end(),
                      [](const Diagnostic& a, const Diagnostic& b) {
