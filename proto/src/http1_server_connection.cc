@@ -112,7 +112,8 @@ void Http1ServerConnection::fail_request(const Error& error) {
 }
 
 void Http1ServerConnection::on_drained() {
-  if (stream_) stream_->notify_writable();
+  // A local reference: the callback may finish the stream, dropping the connection's reference.
+  if (std::shared_ptr<Http1ServerStream> stream = stream_) stream->notify_writable();
 }
 
 void Http1ServerConnection::on_closed(Connection::CloseReason /*reason*/,
@@ -193,9 +194,9 @@ bool Http1ServerStream::send_body(std::string_view data) {
         // More than announced: send what fits, then end so the framing stays valid.
         c.write(data.substr(0, static_cast<size_t>(room)));
         body_sent_ += room;
-        end_exchange(/*close_connection=*/true);
         closed_ = true;
-        close_notified_ = true;  // the owner's own error: no on_close
+        close_notified_ = true;                   // the owner's own error: no on_close
+        end_exchange(/*close_connection=*/true);  // last: may drop the last reference
         return false;
       }
       c.write(data);
@@ -240,7 +241,7 @@ bool Http1ServerStream::finish(const HttpHeaders& trailers) {
     close_connection = true;  // the client must see a truncated body, not a reused connection
   }
   finished_ = true;
-  end_exchange(close_connection);
+  end_exchange(close_connection);  // last use of members: may drop the last reference
   return true;
 }
 

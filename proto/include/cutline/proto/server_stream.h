@@ -12,10 +12,11 @@
 // Work done elsewhere comes back with loop().post().
 //
 // Lifetime: the handler receives a std::shared_ptr; hold it as long as you need the stream. The
-// connection holds the other reference until the exchange ends. After the stream is closed
-// (closed() true) or finished, every send_* returns false and does nothing, and the stream drops
-// its callbacks (so callbacks that capture the shared_ptr do not keep it alive). No callback ever
-// runs after close or after finish() returned.
+// connection holds the other reference until the exchange ends (so code that keeps only a raw
+// pointer must not touch the stream after its finish()/reset()/send_simple() returned). After the
+// stream is closed (closed() true) or finished, every send_* returns false and does nothing, and
+// the stream drops its callbacks (so callbacks that capture the shared_ptr do not keep it alive).
+// No callback ever runs after close or after finish() returned.
 //
 // Back-pressure: send_body() always queues the data; it returns false when the connection's
 // queued output is above the high-water mark (or the stream is closed). The producer then stops
