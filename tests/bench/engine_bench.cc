@@ -8,7 +8,9 @@
 //                TTFT. The largest value (>= 2,048 + 4) prefills in one step: the unchunked spike.
 //   throughput:  c sequences (16-token prompts, --gen output tokens each, ignore_eos) at
 //                c = 1, 2, 4, 8, 16: aggregate output tokens/s from the first add to the last
-//                finish, and the ratio to c = 1 (target >= 5x at 8 on CPU).
+//                finish (prefill included), the same over the decode phase only (after every
+//                sequence has its first token), and their ratios to c = 1 (target >= 5x at 8 on
+//                CPU).
 //
 // The engine is driven with Engine::step() on this thread (the same code path as the engine
 // thread) and token times are taken when each step's events are drained. Run by
@@ -194,9 +196,9 @@ void run_throughput(Loaded& m, const std::vector<int>& levels, int gen) {
   const int32_t vocab = m.runner->info().vocab_size;
   std::printf("\n[throughput] model %s: 16-token prompts, %d output tokens each\n", m.label.c_str(),
               gen);
-  std::printf("%11s %12s %10s %12s %10s\n", "concurrency", "output_tok", "wall_s", "tok_per_s",
-              "vs_c1");
-  double base = 0;
+  std::printf("%11s %12s %10s %12s %8s %14s %10s\n", "concurrency", "output_tok", "wall_s",
+              "tok_per_s", "vs_c1", "decode_tok_s", "vs_c1");
+  double base = 0, decode_base = 0;
   for (int c : levels) {
     engine::EngineConfig cfg;
     cfg.num_blocks = c * ((16 + gen) / 16 + 2) + 16;
@@ -205,19 +207,36 @@ void run_throughput(Loaded& m, const std::vector<int>& levels, int gen) {
     engine::Engine& e = **engine;
     const double t0 = now_ms();
     for (int i = 0; i < c; ++i) (void)e.add(request(random_prompt(1000 + i, 16, vocab), gen, i));
-    int64_t tokens = 0;
+    // Decode phase: from the step where every sequence has its first token (all prompts done)
+    // to the last step; tokens emitted in it.
+    int64_t tokens = 0, decode_tokens = 0;
+    std::map<engine::SeqId, bool> started;
+    double decode_t0 = 0, t_end = 0;
     std::vector<engine::EngineEvent> events;
     while (!e.idle()) {
       e.step();
+      const double t = now_ms();
       events.clear();
       e.drain_events(events);
-      for (const auto& ev : events) tokens += static_cast<int64_t>(ev.tokens.size());
+      for (const auto& ev : events) {
+        tokens += static_cast<int64_t>(ev.tokens.size());
+        if (decode_t0 > 0) decode_tokens += static_cast<int64_t>(ev.tokens.size());
+        if (!ev.tokens.empty()) started[ev.seq_id] = true;
+      }
+      if (decode_t0 == 0 && static_cast<int>(started.size()) == c) decode_t0 = t;
+      t_end = t;
     }
-    const double wall_s = (now_ms() - t0) / 1000.0;
+    const double wall_s = (t_end - t0) / 1000.0;
     const double tps = static_cast<double>(tokens) / wall_s;
-    if (c == levels.front()) base = tps;
-    std::printf("%11d %12lld %10.2f %12.1f %10.2f\n", c, static_cast<long long>(tokens), wall_s,
-                tps, base > 0 ? tps / base : 0.0);
+    const double decode_s = (t_end - decode_t0) / 1000.0;
+    const double dtps = decode_s > 0 ? static_cast<double>(decode_tokens) / decode_s : 0.0;
+    if (c == levels.front()) {
+      base = tps;
+      decode_base = dtps;
+    }
+    std::printf("%11d %12lld %10.2f %12.1f %8.2f %14.1f %10.2f\n", c,
+                static_cast<long long>(tokens), wall_s, tps, base > 0 ? tps / base : 0.0, dtps,
+                decode_base > 0 ? dtps / decode_base : 0.0);
     std::fflush(stdout);
   }
 }

@@ -259,3 +259,42 @@ TEST(Engine, PrefixCacheReusesFullPromptBlocksWithIdenticalOutput) {
 
 }  // namespace
 }  // namespace cutline::engine
+
+namespace cutline::engine {
+namespace {
+
+TEST(Engine, TooSmallPoolCompletesEverySequenceAndCountsEveryPreemption) {
+  FakeRunner runner;
+  FakeTokenizer tok;
+  EngineConfig cfg;
+  cfg.num_blocks = 12;  // 192 slots for 8 sequences that grow to 60-100 tokens each
+  cfg.max_step_tokens = 32;
+  cfg.max_preemptions = 1000;
+  auto engine = make_engine(runner, tok, cfg);
+  std::vector<SeqId> ids;
+  for (int i = 0; i < 8; ++i) {
+    AddRequest r;
+    r.prompt = make_prompt(100 + i, 20 + 5 * i);
+    r.sampling.seed = i;
+    r.stop.max_tokens = 40 + 5 * i;
+    ids.push_back(*engine->add(r));
+  }
+  auto out = run_until_idle(*engine);
+  int64_t preemptions = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto& o = out.at(ids[i]);
+    ASSERT_TRUE(o.record);
+    EXPECT_EQ(o.record->cause, proto::Cause::kClientMaxTokens);
+    EXPECT_EQ(static_cast<int64_t>(o.tokens.size()), 40 + 5 * i);
+    preemptions += o.record->preemptions;
+  }
+  EngineStats s = engine->stats();
+  EXPECT_GT(s.preemptions_total, 0);
+  EXPECT_EQ(preemptions, s.preemptions_total);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.queue_depth, 0);
+}
+
+}  // namespace
+}  // namespace cutline::engine
