@@ -76,6 +76,7 @@ Status load_matrix(const GgufFile& file, device::Device& dev, std::string_view n
   }
   report.convert_ms += timing.convert_ms;
   report.upload_ms += timing.upload_ms;
+  report.device_bytes += timing.device_bytes;
   out = std::move(w).value();
   return {};
 }
@@ -123,7 +124,8 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(std::shared_ptr<const Ggu
   info.n_kv_heads = c.n_kv_heads;
   info.head_dim = c.head_dim;
   info.kv_bytes_per_token = int64_t{2} * c.n_layers * c.kv_dim() * 4;
-  info.weight_bytes = r->file_->tensor_bytes();
+  // Zero-copy (CPU): the file's tensors are what is resident; otherwise the device copies.
+  info.weight_bytes = report.device_bytes > 0 ? report.device_bytes : r->file_->tensor_bytes();
 
   if (options.warmup) {
     const auto t0 = Clock::now();

@@ -382,6 +382,8 @@ TEST(LlamaForward, InfoAndLoadReport) {
   EXPECT_EQ(i.context_length, 128);
   EXPECT_EQ(i.kv_bytes_per_token, 2 * 2 * 32 * 4);  // K+V, 2 layers, 2 kv heads x 16, f32
   EXPECT_GT(runner->load_report().bytes_read, 0);
+  EXPECT_EQ(runner->load_report().device_bytes, 0);  // CPU: zero-copy from the mmap
+  EXPECT_EQ(i.weight_bytes, tiny_llama()->tensor_bytes());
   EXPECT_GE(runner->load_report().warmup_ms, 0.0);
   EXPECT_GT(runner->device_free_bytes(), 0);
 }

@@ -22,12 +22,13 @@ namespace cutline::model {
 
 // Wall-clock phases of a load on one monotonic clock (milliseconds).
 struct LoadReport {
-  double read_ms = 0;      // bringing the tensor bytes into memory (page cache / mmap)
-  double convert_ms = 0;   // dequantizing / re-laying out on the host
-  double upload_ms = 0;    // host -> device copies
-  double warmup_ms = 0;    // one forward step on a scratch KV block
-  double kv_alloc_ms = 0;  // the last allocate_kv()
-  int64_t bytes_read = 0;  // tensor bytes touched by the read phase
+  double read_ms = 0;        // bringing the tensor bytes into memory (page cache / mmap)
+  double convert_ms = 0;     // dequantizing / re-laying out on the host
+  double upload_ms = 0;      // host -> device copies
+  double warmup_ms = 0;      // one forward step on a scratch KV block
+  double kv_alloc_ms = 0;    // the last allocate_kv()
+  int64_t bytes_read = 0;    // tensor bytes touched by the read phase
+  int64_t device_bytes = 0;  // weight bytes copied to the device (0 when zero-copy)
 };
 
 struct LlamaLoadOptions {
