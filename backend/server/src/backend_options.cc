@@ -132,6 +132,14 @@ Result<BackendOptions> parse_backend_options(int argc, const char* const* argv,
       val = arg.substr(eq + 1);
       have_val = true;
     }
+    static constexpr std::string_view kKnown[] = {
+        "--host",         "--port",           "--model",         "--device",
+        "--kv-memory",    "--weights-memory", "--keep-resident", "--max-step-tokens",
+        "--block-size",   "--chat-template",  "--cache-dir",     "--threads",
+        "--drain-timeout"};
+    bool known = false;
+    for (std::string_view k : kKnown) known = known || k == opt;
+    if (!known) return bad("unknown option '" + std::string(opt) + "'");
     auto need_value = [&]() -> Status {
       if (have_val) return {};
       if (i + 1 >= argc) return bad(std::string(opt) + " needs a value");

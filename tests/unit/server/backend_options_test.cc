@@ -119,6 +119,7 @@ TEST(BackendOptions, ErrorsSayWhatIsWrong) {
       {{"--keep-resident", "ghost"}, "ghost"},
       {{"--frobnicate", "1"}, "unknown option '--frobnicate'"},
       {{"stray"}, "unexpected argument 'stray'"},
+      {{"--bogus"}, "unknown option '--bogus'"},
       {{"--block-size", "0"}, "--block-size"},
   };
   for (const auto& c : cases) {
