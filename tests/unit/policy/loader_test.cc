@@ -424,6 +424,18 @@ TEST(Loader, SyntaxErrorsAndEmptyFilesAreDiagnosticsNotCrashes) {
   EXPECT_FALSE(load_policy_text(deep, "deep.yaml").ok());
 }
 
+TEST(Loader, MalformedInputThatYamlCppReadsAsNullIsASyntaxError) {
+  // yaml-cpp 0.7 returns a null document for a stray leading ',' (and LoadAll would loop
+  // forever on it); this must be an error at the offending line, not "the file is empty".
+  EXPECT_EQ(load_errors("# comment\n,upstreams:\n"),
+            "cutline.yaml:2:1: YAML syntax error: no YAML document could be read here\n");
+}
+
+TEST(Loader, ASecondDocumentIsAnError) {
+  std::string out = load_errors("---\n" + with_policies("  - name: all\n") + "---\nlisten: []\n");
+  EXPECT_EQ(out, "cutline.yaml:9:1: the file holds more than one YAML document (---); use one\n");
+}
+
 TEST(Loader, DuplicateKeysInOneMap) {
   std::string out = load_errors(with_policies("  - name: p\n    deadline: 1s\n    deadline: 2s\n"));
   EXPECT_EQ(out, "cutline.yaml:9:5: policies[0]: duplicate key \"deadline\"\n");

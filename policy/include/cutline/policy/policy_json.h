@@ -1,0 +1,18 @@
+#pragma once
+// JSON renderings for the gateway's admin endpoints: the policy in force
+// (/v1/cutline/policy) and a stream's Decision (/v1/cutline/streams, debug logs). Key digests
+// are never written, only their labels ("sha256:1a2b3c4d...", "env:VARNAME").
+//
+// A source is written as {"kind": "adaptive", "path": "policies[0]...", "line": 22}; a value
+// without a limit as null.
+
+#include "cutline/policy/decision.h"
+#include "cutline/policy/policy.h"
+#include "cutline/proto/json_writer.h"
+
+namespace cutline::policy {
+
+void write_policy_json(proto::JsonWriter& w, const Policy& policy);
+void write_decision_json(proto::JsonWriter& w, const Decision& decision);
+
+}  // namespace cutline::policy
