@@ -1,0 +1,262 @@
+// Stream, second half: the timers that cut a stream, and `finish` (the stop record, the client's
+// last bytes, slot and pool release, access log, metrics). The phases up to relay are in
+// stream.cc.
+
+#include <algorithm>
+
+#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/stream.h"
+#include "cutline/gateway/worker.h"
+#include "cutline/proto/event_loop.h"
+#include "cutline/proto/openai_error.h"
+
+namespace cutline::gateway {
+namespace {
+
+using proto::Cause;
+
+std::string_view route_of(proto::Endpoint e) {
+  return e == proto::Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
+}
+
+}  // namespace
+
+// ---- timers --------------------------------------------------------------------------------
+
+Ending Stream::timer_cut(Cause cause, const policy::TimeLimit& limit, double observed_ms) {
+  Ending e;
+  e.cause = cause;
+  e.rule = std::string(limit.source.path);
+  e.limit = static_cast<double>(limit.ms.value_or(0));
+  e.observed = observed_ms;
+  e.unit = "ms";
+  e.message = std::string(proto::to_string(cause)) + ": limit " +
+              std::to_string(limit.ms.value_or(0)) + " ms";
+  if (decision_.on_cut.mode == policy::CutMode::kError) {
+    e.error = make_error(ErrorKind::kTimeout, e.message);
+  }
+  return e;
+}
+
+void Stream::on_deadline() {
+  finish(timer_cut(Cause::kGatewayDeadline, decision_.deadline, elapsed_ms()));
+}
+
+void Stream::on_ttft_timeout() {
+  if (timing_.has_first_token()) return;
+  finish(timer_cut(Cause::kGatewayTtftTimeout, decision_.ttft_timeout, elapsed_ms()));
+}
+
+void Stream::on_idle_timeout() {
+  const int64_t idle_ms = *decision_.idle_timeout.ms;
+  const int64_t last = timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns();
+  const double gap_ms = (now_ns() - last) / 1e6;
+  if (timing_.has_first_token() && gap_ms < static_cast<double>(idle_ms)) {
+    // A token arrived since the timer was armed: wait for the rest of the gap.
+    idle_timer_.arm(std::max<int64_t>(1, idle_ms - static_cast<int64_t>(gap_ms)));
+    return;
+  }
+  finish(timer_cut(Cause::kGatewayIdleTimeout, decision_.idle_timeout, gap_ms));
+}
+
+void Stream::on_queue_timeout() {
+  if (!queued_ || !queue_->cancel(id_)) return;  // a slot is on its way (posted)
+  queued_ = false;
+  gw_.unregister_waiter(id_);
+  const auto& a = decision_.admission;
+  Ending e;
+  e.cause = Cause::kAdmissionRejected;
+  e.rule = std::string(a.queue_timeout_source.path);
+  e.limit = static_cast<double>(a.queue_timeout_ms);
+  e.observed = elapsed_ms();
+  e.unit = "ms";
+  e.message = "queue wait exceeded";
+  e.error = make_error(ErrorKind::kRateLimited,
+                       "no admission slot within " + std::to_string(a.queue_timeout_ms) + " ms");
+  e.retry_after_s = std::max<int64_t>(1, (a.queue_timeout_ms + 999) / 1000);
+  finish(std::move(e));
+}
+
+void Stream::on_client_close() {
+  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
+  Ending e;
+  e.cause = Cause::kClientCancel;
+  e.message = "client disconnected";
+  e.observed = elapsed_ms();
+  e.unit = "ms";
+  finish(std::move(e));
+}
+
+// ---- finish --------------------------------------------------------------------------------
+
+proto::StopRecord Stream::build_record(const Ending& e) const {
+  proto::StopRecord r;
+  r.cause = e.cause;
+  r.reporter = "gateway";
+  r.message = e.message;
+  r.request_id = request_id_;
+  r.policy = std::string(decision_.policy_name);
+  r.rule = e.rule;
+  r.limit = e.limit;
+  r.observed = e.observed;
+  r.unit = e.unit;
+  if (parsed_ok_) r.requested_max_tokens = parsed_.requested_max_tokens();
+  if (decision_.matched) r.effective_max_tokens = decision_.max_output_tokens.tokens;
+  if (relay_.usage()) r.input_tokens = relay_.usage()->prompt_tokens;
+  r.output_tokens = relay_.output_tokens();
+  r.count_method = relay_.count_method();
+  r.queue_ms = timing_.queue_ms();
+  r.ttft_ms = timing_.ttft_ms();
+  r.itl_mean_ms = timing_.itl_mean_ms();
+  r.itl_max_ms = timing_.itl_max_ms();
+  r.duration_ms = elapsed_ms();
+  if (const auto& b = relay_.backend_record()) {
+    r.preemptions = b->preemptions;
+    r.kv_bytes_peak = b->kv_bytes_peak;
+    r.device_free_bytes = b->device_free_bytes;
+    r.phases = b->phases;
+    r.model_state = b->model_state;
+    if (b->cause != r.cause) r.upstream_cause = b->cause;
+    if (r.message.empty()) r.message = b->message;
+  }
+  return r;
+}
+
+std::string Stream::client_finish_reason(const Ending& e) const {
+  if (e.cause == Cause::kEos || e.cause == Cause::kStopSequence) return "stop";
+  if (decision_.on_cut.finish_reason == policy::FinishReasonStyle::kCause &&
+      proto::is_serving_cut(e.cause)) {
+    return std::string(proto::to_string(e.cause));
+  }
+  return std::string(proto::default_finish_reason(e.cause));
+}
+
+void Stream::release_admission() {
+  if (queued_) {
+    queued_ = false;
+    queue_->cancel(id_);
+    gw_.unregister_waiter(id_);
+  }
+  if (admitted_) {
+    admitted_ = false;
+    std::vector<policy::Dequeued> next;
+    if (auto d = queue_->release()) next.push_back(*d);
+    gw_.dispatch_admitted(*queue_, std::move(next));
+  }
+  if (queue_) {
+    gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+  }
+}
+
+void Stream::finish(Ending e) {
+  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
+  phase_ = Phase::kFinish;
+  deadline_timer_.cancel();
+  ttft_timer_.cancel();
+  idle_timer_.cancel();
+  queue_timer_.cancel();
+  upstream_call_.cancel();
+  release_admission();
+
+  proto::StopRecord record = build_record(e);
+  grant_.settle(record.output_tokens);
+  const std::string stop_header = proto::stop_header_value(record);
+
+  int status = 200;
+  if (e.cause != Cause::kClientCancel && !client_->closed()) {
+    if (e.error && !client_->head_sent()) {
+      status = e.status != 0 ? e.status : e.error->status();
+      proto::ErrorBodyFields fields;
+      fields.param = e.param;
+      fields.cutline = &record;
+      const std::string body = proto::error_body(*e.error, fields);
+      proto::HttpHeaders h{{"Content-Type", "application/json"},
+                           {"Cutline-Stop", stop_header},
+                           {"Cutline-Request-Id", request_id_}};
+      if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
+      bytes_out_ += static_cast<int64_t>(body.size());
+      client_->send_simple(status, h, body);
+    } else if (parsed_.stream && parsed_ok_) {
+      start_client_head();
+      if (e.error) {
+        relay_.write_error_event(*e.error, record, out_);
+      } else {
+        relay_.write_end(record, client_finish_reason(e), out_);
+      }
+      send_client_bytes();
+      client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
+    } else {
+      relay_.write_end(record, client_finish_reason(e), out_);
+      proto::HttpHeaders h{{"Content-Type", "application/json"},
+                           {"Cutline-Stop", stop_header},
+                           {"Cutline-Request-Id", request_id_}};
+      bytes_out_ += static_cast<int64_t>(out_.size());
+      client_->send_simple(200, h, out_);
+      out_.clear();
+    }
+  } else {
+    status = 499;  // nginx's "client closed request"
+  }
+
+  if (AccessLog* log = gw_.access_log()) {
+    AccessLogEntry entry;
+    entry.ts_unix_s = arrival_unix_s_;
+    entry.request_id = request_id_;
+    entry.method = client_->request().method;
+    entry.path = client_->request().path();
+    entry.tenant = tenant_;
+    entry.model = parsed_.model;
+    entry.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
+    entry.status = status;
+    entry.bytes_in = bytes_in_;
+    entry.bytes_out = bytes_out_;
+    entry.stream = parsed_.stream;
+    entry.stop = &record;
+    log->write(entry);
+  }
+  RequestOutcome outcome;
+  outcome.route = route_of(endpoint_);
+  outcome.model = parsed_.model;
+  outcome.tenant = tenant_;
+  outcome.policy = decision_.policy_name;
+  outcome.code = status;
+  outcome.stop = &record;
+  outcome.itl = &timing_.itl();
+  outcome.clamp_rule = clamp_rule_;
+  gw_.metrics().record(outcome);
+  gw_.metrics().stream_closed();
+
+  phase_ = Phase::kDone;
+  // Drop the worker's reference later, never inside a callback of this stream.
+  Worker* w = &worker_;
+  const uint64_t id = id_;
+  worker_.loop.post([w, id] { w->streams.erase(id); });
+}
+
+void Stream::describe(proto::JsonWriter& w, int64_t now) const {
+  auto left = [&](const proto::Timer& t, const std::optional<int64_t>& limit_ms,
+                  int64_t from_ns) -> std::optional<double> {
+    if (!t.armed() || !limit_ms) return std::nullopt;
+    return static_cast<double>(*limit_ms) - (now - from_ns) / 1e6;
+  };
+  w.begin_object();
+  w.field("request_id", request_id_).field("tenant", tenant_).field("model", parsed_.model);
+  w.field("policy", decision_.policy_name).field("phase", to_string(phase_));
+  w.field("stream", parsed_.stream).field("tokens", timing_.tokens());
+  w.field("upstream_paused", upstream_paused_).field("bytes_out", bytes_out_);
+  w.field("elapsed_ms", (now - timing_.arrival_ns()) / 1e6);
+  w.optional_field("deadline_left_ms",
+                   left(deadline_timer_, decision_.deadline.ms, timing_.arrival_ns()));
+  w.optional_field("ttft_left_ms",
+                   left(ttft_timer_, decision_.ttft_timeout.ms, timing_.arrival_ns()));
+  const int64_t idle_from =
+      timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns();
+  w.optional_field("idle_left_ms", left(idle_timer_, decision_.idle_timeout.ms, idle_from));
+  if (queued_) {
+    w.field("queue_left_ms", static_cast<double>(decision_.admission.queue_timeout_ms) -
+                                 (now - timing_.arrival_ns()) / 1e6);
+  }
+  w.end_object();
+}
+
+}  // namespace cutline::gateway
