@@ -3,6 +3,7 @@
 // stream.cc.
 
 #include <algorithm>
+#include <cmath>
 
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
@@ -38,21 +39,34 @@ Ending Stream::timer_cut(Cause cause, const policy::TimeLimit& limit, double obs
   return e;
 }
 
+// libevent's timer clock and the injected Clock may disagree by a fraction of a millisecond: a
+// timer that fires before the limit has passed on the Clock waits for the rest, so a record
+// never shows observed < limit.
+bool Stream::rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms) {
+  if (observed_ms >= static_cast<double>(limit_ms)) return false;
+  timer.arm(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limit_ms - observed_ms))));
+  return true;
+}
+
 void Stream::on_deadline() {
-  finish(timer_cut(Cause::kGatewayDeadline, decision_.deadline, elapsed_ms()));
+  const double e = elapsed_ms();
+  if (rearm_if_early(deadline_timer_, *decision_.deadline.ms, e)) return;
+  finish(timer_cut(Cause::kGatewayDeadline, decision_.deadline, e));
 }
 
 void Stream::on_ttft_timeout() {
   if (timing_.has_first_token()) return;
-  finish(timer_cut(Cause::kGatewayTtftTimeout, decision_.ttft_timeout, elapsed_ms()));
+  const double e = elapsed_ms();
+  if (rearm_if_early(ttft_timer_, *decision_.ttft_timeout.ms, e)) return;
+  finish(timer_cut(Cause::kGatewayTtftTimeout, decision_.ttft_timeout, e));
 }
 
 void Stream::on_idle_timeout() {
   const int64_t idle_ms = *decision_.idle_timeout.ms;
   const int64_t last = timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns();
   const double gap_ms = (now_ns() - last) / 1e6;
-  if (timing_.has_first_token() && gap_ms < static_cast<double>(idle_ms)) {
-    // A token arrived since the timer was armed: wait for the rest of the gap.
+  if (gap_ms < static_cast<double>(idle_ms)) {
+    // A token arrived since the timer was armed (or it fired early): wait for the rest.
     idle_timer_.arm(std::max<int64_t>(1, idle_ms - static_cast<int64_t>(gap_ms)));
     return;
   }

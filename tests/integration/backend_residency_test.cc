@@ -1,6 +1,7 @@
 // cutline-backend with several models and small memory budgets: model switching with timed load
 // phases, warm return, eviction, and preemptions under a tiny KV pool.
 
+#include <filesystem>
 #include <future>
 #include <vector>
 
@@ -120,6 +121,46 @@ TEST(BackendResidency, KeepResidentPinsAModel) {
   auto tiny = stream_record(b, "tiny");
   ASSERT_TRUE(tiny.has_value());
   EXPECT_EQ(tiny->model_state, "resident");
+}
+
+TEST(BackendResidency, BusyModelIsNotEvictedTheOtherRequestQueues) {
+  Backend b;
+  model::SynthOptions o;
+  o.layers = 8;
+  o.dim = 512;
+  o.heads = 8;
+  o.kv_heads = 4;
+  o.seed = 5;
+  const std::string slow = synth_model(b.dir(), "slow", o);
+  ASSERT_FALSE(slow.empty());
+  std::error_code ec;
+  // Room for the slow model, not for both.
+  const auto budget = std::filesystem::file_size(slow, ec) + 100 * 1024;
+  ASSERT_TRUE(b.start({"--model", "tiny=builtin", "--model", "slow=" + slow, "--weights-memory",
+                       std::to_string(budget)}))
+      << b.stderr_text();
+  RawClient client(b.port());
+  ASSERT_TRUE(client.connected());
+  client.post("/v1/completions",
+              R"({"model":"slow","prompt":"go","max_tokens":200,"ignore_eos":true,"stream":true})");
+  ASSERT_NE(client.read_until("\"text\":", 20000).find("\"text\":"), std::string::npos);
+  // tiny was evicted for slow; it cannot come back while slow is running.
+  auto tiny = stream_record(b, "tiny");
+  const std::string slow_body = client.read_until("[DONE]", 20000);
+  auto slow_rec = cutline_of(slow_body.substr(slow_body.rfind("\"cutline\"") - 1));
+  ASSERT_TRUE(slow_rec.has_value()) << slow_body.substr(slow_body.size() - 500);
+  EXPECT_EQ(slow_rec->cause, proto::Cause::kClientMaxTokens);  // never evicted under its stream
+  EXPECT_EQ(slow_rec->output_tokens, 200);
+  ASSERT_TRUE(tiny.has_value());
+  EXPECT_EQ(tiny->model_state, "evicted_then_loaded");
+  ASSERT_TRUE(tiny->phases.has_value());
+  // It waited for slow to finish: queue time, then its own load.
+  EXPECT_GT(tiny->phases->queue_ms, 50);
+  EXPECT_GT(tiny->phases->load_ms, 0);
+  auto state = b.get("/v1/cutline/state");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(json_number(state->body, "/models/1/resident"), 0) << state->body;
+  EXPECT_EQ(json_number(state->body, "/models/1/evictions"), 1);
 }
 
 TEST(BackendResidency, TinyKvPoolUnderConcurrencyCountsPreemptions) {

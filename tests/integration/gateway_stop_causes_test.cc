@@ -189,6 +189,7 @@ TEST_F(GatewayTest, GatewayDeadlineCutsALongStream) {
   EXPECT_GT(rec.output_tokens, 0);
   EXPECT_LT(rec.output_tokens, 200);
   EXPECT_EQ(rec.limit.value_or(0), 250);
+  EXPECT_GE(rec.observed.value_or(0), 250);
 }
 
 TEST_F(GatewayTest, DeadlineOnANonStreamingRequestLabelsBodyAndHeader) {

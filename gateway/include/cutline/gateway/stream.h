@@ -107,6 +107,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void on_idle_timeout();
   void on_queue_timeout();
   Ending timer_cut(proto::Cause cause, const policy::TimeLimit& limit, double observed_ms);
+  bool rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms);
 
   // ---- helpers -----------------------------------------------------------------------------
   proto::StopRecord build_record(const Ending& ending) const;
