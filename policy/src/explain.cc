@@ -14,13 +14,14 @@ std::string where(const Source& s) {
     case SourceKind::kNone:
       return "no limit set";
     case SourceKind::kClient:
-      return "client (" + std::string(s.path) + ")";
     case SourceKind::kClientHeader:
-      return "client (" + std::string(s.path) + ")";
+      return "client       " + std::string(s.path);
     default:
       break;
   }
-  std::string out = std::string(to_string(s.kind)) + "  " + std::string(s.path);
+  char kind[24];
+  std::snprintf(kind, sizeof kind, "%-12s ", std::string(to_string(s.kind)).c_str());
+  std::string out = kind + std::string(s.path);
   out += s.line > 0 ? " (line " + std::to_string(s.line) + ")" : " (default)";
   return out;
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <thread>
 
 namespace cutline::policy {
 namespace {
@@ -170,6 +172,62 @@ TEST(AdmissionQueue, RaisedLimitAdmitsWaitersLoweredLimitDrains) {
   EXPECT_FALSE(q.release());  // 2 running, limit 1: no slot yet
   EXPECT_FALSE(q.release());  // 1 running
   EXPECT_EQ(q.release()->waiter_id, 4u);
+}
+
+// Worker threads arrive and release concurrently: the slot limit is never exceeded and every
+// queued waiter is eventually admitted exactly once.
+TEST(AdmissionQueue, ConcurrentUseKeepsTheLimit) {
+  proto::ManualClock clock;
+  AdmissionQueue q({3, 10000}, clock);
+  std::atomic<int> running{0}, max_running{0}, admitted{0};
+  std::mutex mu;
+  std::vector<uint64_t> handed_over;  // waiters admitted by someone else's release
+  auto run_one = [&] {
+    int now = ++running;
+    int prev = max_running.load();
+    while (now > prev && !max_running.compare_exchange_weak(prev, now)) {
+    }
+    ++admitted;
+    --running;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = 0; i < 500; ++i) {
+        const uint64_t id = t * 1000 + i;
+        if (q.arrive(id, t % 2 ? "a" : "b", Priority::kInteractive, 60000) == Arrival::kAdmitted) {
+          run_one();
+          if (auto next = q.release()) {
+            std::lock_guard<std::mutex> lock(mu);
+            handed_over.push_back(next->waiter_id);
+          }
+        }
+        // Finish some of the handed-over waiters from this thread.
+        std::vector<uint64_t> mine;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          mine.swap(handed_over);
+        }
+        for (size_t k = 0; k < mine.size(); ++k) {
+          run_one();
+          if (auto next = q.release()) {
+            std::lock_guard<std::mutex> lock(mu);
+            handed_over.push_back(next->waiter_id);
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  while (!handed_over.empty()) {
+    handed_over.pop_back();
+    run_one();
+    if (auto next = q.release()) handed_over.push_back(next->waiter_id);
+  }
+  EXPECT_EQ(admitted.load(), 2000);
+  EXPECT_EQ(q.depth(), 0);
+  EXPECT_EQ(q.in_flight(), 0);
+  EXPECT_LE(max_running.load(), 3);
 }
 
 }  // namespace

@@ -28,16 +28,16 @@ TEST(Explain, EveryNumberNamesItsRuleAndLine) {
   for (const char* want :
        {"policy \"chat\"  (policies[0], line 7, first match wins)",
         "live state: queue_depth 9, in_flight 8", "requested max_tokens: 2000",
-        "max_output_tokens    256          adaptive  "
+        "max_output_tokens    256          adaptive     "
         "policies[0].budget.adaptive[0].max_output_tokens (line 11)",
         "global_pool          200000/min   global_pool  "
         "policies[0].budget.global_tokens_per_minute (line 10)",
-        "deadline             5s           client (header Cutline-Deadline-Ms)",
-        "ttft_timeout         10s          rule  policies[0].ttft_timeout (line 13)",
+        "deadline             5s           client       header Cutline-Deadline-Ms",
+        "ttft_timeout         10s          rule         policies[0].ttft_timeout (line 13)",
         "idle_timeout         -            no limit set",
-        "max_concurrent       8            rule  policies[0].admission.max_concurrent (line 14)",
-        "queue_timeout        2s           rule  policies[0].admission.queue_timeout (line 14)",
-        "on_cut               label/length rule  policies[0].on_cut (default)"}) {
+        "max_concurrent       8            rule         policies[0].admission.max_concurrent (line 14)",
+        "queue_timeout        2s           rule         policies[0].admission.queue_timeout (line 14)",
+        "on_cut               label/length rule         policies[0].on_cut (default)"}) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\n" << text;
   }
 }
