@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer build of Cutline and runs every fuzz target for a while.
+#
+#   tests/fuzz/run.sh [SECONDS_PER_TARGET (default 20)] [TARGET_REGEX (default: all)]
+#
+# The build (clang, -DCUTLINE_FUZZ=ON, ASan + UBSan, every library compiled with
+# -fsanitize=fuzzer-no-link so that libFuzzer sees coverage inside the parsers, not only in the
+# target file) goes to $CUTLINE_FUZZ_BUILD (default build-fuzz/). Each target starts from a copy of
+# its seed corpus tests/fuzz/corpus/<target>/ and may add inputs to that copy only. A crash leaves
+# its reproducer under build-fuzz/fuzz-artifacts/<target>/; fix the bug, then copy the reproducer
+# into tests/fuzz/corpus/<target>/ so that every build replays it (ctest fuzz_replay.<target>).
+# Exit status: 0 when every target ran clean, 1 otherwise.
+set -uo pipefail
+
+seconds="${1:-20}"
+filter="${2:-.}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${CUTLINE_FUZZ_BUILD:-$root/build-fuzz}"
+jobs="${JOBS:-2}"
+
+if ! command -v clang++ >/dev/null; then
+  echo "run.sh: clang++ not found; fuzz targets are only replayed over their corpus (ctest)" >&2
+  exit 0
+fi
+
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -G Ninja \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCUTLINE_FUZZ=ON -DCUTLINE_BUILD_BENCH=OFF -DCUTLINE_CUDA=OFF \
+  -DCUTLINE_SANITIZE=address,undefined \
+  -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
+  >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+
+targets=()
+for src in "$root"/tests/fuzz/*_fuzz.cc; do
+  name="$(basename "$src" .cc)"
+  [[ "$name" =~ $filter ]] && targets+=("$name")
+done
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+
+failed=()
+for t in "${targets[@]}"; do
+  # A target whose library is not part of this build (e.g. a module not built) is skipped.
+  if ! cmake --build "$build" --target "$t" -j"$jobs" >"$build/$t.build.log" 2>&1; then
+    if grep -q "unknown target" "$build/$t.build.log"; then
+      echo "== $t: not in this build, skipped"
+      continue
+    fi
+    echo "== $t: BUILD FAILED (see $build/$t.build.log)"
+    tail -20 "$build/$t.build.log"
+    failed+=("$t")
+    continue
+  fi
+  work="$build/fuzz-corpus/$t"
+  artifacts="$build/fuzz-artifacts/$t"
+  mkdir -p "$work" "$artifacts"
+  [[ -d "$root/tests/fuzz/corpus/$t" ]] && cp -n "$root/tests/fuzz/corpus/$t"/* "$work"/ 2>/dev/null
+  echo "== $t: ${seconds}s"
+  if "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
+       -artifact_prefix="$artifacts/" "$work" >"$build/$t.fuzz.log" 2>&1; then
+    grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$build/$t.fuzz.log" | tail -2
+  else
+    echo "== $t: FAILED; reproducer(s) in $artifacts/:"
+    ls "$artifacts"
+    grep -E "ERROR|SUMMARY|runtime error" "$build/$t.fuzz.log" | head -5
+    failed+=("$t")
+  fi
+done
+
+if ((${#failed[@]})); then
+  echo "fuzz: failed: ${failed[*]}"
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} target(s) ran clean"
