@@ -142,7 +142,7 @@ TEST(BackendResidency, BusyModelIsNotEvictedTheOtherRequestQueues) {
   RawClient client(b.port());
   ASSERT_TRUE(client.connected());
   client.post("/v1/completions",
-              R"({"model":"slow","prompt":"go","max_tokens":200,"ignore_eos":true,"stream":true})");
+              R"({"model":"slow","prompt":"go","max_tokens":120,"ignore_eos":true,"stream":true})");
   ASSERT_NE(client.read_until("\"text\":", 20000).find("\"text\":"), std::string::npos);
   // tiny was evicted for slow; it cannot come back while slow is running.
   auto tiny = stream_record(b, "tiny");
@@ -150,7 +150,7 @@ TEST(BackendResidency, BusyModelIsNotEvictedTheOtherRequestQueues) {
   auto slow_rec = cutline_of(slow_body.substr(slow_body.rfind("\"cutline\"") - 1));
   ASSERT_TRUE(slow_rec.has_value()) << slow_body.substr(slow_body.size() - 500);
   EXPECT_EQ(slow_rec->cause, proto::Cause::kClientMaxTokens);  // never evicted under its stream
-  EXPECT_EQ(slow_rec->output_tokens, 200);
+  EXPECT_EQ(slow_rec->output_tokens, 120);
   ASSERT_TRUE(tiny.has_value());
   EXPECT_EQ(tiny->model_state, "evicted_then_loaded");
   ASSERT_TRUE(tiny->phases.has_value());

@@ -236,6 +236,7 @@ BackendState BackendServer::state() const {
   {
     std::lock_guard<std::mutex> lock(active_mu_);
     st.active_requests = active_;
+    st.waiting_for_model = waiting_for_model_;
   }
   for (auto& status : residency_->snapshot()) {
     ModelStateView view;
@@ -282,8 +283,13 @@ void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
     return;
   }
   ++active_;
+  ++waiting_for_model_;
   load_waiters_.emplace_back([this, pending = std::move(pending)]() mutable {
     auto lease = residency_->acquire(pending->parsed.model);
+    {
+      std::lock_guard<std::mutex> lock(active_mu_);
+      --waiting_for_model_;
+    }
     proto::EventLoop& loop = pending->http->loop();
     auto shared_lease = std::make_shared<Result<residency::Lease>>(std::move(lease));
     loop.post([this, pending, shared_lease] {

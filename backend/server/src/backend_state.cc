@@ -6,6 +6,7 @@ namespace cutline::server {
 
 BackendTotals totals_of(const BackendState& state) {
   BackendTotals t;
+  t.queue_depth = state.waiting_for_model;
   for (const auto& m : state.models) {
     if (m.status.resident) t.weights_resident_bytes += m.status.weight_bytes;
     if (!m.engine) continue;
@@ -63,6 +64,7 @@ std::string backend_state_json(const BackendState& state) {
   w.begin_object();
   w.field("draining", state.draining);
   w.field("active_requests", state.active_requests);
+  w.field("waiting_for_model", state.waiting_for_model);
   w.field("queue_depth", t.queue_depth);
   w.field("running", t.running);
   w.key("kv_blocks").begin_object();

@@ -11,6 +11,7 @@ BackendState two_models() {
   s.weights_budget_bytes = 1000;
   s.device = "cpu: test";
   s.device_free_bytes = 5000;
+  s.waiting_for_model = 1;
   ModelStateView a;
   a.status.name = "a";
   a.status.resident = true;
@@ -41,7 +42,7 @@ TEST(BackendState, TotalsSumResidentModels) {
   EXPECT_EQ(t.kv_blocks_used, 3);
   EXPECT_EQ(t.kv_blocks_free, 5);
   EXPECT_EQ(t.kv_bytes_used, 300);
-  EXPECT_EQ(t.queue_depth, 2);
+  EXPECT_EQ(t.queue_depth, 3);  // 2 in the engine + 1 waiting for its model
   EXPECT_EQ(t.running, 1);
   const GaugeSnapshot g = gauges_of(two_models());
   EXPECT_EQ(g.device_free_bytes, 5000);
@@ -50,7 +51,7 @@ TEST(BackendState, TotalsSumResidentModels) {
 
 TEST(BackendState, JsonShowsModelsLastUseAndLoadPhases) {
   const std::string json = backend_state_json(two_models());
-  for (const char* part : {R"("queue_depth":2)", R"("running":1)",
+  for (const char* part : {R"("queue_depth":3)", R"("waiting_for_model":1)", R"("running":1)",
                            R"("kv_blocks":{"used":3,"free":5,"used_bytes":300})",
                            R"("budget_bytes":1000)", R"("resident_bytes":300)", R"("name":"a")",
                            R"("last_used_ms_ago":1000)", R"("phase":"kv_alloc")",

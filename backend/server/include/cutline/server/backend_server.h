@@ -87,6 +87,7 @@ class BackendServer {
   mutable std::mutex active_mu_;
   std::condition_variable active_cv_;
   int64_t active_ = 0;  // admitted streams + requests waiting for a load
+  int64_t waiting_for_model_ = 0;
   std::unordered_map<CompletionStream*, std::weak_ptr<CompletionStream>> streams_;
   std::vector<std::thread> load_waiters_;
   // Streams answered while draining: shutdown waits for their bytes to reach the kernel before

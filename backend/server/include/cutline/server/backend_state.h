@@ -29,6 +29,8 @@ struct BackendState {
   int64_t device_free_bytes = 0;
   bool draining = false;  // shutting down: new requests are refused
   int64_t active_requests = 0;
+  // Requests waiting for their model to load (or for room to load it): part of the queue.
+  int64_t waiting_for_model = 0;
 };
 
 // Sums over resident models.
@@ -37,7 +39,7 @@ struct BackendTotals {
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_free = 0;
   int64_t kv_bytes_used = 0;
-  int64_t queue_depth = 0;
+  int64_t queue_depth = 0;  // engine queues + requests waiting for their model
   int64_t running = 0;
   int64_t prefix_hits = 0;
 };
