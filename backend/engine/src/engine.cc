@@ -55,6 +55,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelRunner& runner,
                  : static_cast<int64_t>(config.kv_memory_fraction *
                                         static_cast<double>(runner.device_free_bytes()));
     n_blocks = kv::blocks_for_budget(budget, info.kv_bytes_per_token, config.block_size);
+    // More blocks than max_running full context windows can never be used.
+    if (info.context_length > 0) {
+      const int64_t per_seq = (info.context_length + config.block_size - 1) / config.block_size;
+      n_blocks = static_cast<int32_t>(
+          std::min<int64_t>(n_blocks, per_seq * static_cast<int64_t>(config.max_running)));
+    }
   }
   if (n_blocks <= 0) {
     return make_error(ErrorKind::kExhausted, "KV memory budget of " + std::to_string(budget) +

@@ -34,6 +34,10 @@ TEST(Engine, SizesPoolFromMemoryBudgetAndAllocatesRunnerKv) {
   EXPECT_EQ(runner.n_blocks(), 10);
   EXPECT_EQ(engine->stats().kv_blocks_free, 10);
 
+  cfg.kv_memory_bytes = int64_t{1} << 40;  // capped at max_running full context windows
+  cfg.max_running = 3;
+  EXPECT_EQ(make_engine(runner, tok, cfg)->num_blocks(), 3 * 4096 / 16);
+
   cfg.kv_memory_bytes = 100;  // not even one block
   auto none = Engine::create(runner, tok, cfg);
   ASSERT_FALSE(none.ok());

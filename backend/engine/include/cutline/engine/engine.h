@@ -53,7 +53,8 @@ namespace cutline::engine {
 struct EngineConfig {
   int32_t block_size = 16;  // tokens per KV block
   // KV memory budget. num_blocks > 0 wins (tests); else kv_memory_bytes > 0 (--kv-memory);
-  // else kv_memory_fraction of ModelRunner::device_free_bytes() at create().
+  // else kv_memory_fraction of ModelRunner::device_free_bytes() at create(). A budget is capped
+  // at max_running full context windows (more blocks could never be used).
   int32_t num_blocks = 0;
   int64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.5;
