@@ -106,7 +106,16 @@ void Http1ServerConnection::parse_input(evbuffer* input) {
 
 void Http1ServerConnection::fail_request(const Error& error) {
   std::string response;
-  write_error_response(response, error);
+  if (const auto& hook = host_.options().on_protocol_error) {
+    HttpHeaders headers{{"Content-Type", "application/json"}};
+    std::string body = protocol_error_json(error);
+    hook(pending_, error, headers, body);
+    write_response_head(response, error.status(), headers, BodyFraming::length(body.size()),
+                        /*keep_alive=*/false);
+    response.append(body);
+  } else {
+    write_error_response(response, error);
+  }
   conn_->write(response);
   conn_->close_after_flush();
 }

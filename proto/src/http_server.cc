@@ -102,6 +102,12 @@ Status HttpServer::start() {
   return Status();
 }
 
+void HttpServer::stop_accepting() {
+  if (!started_ || stopped_ || !workers_->running()) return;
+  workers_->run_on_all_and_wait(
+      [this](EventLoop& loop) { per_loop_[static_cast<size_t>(loop.index())]->listener.reset(); });
+}
+
 void HttpServer::stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;

@@ -407,3 +407,58 @@ TEST(HttpServerTest, StopClosesOpenStreamsWithOnClose) {
 
 }  // namespace
 }  // namespace cutline::proto
+
+namespace cutline::proto {
+namespace {
+
+// ServerOptions::on_protocol_error (added for the gateway) may decorate the server's own answer.
+TEST(HttpServerHooksTest, ProtocolErrorHookAddsHeadersAndReplacesTheBody) {
+  ServerOptions options;
+  options.limits.max_header_count = 2;
+  std::string seen_target;
+  options.on_protocol_error = [&](const HttpRequest& request, const Error& error,
+                                  HttpHeaders& headers, std::string& body) {
+    seen_target = request.target;
+    headers.add("Cutline-Stop", "{\"cause\":\"admission_rejected\"}");
+    body = "{\"replaced\":\"" + std::string(to_string(error.kind)) + "\"}";
+  };
+  HttpServer server(options, [](std::shared_ptr<ServerStream> s) { s->send_simple(200, {}, ""); });
+  ASSERT_TRUE(server.start().ok());
+  const int fd = testing::connect_raw(server.port());
+  testing::send_all(fd, "GET /x HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
+  const std::string got = testing::recv_all(fd);
+  close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 431 ", 0), 0u) << got;
+  EXPECT_NE(got.find("Cutline-Stop: {\"cause\":\"admission_rejected\"}\r\n"), std::string::npos);
+  EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), "{\"replaced\":\"headers_too_large\"}");
+  server.stop();
+}
+
+TEST(HttpServerHooksTest, StopAcceptingRefusesNewConnectionsAndKeepsOpenOnes) {
+  Notes notes;
+  std::shared_ptr<ServerStream> held;
+  HttpServer server(ServerOptions{}, [&](std::shared_ptr<ServerStream> s) {
+    s->send_head(200, {}, BodyFraming::chunked());
+    notes.update([&] { held = s; });
+  });
+  ASSERT_TRUE(server.start().ok());
+  const int fd = testing::connect_raw(server.port());
+  testing::send_all(fd, "GET / HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(notes.wait_for([&] { return held != nullptr; }));
+  server.stop_accepting();
+  EXPECT_LT(testing::connect_raw(server.port()), 0);  // refused
+  server.workers().run_on_all_and_wait([&](EventLoop& loop) {
+    if (&held->loop() == &loop) {
+      held->send_body("still here");
+      held->finish({});
+    }
+  });
+  const std::string got = testing::recv_until(
+      fd, [](const std::string& s) { return s.find("0\r\n\r\n") != std::string::npos; });
+  EXPECT_NE(got.find("still here"), std::string::npos);
+  close(fd);
+  server.stop();
+}
+
+}  // namespace
+}  // namespace cutline::proto

@@ -42,6 +42,14 @@ struct ServerOptions {
   // (keep-alive idle and slow request heads). 0 = never.
   int64_t idle_timeout_ms = 60000;
   int backlog = 4096;
+  // Called on the loop thread when the server answers a request itself instead of dispatching
+  // it (a parse error or a broken limit: 400, 413, 431). `request` holds what was parsed before
+  // the error (empty when the head was not complete). The hook may add headers to the answer and
+  // replace its JSON body (the gateway adds its stop record), and count or log it; it must not
+  // block. Null: the default answer only. (Added for the gateway's one-stop-record rule.)
+  std::function<void(const HttpRequest& request, const Error& error, HttpHeaders& headers,
+                     std::string& body)>
+      on_protocol_error;
 };
 
 // Called on a worker loop thread once per request.
@@ -64,6 +72,11 @@ class HttpServer {
   // Closes the listeners and every connection (open streams get their on_close callback), then
   // stops the server's own workers. Waits until that is done. Idempotent.
   void stop();
+
+  // Closes the listeners (new connections are refused) and keeps serving the connections already
+  // open, so that their streams can finish (graceful drain); stop() still closes those. Call
+  // from the controlling thread while the workers run. Idempotent.
+  void stop_accepting();
 
   // The bound port (valid after a successful start()).
   uint16_t port() const { return port_; }
