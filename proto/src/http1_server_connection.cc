@@ -2,6 +2,7 @@
 
 #include <event2/buffer.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "cutline/proto/event_loop.h"
@@ -137,7 +138,11 @@ bool Http1ServerConnection::on_head(Http1Head& head) {
   pending_.version_minor = head.version_minor;
   pending_.headers = std::move(head.headers);
   keep_alive_ = head.keep_alive;
-  if (head.content_length) pending_.body.reserve(static_cast<size_t>(*head.content_length));
+  if (head.content_length) {
+    // Already checked against max_body_bytes; capped anyway (0 = unlimited would trust the peer).
+    constexpr uint64_t kMaxReserve = 1024 * 1024;
+    pending_.body.reserve(static_cast<size_t>(std::min(*head.content_length, kMaxReserve)));
+  }
   if (head.expect_continue && head.version_minor >= 1) conn_->write(kContinue);
   return true;
 }
