@@ -398,6 +398,10 @@ void BackendServer::shutdown(int64_t drain_timeout_ms) {
   wait_for_flush(2000);
   if (http_) http_->stop();
   if (workers_) workers_->stop();
+  // No engine may wake a loop that is about to be destroyed.
+  for (const auto& name : residency_->model_names())
+    residency_->visit_resident(
+        name, [](residency::ResidentModel& m) { static_cast<ServedModel&>(m).stop(); });
   http_.reset();
   workers_.reset();  // destroys posted work, releasing any lease it held
   residency_->unload_all_idle();

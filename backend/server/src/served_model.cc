@@ -10,11 +10,15 @@
 
 namespace cutline::server {
 
-ServedModel::~ServedModel() {
-  // Engine thread first (no more wakes), then the router (pending drains become no-ops), then
-  // the engine, runner, tokenizer and file in reverse order of their dependencies.
+void ServedModel::stop() {
+  // Engine thread first (no more wakes), then the router (pending drains become no-ops).
   if (engine_) engine_->stop();
   if (router_) router_->close();
+}
+
+ServedModel::~ServedModel() {
+  // Then the engine, runner, tokenizer and file in reverse order of their dependencies.
+  stop();
   router_.reset();
   engine_.reset();
   runner_.reset();

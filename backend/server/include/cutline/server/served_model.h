@@ -41,6 +41,9 @@ class ServedModel final : public residency::ResidentModel {
   ~ServedModel() override;
 
   int64_t weight_bytes() const override;
+  // Stops the engine thread and the event routing (at shutdown, before the HTTP loops go away).
+  // Idempotent; the destructor does it too.
+  void stop();
   const std::string& name() const { return name_; }
   engine::Engine& engine() { return *engine_; }
   EventRouter& router() { return *router_; }
