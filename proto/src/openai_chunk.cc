@@ -27,21 +27,24 @@ bool is_null(od::value& v) {
 
 // A string or null; `present` false for null.
 simdjson::error_code optional_string(od::value& v, std::string_view& out, bool& present) {
-  if (is_null(v)) {
-    present = false;
-    out = {};
+  // The string case first: it is the common one, and a failed get_string leaves v unread.
+  if (v.get_string().get(out) == SUCCESS) {
+    present = true;
     return SUCCESS;
   }
-  present = true;
-  return v.get_string().get(out);
+  present = false;
+  out = {};
+  return is_null(v) ? SUCCESS : simdjson::INCORRECT_TYPE;
 }
 
 using json_scan::read_int;
 
 Status read_delta(od::value& v, ChunkChoice& c) {
-  if (is_null(v)) return {};
   od::object delta;
-  if (v.get_object().get(delta) != SUCCESS) return field_error("delta", "must be an object");
+  if (v.get_object().get(delta) != SUCCESS) {
+    if (is_null(v)) return {};
+    return field_error("delta", "must be an object");
+  }
   for (auto field : delta) {
     od::field f;
     if (std::move(field).get(f) != SUCCESS) return chunk_error("malformed delta");
@@ -126,9 +129,11 @@ Status ChunkParser::parse(std::string_view data) {
     if (f.unescaped_key().get(key) != SUCCESS) return chunk_error("has a malformed key");
     od::value value = f.value();
     if (key == "choices") {
-      if (is_null(value)) continue;
       od::array arr;
-      if (value.get_array().get(arr) != SUCCESS) return field_error("choices", "must be an array");
+      if (value.get_array().get(arr) != SUCCESS) {
+        if (is_null(value)) continue;
+        return field_error("choices", "must be an array");
+      }
       for (auto element : arr) {
         od::value cv;
         if (element.get(cv) != SUCCESS) return chunk_error("malformed choices");
