@@ -2,6 +2,7 @@
 // Harness for cutline-backend integration tests: starts the real binary on a free port (--port 0,
 // the port read from its "listening on" line) with its cache directory in a fresh temp dir, and
 // talks to it the way a user's client would (blocking http_fetch, or a raw socket to disconnect).
+// The temp dir is removed afterwards unless CUTLINE_KEEP_TEST_DIRS is set.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -120,7 +122,13 @@ class Backend {
   void signal(int sig) const {
     if (pid_ > 0) kill(pid_, sig);
   }
-  ~Backend() { stop(); }
+  ~Backend() {
+    stop();
+    if (!dir_.empty() && !std::getenv("CUTLINE_KEEP_TEST_DIRS")) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+  }
 
   Result<proto::HttpResponse> get(const std::string& path) const {
     return proto::http_fetch("http://127.0.0.1:" + std::to_string(port_) + path);
