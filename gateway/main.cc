@@ -1,12 +1,17 @@
 // cutline-gateway: the labeling OpenAI-compatible gateway.
 //
 //   cutline-gateway --config FILE [--workers N] [--port P] [--admin-port P] [--ready-file F]
+//                   [--drain-timeout DUR]
 //
 // --port / --admin-port override the policy's listen and admin ports (0 = any free port).
 // --ready-file: once serving, writes {"port":P,"admin_port":A} there (tests and scripts read it).
 // Reloads the policy on SIGHUP and whenever the file changes (inotify on its directory, so
-// editors that replace the file are seen); an invalid file keeps the policy in force. SIGINT and
-// SIGTERM stop the gateway.
+// editors that replace the file are seen); an invalid file keeps the policy in force.
+//
+// SIGINT / SIGTERM: graceful shutdown. The client listener closes at once, streams in flight may
+// finish for --drain-timeout (default 30s), the rest end with cause gateway_deadline (rule
+// "shutdown.drain_timeout"), then the spawned upstream processes get SIGTERM (SIGKILL 10 s
+// later). A second SIGINT / SIGTERM during the drain skips the rest of it.
 
 #include <poll.h>
 #include <signal.h>
@@ -19,14 +24,17 @@
 #include <cstring>
 #include <string>
 
+#include <chrono>
+
 #include "cutline/gateway/gateway.h"
+#include "cutline/policy/duration.h"
 
 namespace {
 
 int usage() {
   std::fprintf(stderr,
                "usage: cutline-gateway --config FILE [--workers N] [--port P] [--admin-port P] "
-               "[--ready-file F]\n");
+               "[--ready-file F] [--drain-timeout DUR]\n");
   return 2;
 }
 
@@ -35,6 +43,7 @@ int usage() {
 int main(int argc, char** argv) {
   cutline::gateway::GatewayOptions options;
   std::string ready_file;
+  int64_t drain_timeout_ms = 30000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -49,7 +58,14 @@ int main(int argc, char** argv) {
       options.admin_port_override = std::atoi(v);
     else if (a == "--ready-file" && (v = next()))
       ready_file = v;
-    else
+    else if (a == "--drain-timeout" && (v = next())) {
+      auto ms = cutline::policy::parse_duration_ms(v);
+      if (!ms) {
+        std::fprintf(stderr, "cutline-gateway: --drain-timeout: not a duration: %s\n", v);
+        return 2;
+      }
+      drain_timeout_ms = *ms;
+    } else
       return usage();
   }
   if (options.config_path.empty()) return usage();
@@ -117,6 +133,35 @@ int main(int argc, char** argv) {
         }
       }
       if (changed) (void)gateway->reload();
+    }
+  }
+  // Graceful shutdown: stop accepting, let streams finish up to the drain timeout, cut the rest.
+  using Clock = std::chrono::steady_clock;
+  const auto drain_start = Clock::now();
+  gateway->begin_drain();
+  size_t open = gateway->open_streams();
+  std::fprintf(stderr, "cutline-gateway: shutting down; draining %zu stream(s) for up to %lld ms\n",
+               open, static_cast<long long>(drain_timeout_ms));
+  auto drained_ms = [&] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - drain_start).count();
+  };
+  while (open > 0 && drained_ms() < static_cast<double>(drain_timeout_ms)) {
+    pollfd fd{sfd, POLLIN, 0};
+    if (poll(&fd, 1, 50) > 0 && (fd.revents & POLLIN)) {
+      signalfd_siginfo si{};
+      if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGHUP) break;
+    }
+    open = gateway->open_streams();
+  }
+  if (open > 0) {
+    std::fprintf(stderr,
+                 "cutline-gateway: ending %zu stream(s) still open (gateway_deadline, "
+                 "shutdown.drain_timeout)\n",
+                 open);
+    gateway->cut_remaining(drain_timeout_ms, drained_ms());
+    // Let the workers flush the labeled last chunks before the connections close.
+    for (int i = 0; i < 100 && gateway->open_streams() > 0; ++i) {
+      poll(nullptr, 0, 10);
     }
   }
   gateway->stop();

@@ -4,9 +4,11 @@
 
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
+#include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/json_writer.h"
+#include "cutline/proto/timer.h"
 
 namespace cutline::gateway {
 namespace {
@@ -87,43 +89,84 @@ void Admin::streams(std::shared_ptr<proto::ServerStream> s) {
   }
 }
 
+// Each upstream is probed with GET <base_path>/v1/models (any status counts as reachable); an
+// upstream that accepts but does not answer within kReadyProbeTimeoutMs counts as unreachable,
+// so /readyz never hangs. Supervised upstream processes must also be in state "ready".
 void Admin::ready(std::shared_ptr<proto::ServerStream> s) {
+  constexpr int64_t kReadyProbeTimeoutMs = 2000;
   auto policy = gw_.policy();
   struct Probe {
     std::shared_ptr<proto::ServerStream> stream;
     std::vector<proto::ClientHandle> calls;
-    std::vector<std::string> failed;
-    size_t left = 0;
+    std::vector<std::string> names;
+    std::vector<int> outcome;  // per upstream: 0 = waiting, 1 = answered, -1 = failed
+    std::unique_ptr<proto::Timer> timeout;
+    bool sent = false;
   };
   auto p = std::make_shared<Probe>();
   p->stream = std::move(s);
-  p->left = policy->upstreams.size();
-  if (p->left == 0) {
-    p->stream->send_simple(503, kJson, R"({"ready":false,"reason":"no upstreams"})");
-    return;
-  }
-  auto done_one = [p](const std::string* failed_name) {
-    if (failed_name) p->failed.push_back(*failed_name);
-    if (--p->left > 0) return;
+  Gateway* gw = &gw_;
+  auto answer = [gw](const std::shared_ptr<Probe>& p) {
+    if (p->sent) return;
+    p->sent = true;
+    bool ready = !p->names.empty() && !gw->draining();
     std::string body;
     proto::JsonWriter w(body);
-    w.begin_object().field("ready", p->failed.empty()).field("policy_loaded", true);
+    w.begin_object();
     w.key("unreachable").begin_array();
-    for (const auto& f : p->failed) w.value(f);
-    w.end_array().end_object();
-    p->stream->send_simple(p->failed.empty() ? 200 : 503, kJson, body);
-    p->stream->loop().post([p] { p->calls.clear(); });
+    for (size_t i = 0; i < p->names.size(); ++i) {
+      if (p->outcome[i] != 1) {
+        w.value(p->names[i]);
+        ready = false;
+      }
+    }
+    w.end_array();
+    w.key("processes").begin_array();
+    if (const Supervisor* sup = gw->supervisor()) {
+      for (const ProcessStatus& st : sup->statuses()) {
+        if (st.state != ProcessState::kReady) ready = false;
+        w.begin_object().field("upstream", st.upstream).field("state", to_string(st.state));
+        w.field("pid", static_cast<int64_t>(st.pid)).field("restarts", st.restarts);
+        if (!st.last_exit.empty()) w.field("last_exit", st.last_exit);
+        w.end_object();
+      }
+    }
+    w.end_array();
+    w.field("policy_loaded", true).field("draining", gw->draining());
+    if (p->names.empty()) w.field("reason", "no upstreams");
+    w.field("ready", ready).end_object();
+    p->stream->send_simple(ready ? 200 : 503, kJson, body);
+    p->stream->loop().post([p] {
+      for (auto& c : p->calls) c.cancel();
+      p->calls.clear();
+      p->timeout.reset();
+    });
   };
+  for (const policy::Upstream& u : policy->upstreams) p->names.push_back(u.name);
+  p->outcome.assign(p->names.size(), 0);
+  if (p->names.empty()) return answer(p);
+  auto finished = [p, answer](size_t i, bool ok) {
+    if (p->outcome[i] == 0) p->outcome[i] = ok ? 1 : -1;
+    for (int o : p->outcome) {
+      if (o == 0) return;
+    }
+    answer(p);
+  };
+  std::weak_ptr<Probe> weak = p;
+  p->timeout = std::make_unique<proto::Timer>(p->stream->loop(), [weak, answer] {
+    if (auto p = weak.lock()) answer(p);
+  });
+  p->timeout->arm(kReadyProbeTimeoutMs);
   Worker& worker = gw_.worker(p->stream->loop().index());
-  for (const policy::Upstream& u : policy->upstreams) {
+  for (size_t i = 0; i < policy->upstreams.size(); ++i) {
+    const policy::Upstream& u = policy->upstreams[i];
     proto::ClientRequest req;
     req.host = u.host;
     req.port = u.port;
     req.target = u.base_path + "/v1/models";
-    const std::string name = u.name;
     proto::ClientCallbacks cb;
-    cb.on_complete = [done_one](proto::HttpHeaders&) { done_one(nullptr); };
-    cb.on_error = [done_one, name](const proto::ClientError&) { done_one(&name); };
+    cb.on_complete = [finished, i](proto::HttpHeaders&) { finished(i, true); };
+    cb.on_error = [finished, i](const proto::ClientError&) { finished(i, false); };
     p->calls.push_back(worker.client->start(std::move(req), std::move(cb)));
   }
 }

@@ -10,6 +10,7 @@
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
 #include "cutline/proto/openai_error.h"
+#include "cutline/proto/stop_record.h"
 
 namespace cutline::gateway {
 namespace {
@@ -79,6 +80,22 @@ Status Gateway::start() {
   so.port = options_.port_override >= 0 ? static_cast<uint16_t>(options_.port_override) : l.port;
   so.limits.max_body_bytes = static_cast<size_t>(policy->limits.max_body_bytes);
   so.limits.max_header_bytes = static_cast<size_t>(policy->limits.max_header_bytes);
+  // The HTTP layer answers 400/413/431 itself; the hook gives that answer its stop record.
+  so.on_protocol_error = [this, limits = policy->limits](const proto::HttpRequest& req,
+                                                         const Error& e, proto::HttpHeaders& h,
+                                                         std::string& body) {
+    std::string rule = "request";
+    std::optional<double> limit;
+    if (e.kind == ErrorKind::kTooLarge) {
+      rule = "limits.max_body_bytes";
+      limit = static_cast<double>(limits.max_body_bytes);
+    } else if (e.kind == ErrorKind::kHeadersTooLarge) {
+      rule = "limits.max_header_bytes";
+      limit = static_cast<double>(limits.max_header_bytes);
+    }
+    metrics_.bad_request(to_string(e.kind));
+    answer_without_stream(req, e, std::move(rule), limit, h, body);
+  };
   server_ = std::make_unique<proto::HttpServer>(
       so, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); }, workers_);
   workers_.start();
@@ -95,7 +112,7 @@ Status Gateway::start() {
     per_loop_[static_cast<size_t>(loop.index())]->client =
         std::make_unique<proto::HttpClient>(loop, co);
   });
-  if (Status s = server_->start(); !s.ok()) return s;
+  // The admin listener first, so that /readyz reports the upstream processes while they start.
   if (policy->admin) {
     const uint16_t port = options_.admin_port_override >= 0
                               ? static_cast<uint16_t>(options_.admin_port_override)
@@ -103,6 +120,9 @@ Status Gateway::start() {
     admin_ = std::make_unique<Admin>(*this, policy->admin->host, port);
     if (Status s = admin_->start(); !s.ok()) return s;
   }
+  supervisor_ = std::make_unique<Supervisor>(*policy, metrics_, options_.supervisor);
+  if (Status s = supervisor_->start(); !s.ok()) return s;
+  if (Status s = server_->start(); !s.ok()) return s;
   return {};
 }
 
@@ -118,6 +138,74 @@ void Gateway::stop() {
     w.client.reset();
   });
   workers_.stop();
+  if (supervisor_) supervisor_->stop();
+}
+
+void Gateway::begin_drain() {
+  if (!started_ || draining_.exchange(true)) return;
+  if (server_) server_->stop_accepting();
+}
+
+size_t Gateway::open_streams() {
+  if (!started_) return 0;
+  std::atomic<size_t> open{0};
+  workers_.run_on_all_and_wait([this, &open](proto::EventLoop& loop) {
+    const Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
+    size_t n = w.passthroughs.size();
+    for (const auto& [id, stream] : w.streams) n += stream->phase() != Phase::kDone ? 1 : 0;
+    open += n;
+  });
+  return open.load();
+}
+
+void Gateway::cut_remaining(int64_t drain_timeout_ms, double drained_ms) {
+  if (!started_) return;
+  workers_.run_on_all_and_wait([this, drain_timeout_ms, drained_ms](proto::EventLoop& loop) {
+    Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
+    std::vector<std::shared_ptr<Stream>> open;
+    for (const auto& [id, stream] : w.streams) open.push_back(stream);
+    for (const auto& stream : open) stream->cut_for_shutdown(drain_timeout_ms, drained_ms);
+  });
+}
+
+void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& error,
+                                    std::string rule, std::optional<double> limit,
+                                    proto::HttpHeaders& headers, std::string& body) {
+  char id[32];
+  std::snprintf(id, sizeof id, "cl-%llx", static_cast<unsigned long long>(next_stream_id()));
+  proto::StopRecord record;
+  record.cause = proto::Cause::kAdmissionRejected;
+  record.reporter = "gateway";
+  record.message = error.message;
+  record.request_id = id;
+  record.rule = std::move(rule);
+  record.limit = limit;
+  if (limit) record.unit = "bytes";
+  proto::ErrorBodyFields fields;
+  fields.cutline = &record;
+  body = proto::error_body(error, fields);
+  headers.add("Cutline-Stop", proto::stop_header_value(record));
+  headers.add("Cutline-Request-Id", id);
+  const int status = error.status();
+  const std::string path(req.path());
+  const bool openai = path == "/v1/chat/completions" || path == "/v1/completions";
+  if (AccessLog* log = access_log()) {
+    AccessLogEntry e;
+    e.ts_unix_s = unix_now_s();
+    e.request_id = id;
+    e.method = req.method;
+    e.path = path;
+    e.status = status;
+    e.bytes_in = static_cast<int64_t>(req.body.size());
+    e.bytes_out = static_cast<int64_t>(body.size());
+    e.stop = &record;
+    log->write(e);
+  }
+  RequestOutcome o;
+  o.route = openai ? std::string_view(path) : std::string_view("other");
+  o.code = status;
+  o.stop = &record;
+  metrics_.record(o);
 }
 
 uint16_t Gateway::port() const { return server_ ? server_->port() : 0; }
@@ -209,6 +297,15 @@ void Gateway::dispatch_admitted(policy::AdmissionQueue& queue,
 }
 
 void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
+  if (draining_.load()) {
+    // A new request on a keep-alive connection opened before the drain began.
+    proto::HttpHeaders h{{"Content-Type", "application/json"}};
+    std::string body;
+    const Error e = make_error(ErrorKind::kExhausted, "the gateway is shutting down");
+    answer_without_stream(s->request(), e, "shutdown", std::nullopt, h, body);
+    s->send_simple(e.status(), h, body);
+    return;
+  }
   Worker& w = *per_loop_[static_cast<size_t>(s->loop().index())];
   const uint64_t id = next_stream_id();
   const std::string_view path = s->request().path();

@@ -88,6 +88,14 @@ GatewayMetrics::GatewayMetrics(LabelBounds bounds)
                        .Name("cutline_bad_requests_total")
                        .Help("Requests rejected as bad input, by error kind")
                        .Register(r);
+  process_restarts_ = &prometheus::BuildCounter()
+                           .Name("cutline_upstream_process_restarts_total")
+                           .Help("Restarts of a supervised (spawned) upstream process")
+                           .Register(r);
+  upstream_ready_ = &prometheus::BuildGauge()
+                         .Name("cutline_upstream_ready")
+                         .Help("1 when a supervised upstream process answers /healthz, else 0")
+                         .Register(r);
   active_streams_ = &prometheus::BuildGauge()
                          .Name("cutline_active_streams")
                          .Help("Streams being relayed now")
@@ -173,6 +181,14 @@ void GatewayMetrics::policy_reload(bool ok) {
 
 void GatewayMetrics::bad_request(std::string_view kind) {
   bad_requests_->Add({{"kind", std::string(kind)}}).Increment();
+}
+
+void GatewayMetrics::upstream_process_restarted(std::string_view upstream) {
+  process_restarts_->Add({{"upstream", std::string(upstream)}}).Increment();
+}
+
+void GatewayMetrics::set_upstream_ready(std::string_view upstream, bool ready) {
+  upstream_ready_->Add({{"upstream", std::string(upstream)}}).Set(ready ? 1 : 0);
 }
 
 std::string GatewayMetrics::serialize() const {

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include <simdjson.h>
+
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
@@ -14,6 +16,25 @@ namespace {
 double unix_now_s() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+// The model a passthrough request names: "model" in a JSON object body (/v1/embeddings, ...), or
+// the last path segment of /v1/models/{model}. "" when it names none.
+std::string model_of(const proto::HttpRequest& req) {
+  const std::string_view path = req.path();
+  constexpr std::string_view kModels = "/v1/models/";
+  if (path.size() > kModels.size() && path.substr(0, kModels.size()) == kModels) {
+    return std::string(path.substr(kModels.size()));
+  }
+  const size_t first = req.body.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || req.body[first] != '{') return {};
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(req.body);
+  simdjson::ondemand::document doc;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS) return {};
+  std::string_view model;
+  if (doc.find_field_unordered("model").get_string().get(model) != simdjson::SUCCESS) return {};
+  return std::string(model);
 }
 
 }  // namespace
@@ -40,7 +61,10 @@ void Passthrough::start() {
   if (policy_->upstreams.empty()) {
     return respond_error(make_error(ErrorKind::kNotFound, "no upstream configured"));
   }
-  upstream_ = &policy_->upstreams.front();
+  // Routed by the model the request names (model globs of upstreams[]), else the first upstream.
+  const std::string model = model_of(req);
+  upstream_ = model.empty() ? nullptr : policy_->upstream_for_model(model);
+  if (!upstream_) upstream_ = &policy_->upstreams.front();
   proto::ClientRequest up;
   up.method = req.method;
   up.host = upstream_->host;

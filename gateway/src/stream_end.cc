@@ -101,6 +101,22 @@ void Stream::on_client_close() {
   finish(std::move(e));
 }
 
+void Stream::cut_for_shutdown(int64_t drain_timeout_ms, double drained_ms) {
+  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
+  Ending e;
+  e.cause = Cause::kGatewayDeadline;
+  e.rule = "shutdown.drain_timeout";
+  e.limit = static_cast<double>(drain_timeout_ms);
+  e.observed = drained_ms;
+  e.unit = "ms";
+  e.message =
+      "gateway shutting down: drain timeout of " + std::to_string(drain_timeout_ms) + " ms passed";
+  if (decision_.on_cut.mode == policy::CutMode::kError) {
+    e.error = make_error(ErrorKind::kTimeout, e.message);
+  }
+  finish(std::move(e));
+}
+
 // ---- finish --------------------------------------------------------------------------------
 
 proto::StopRecord Stream::build_record(const Ending& e) const {

@@ -2,9 +2,11 @@
 // Admin: the gateway's separate admin listener (policy `admin.address`):
 //   GET /metrics              Prometheus text format (prometheus-cpp core TextSerializer)
 //   GET /healthz              200 "ok" while the process serves
-//   GET /readyz               200 when the policy is loaded and every upstream answers
-//                             (GET <base_path>/v1/models, any status); 503 naming those that do
-//                             not
+//   GET /readyz               200 when the policy is loaded, every upstream answers
+//                             (GET <base_path>/v1/models, any status, within 2 s), every
+//                             supervised upstream process is "ready" and the gateway is not
+//                             draining; else 503. The body names the unreachable upstreams and
+//                             each process: {"upstream","state","pid","restarts","last_exit"}
 //   GET /v1/cutline/streams   live streams across all workers: tenant, model, phase, tokens so
 //                             far, time left on each armed timer
 //   GET /v1/cutline/policy    the policy in force: file, generation, load time, rules and limits

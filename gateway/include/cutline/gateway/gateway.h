@@ -13,11 +13,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cutline/gateway/access_log.h"
 #include "cutline/gateway/metrics.h"
+#include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/policy_holder.h"
@@ -36,6 +38,8 @@ struct GatewayOptions {
   // Overrides the policy's listen/admin ports (tests pass 0 for a free port); -1 = as configured.
   int port_override = -1;
   int admin_port_override = -1;
+  // Co-located upstream processes (policy upstreams[i].spawn): restart back-off, stop grace.
+  SupervisorOptions supervisor;
 };
 
 class Gateway {
@@ -44,8 +48,25 @@ class Gateway {
   static Result<std::unique_ptr<Gateway>> create(GatewayOptions options);
   ~Gateway();
 
+  // Starts the workers and the admin listener, then the supervised upstream processes (waiting
+  // until each answers /healthz), then the client listener. An upstream that never becomes
+  // ready fails start() with a message naming it.
   Status start();
+  // Closes every connection (streams still open end as client_cancel), then stops the
+  // supervised upstream processes (SIGTERM, SIGKILL after the grace period).
   void stop();
+
+  // Graceful shutdown, in this order from the controlling thread: begin_drain() closes the
+  // client listener (new connections are refused; a new request on an open keep-alive
+  // connection gets 503 with a stop record, cause admission_rejected, rule "shutdown"); poll
+  // open_streams() until 0 or the drain timeout; cut_remaining() ends what is left with cause
+  // gateway_deadline, rule "shutdown.drain_timeout"; then stop().
+  void begin_drain();
+  bool draining() const { return draining_.load(); }
+  size_t open_streams();
+  void cut_remaining(int64_t drain_timeout_ms, double drained_ms);
+  // The supervised upstream processes (null before start()).
+  const Supervisor* supervisor() const { return supervisor_.get(); }
   uint16_t port() const;
   uint16_t admin_port() const;
 
@@ -77,6 +98,13 @@ class Gateway {
  private:
   Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> initial);
   void handle(std::shared_ptr<proto::ServerStream> stream);
+  // Answers a request that never becomes a Stream (the HTTP layer's own 400/413/431, requests
+  // during a drain) with the one stop record every response carries (cause admission_rejected,
+  // `rule`), an access-log line and the metrics. Fills `headers` and `body` (OpenAI-style error
+  // with the record in error.cutline). Any worker thread.
+  void answer_without_stream(const proto::HttpRequest& request, const Error& error,
+                             std::string rule, std::optional<double> limit,
+                             proto::HttpHeaders& headers, std::string& body);
   void apply_queue_limits(const policy::Policy& policy);
 
   GatewayOptions options_;
@@ -90,6 +118,8 @@ class Gateway {
   std::vector<std::unique_ptr<Worker>> per_loop_;
   std::unique_ptr<proto::HttpServer> server_;
   std::unique_ptr<Admin> admin_;
+  std::unique_ptr<Supervisor> supervisor_;
+  std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{1};
 
   std::mutex queues_mu_;

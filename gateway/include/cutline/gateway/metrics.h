@@ -80,6 +80,11 @@ class GatewayMetrics {
   // Bad input rejected before any policy applies (the kind is an ErrorKind label).
   void bad_request(std::string_view kind);
 
+  // Supervised upstream processes (supervisor.h): a restart after the process died, and whether
+  // it answers /healthz now. Upstream names come from the config (bounded).
+  void upstream_process_restarted(std::string_view upstream);
+  void set_upstream_ready(std::string_view upstream, bool ready);
+
   // Prometheus text exposition format of every series.
   std::string serialize() const;
 
@@ -104,6 +109,8 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>* upstream_errors_;
   prometheus::Family<prometheus::Counter>* reloads_;
   prometheus::Family<prometheus::Counter>* bad_requests_;
+  prometheus::Family<prometheus::Counter>* process_restarts_;
+  prometheus::Family<prometheus::Gauge>* upstream_ready_;
   prometheus::Gauge* active_streams_;
 };
 

@@ -5,8 +5,10 @@
 // headers except hop-by-hop, body, back-pressure included). Authentication applies when tenants
 // are configured. One access-log line per request (no stop record: nothing is generated).
 //
-// The upstream is the first one configured (model routing needs a model, which these requests
-// do not carry). Runs on the request's worker loop.
+// The upstream is chosen by the model the request names — "model" in a JSON object body
+// (/v1/embeddings, ...) or the {model} of /v1/models/{model} — with the upstreams' model globs;
+// a request that names none (or a model no upstream serves) goes to the first upstream
+// configured. Runs on the request's worker loop.
 
 #include <cstdint>
 #include <memory>

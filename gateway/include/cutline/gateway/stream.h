@@ -77,6 +77,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
   bool on_admitted(int64_t queue_wait_ns);
 
+  // The gateway is shutting down and its drain timeout has passed: ends the stream now with
+  // cause gateway_deadline, rule "shutdown.drain_timeout", limit = the drain timeout, observed =
+  // the time since the drain began. No-op once the stream is finishing.
+  void cut_for_shutdown(int64_t drain_timeout_ms, double drained_ms);
+
   uint64_t id() const { return id_; }
   Phase phase() const { return phase_; }
   // One entry of /v1/cutline/streams.

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The README's first command: installs what is missing, builds, and runs Cutline in the
+# foreground — cutline-gateway with deploy/local/cutline.yaml, which starts and supervises a
+# co-located cutline-backend serving the built-in tiny model. Once the gateway is ready it prints
+# the URLs and a curl line to paste. Ctrl-C stops both (streams may finish for --drain-timeout).
+#
+# Environment: CUTLINE_CONFIG (default deploy/local/cutline.yaml), CUTLINE_BUILD_DIR (default
+# build/; the config's build/backend/ path is then pointed at that build),
+# CUTLINE_SKIP_BUILD=1 (skip setup and build), CUTLINE_CACHE_DIR (where tiny=builtin is written).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"   # relative paths in the config (build/backend/cutline-backend) start here
+build=${CUTLINE_BUILD_DIR:-$root/build}
+config=${CUTLINE_CONFIG:-deploy/local/cutline.yaml}
+
+if [[ "${CUTLINE_SKIP_BUILD:-0}" != 1 ]]; then
+  bash deploy/setup.sh
+  CUTLINE_BUILD_DIR=$build bash deploy/build.sh
+fi
+
+if [[ "$(cd "$build" && pwd)" != "$root/build" ]]; then
+  rewritten=$(mktemp /tmp/cutline-config-XXXXXX.yaml)
+  sed "s#build/backend/#$build/backend/#g" "$config" >"$rewritten"
+  config=$rewritten
+fi
+
+# Addresses from the config, for the banner.
+listen=$(sed -n '/^listen:/,/^[a-z]/s/^ *- address: *\([^ #]*\).*/\1/p' "$config" | head -n1)
+admin=$(sed -n '/^admin:/,/^[a-z]/s/^ *address: *\([^ #]*\).*/\1/p' "$config" | head -n1)
+
+# The banner waits in the background for /readyz (the first start synthesizes the tiny model);
+# the gateway itself runs in the foreground so that Ctrl-C reaches it (and only it: the backend
+# has its own process group and is stopped by the gateway).
+(
+  for _ in $(seq 1 600); do
+    if curl -sf "http://$admin/readyz" >/dev/null 2>&1; then
+      cat >&2 <<BANNER
+
+  Cutline is ready.
+    OpenAI base URL   http://$listen/v1
+    admin / metrics   http://$admin/metrics   (also /readyz /v1/cutline/streams /v1/cutline/policy)
+
+  Stream a chat completion (tokens, then the last chunk with finish_reason and the "cutline"
+  stop record, then [DONE]):
+
+    curl -N http://$listen/v1/chat/completions -H 'Content-Type: application/json' -d '{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":16,"stream":true}'
+
+  Ctrl-C stops the gateway and the backend.
+
+BANNER
+      exit 0
+    fi
+    sleep 0.2
+  done
+  echo "run.sh: the gateway did not become ready in 120 s (see the log above)" >&2
+) &
+
+exec "$build/gateway/cutline-gateway" --config "$config"
