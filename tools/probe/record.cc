@@ -21,7 +21,7 @@ std::optional<double> RequestRecord::itl_max_ms() const {
 }
 
 std::string content_hash(std::string_view text) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = 14695981039346656037ULL;
   for (unsigned char c : text) {
     h ^= c;
     h *= 1099511628211ULL;
