@@ -189,6 +189,7 @@ void GatewayMetrics::upstream_process_restarted(std::string_view upstream) {
 
 void GatewayMetrics::set_upstream_ready(std::string_view upstream, bool ready) {
   upstream_ready_->Add({{"upstream", std::string(upstream)}}).Set(ready ? 1 : 0);
+  process_restarts_->Add({{"upstream", std::string(upstream)}});  // the series exists from 0
 }
 
 std::string GatewayMetrics::serialize() const {

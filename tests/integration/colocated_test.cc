@@ -300,5 +300,41 @@ TEST_F(Colocated, ZzShutdownDrainsCutsTheRestAndStopsTheBackend) {
   EXPECT_NE(err.find("upstream \"local\": stopped"), std::string::npos) << err;
 }
 
+// /readyz answers (503, naming it) even when an upstream accepts connections but never answers.
+TEST(ReadyzProbe, AnUpstreamThatNeverAnswersIsReportedWithinTheProbeTimeout) {
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(silent, 16), 0);  // the kernel completes connections; nobody reads
+  socklen_t len = sizeof a;
+  getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string dir = make_temp_dir();
+  std::ofstream(dir + "/cutline.yaml")
+      << "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\naccess_log: off\n"
+         "upstreams:\n  - name: silent\n    url: http://127.0.0.1:"
+      << ntohs(a.sin_port) << "\npolicies:\n  - name: default\n";
+  Process gateway;
+  gateway.start(
+      {CUTLINE_GATEWAY_BIN, "--config", dir + "/cutline.yaml", "--ready-file", dir + "/ready.json"},
+      dir + "/gateway.out", dir + "/gateway.err");
+  ASSERT_TRUE(wait_for([&] { return !read_file(dir + "/ready.json").empty(); }))
+      << read_file(dir + "/gateway.err");
+  const std::string ready = read_file(dir + "/ready.json");
+  const int admin = std::atoi(ready.c_str() + ready.rfind(':') + 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = proto::http_fetch("http://127.0.0.1:" + std::to_string(admin) + "/readyz", "GET", {}, {},
+                             10000);
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_NE(r->body.find(R"("unreachable":["silent"])"), std::string::npos) << r->body;
+  EXPECT_LT(took_s, 5.0);
+  gateway.stop();
+  ::close(silent);
+}
+
 }  // namespace
 }  // namespace cutline::test
