@@ -38,22 +38,25 @@ void JsonWriter::before_value() {
     after_key_ = false;
     return;
   }
-  if (!has_elements_.empty()) {
-    if (has_elements_.back()) out_.push_back(',');
-    has_elements_.back() = true;
+  if (depth_ > 0) {
+    const uint64_t bit = uint64_t{1} << (depth_ - 1);
+    if (has_elements_ & bit) out_.push_back(',');
+    has_elements_ |= bit;
   }
 }
 
 JsonWriter& JsonWriter::begin_object() {
   before_value();
   out_.push_back('{');
-  has_elements_.push_back(false);
+  assert(depth_ < kMaxDepth);
+  ++depth_;
+  has_elements_ &= ~(uint64_t{1} << (depth_ - 1));
   return *this;
 }
 
 JsonWriter& JsonWriter::end_object() {
-  assert(!has_elements_.empty() && !after_key_);
-  has_elements_.pop_back();
+  assert(depth_ > 0 && !after_key_);
+  --depth_;
   out_.push_back('}');
   return *this;
 }
@@ -61,13 +64,15 @@ JsonWriter& JsonWriter::end_object() {
 JsonWriter& JsonWriter::begin_array() {
   before_value();
   out_.push_back('[');
-  has_elements_.push_back(false);
+  assert(depth_ < kMaxDepth);
+  ++depth_;
+  has_elements_ &= ~(uint64_t{1} << (depth_ - 1));
   return *this;
 }
 
 JsonWriter& JsonWriter::end_array() {
-  assert(!has_elements_.empty() && !after_key_);
-  has_elements_.pop_back();
+  assert(depth_ > 0 && !after_key_);
+  --depth_;
   out_.push_back(']');
   return *this;
 }

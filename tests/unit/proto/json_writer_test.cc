@@ -28,3 +28,23 @@ TEST(JsonWriter, NonFiniteIsNull) {
 
 }  // namespace
 }  // namespace cutline::proto
+
+namespace cutline::proto {
+namespace {
+
+TEST(JsonWriter, DeepNestingTracksCommasPerLevel) {
+  std::string out;
+  JsonWriter w(out);
+  for (int i = 0; i < 40; ++i) w.begin_array().value(i);
+  for (int i = 0; i < 40; ++i) w.end_array();
+  // Every level holds its number and the nested array: "[0,[1,[2,...]]]".
+  EXPECT_EQ(out.substr(0, 10), "[0,[1,[2,[");
+  EXPECT_EQ(out.substr(out.size() - 6), "39]]]]");
+  std::string again;
+  JsonWriter w2(again);
+  w2.begin_object().key("a").begin_array().end_array().field("b", 1).end_object();
+  EXPECT_EQ(again, R"({"a":[],"b":1})");
+}
+
+}  // namespace
+}  // namespace cutline::proto

@@ -10,7 +10,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace cutline::proto {
 
@@ -56,9 +55,13 @@ class JsonWriter {
  private:
   void before_value();
 
+  // Containers nest at most this deep (asserted); a bit per level keeps the writer allocation-free.
+  static constexpr int kMaxDepth = 64;
+
   std::string& out_;
-  // One entry per open container: true once it holds at least one element.
-  std::vector<bool> has_elements_;
+  // Bit d of has_elements_ is set once the container open at depth d (1-based) holds an element.
+  uint64_t has_elements_ = 0;
+  int depth_ = 0;
   bool after_key_ = false;
 };
 
