@@ -150,6 +150,7 @@ Bandwidth measure_bandwidth(int threads) {
 struct Figures {
   double decode1_tps = 0, decode8_tps = 0, prefill_tps = 0;
   double decode_cpu_s_per_token = 0;  // CPU seconds per decoded token
+  double prefill_tokens_per_cpu_s = 0;
 };
 
 // Prefill `prompt` tokens for `batch` sequences, then `steps` decode steps.
@@ -165,6 +166,7 @@ Figures run(model::LlamaRunner& r, int batch, int prompt, int steps, bool time_p
   std::vector<float> logits;
   Figures f;
   auto t0 = Clock::now();
+  const double pc0 = cpu_secs();
   for (int b = 0; b < batch; ++b) {
     model::ForwardBatch fb;
     fb.steps.push_back({.seq_id = b,
@@ -174,7 +176,10 @@ Figures run(model::LlamaRunner& r, int batch, int prompt, int steps, bool time_p
                         .want_logits = true});
     if (!r.forward(fb, logits).ok()) std::abort();
   }
-  if (time_prefill) f.prefill_tps = batch * prompt / secs(t0);
+  if (time_prefill) {
+    f.prefill_tps = batch * prompt / secs(t0);
+    f.prefill_tokens_per_cpu_s = batch * prompt / (cpu_secs() - pc0);
+  }
   std::vector<int32_t> next(batch, 5);
   t0 = Clock::now();
   const double c0 = cpu_secs();
@@ -230,9 +235,10 @@ int main(int argc, char** argv) {
   std::printf("device: %s; model: llama %d layers, dim %d, ffn %d, heads %d/%d, vocab %d\n",
               dev->description().c_str(), spec.layers, spec.dim, spec.ffn, spec.heads,
               spec.kv_heads, spec.vocab);
-  std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s %10s %10s\n", "type", "file_GiB",
-              "B/token_GB", "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline", "dec8_tok/s",
-              "b8/b1", "prefill512", "cpu_ms/t1", "cpu_ms/t8");
+  std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s %10s %10s %10s %11s\n", "type",
+              "file_GiB", "B/token_GB", "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline",
+              "dec8_tok/s", "b8/b1", "prefill512", "cpu_ms/t1", "cpu_ms/t8", "cpu_b8/b1",
+              "pre512/cpus");
   size_t pos = 0;
   while (pos <= types.size()) {
     const size_t comma = std::min(types.find(',', pos), types.size());
@@ -279,12 +285,14 @@ int main(int argc, char** argv) {
     const Figures one = run(**runner, 1, 16, steps, false);
     const Figures eight = run(**runner, 8, 16, steps, false);
     const Figures pre = run(**runner, 1, 512, 1, true);
-    std::printf("%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f %10.1f %10.1f\n",
-                name.c_str(), shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs,
-                bw.copy_gbs, one.decode1_tps,
-                100.0 * per_token * one.decode1_tps / 1e9 / bw.read_gbs, eight.decode8_tps,
-                eight.decode8_tps / one.decode1_tps, pre.prefill_tps,
-                1e3 * one.decode_cpu_s_per_token, 1e3 * eight.decode_cpu_s_per_token);
+    std::printf(
+        "%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f %10.1f %10.1f %10.2f "
+        "%11.1f\n",
+        name.c_str(), shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs,
+        bw.copy_gbs, one.decode1_tps, 100.0 * per_token * one.decode1_tps / 1e9 / bw.read_gbs,
+        eight.decode8_tps, eight.decode8_tps / one.decode1_tps, pre.prefill_tps,
+        1e3 * one.decode_cpu_s_per_token, 1e3 * eight.decode_cpu_s_per_token,
+        one.decode_cpu_s_per_token / eight.decode_cpu_s_per_token, pre.prefill_tokens_per_cpu_s);
     std::fflush(stdout);
     if (!keep) std::remove(path.c_str());
   }

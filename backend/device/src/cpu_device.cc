@@ -127,15 +127,51 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   const int64_t n_out = w.rows, k = w.cols;
   const int64_t rb = row_bytes(w.type, k);
   const auto* base = static_cast<const uint8_t*>(w.data);
+  // Tasks own slices of output columns (weight rows); finer than the thread count so that a
+  // preempted core does not hold the step back, but at least kTileW rows each.
+  const int64_t n_tasks =
+      std::clamp<int64_t>(n_out / (4 * cpu::kTileW), 1, pool_.size() == 1 ? 1 : pool_.size() * 8);
+  const float* xs[cpu::kTileRows];
+  // The register-blocked tile reads weight blocks in place (F32/F16/BF16/Q8_0/Q4_0) or, for the
+  // other types, the F32 rows dequantized once per batch block. The path depends on the weight
+  // type and k only, never on n_rows: every (row, column) gets the same bits (cpu_kernels.h).
+  if (kernels_.dot_block != nullptr &&
+      kernels_.dot_block(DType::kF32, nullptr, 0, 0, xs, 0, k, nullptr, 0)) {
+    const bool in_place = kernels_.dot_block(w.type, nullptr, 0, 0, xs, 0, k, nullptr, 0);
+    pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
+      const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
+      float* wbuf = in_place ? nullptr : scratch(thread, cpu::kTileW * k);
+      const float* tile_xs[cpu::kTileRows];
+      for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
+        const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
+        for (int64_t n = n_begin; n < n_end; n += cpu::kTileW) {
+          const int nw = static_cast<int>(std::min<int64_t>(cpu::kTileW, n_end - n));
+          const void* wt = base + n * rb;
+          int64_t stride = rb;
+          DType type = w.type;
+          if (!in_place) {
+            for (int a = 0; a < nw; ++a)
+              kernels_.dequant(w.type, base + (n + a) * rb, wbuf + a * k, k);
+            wt = wbuf;
+            stride = k * 4;
+            type = DType::kF32;
+          }
+          for (int64_t b = b0; b < b1; b += cpu::kTileRows) {
+            const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, b1 - b));
+            for (int r = 0; r < nr; ++r) tile_xs[r] = x + (b + r) * k;
+            kernels_.dot_block(type, wt, stride, nw, tile_xs, nr, k, y + b * n_out + n, n_out);
+          }
+        }
+      }
+    });
+    return;
+  }
   const int tile = kernels_.dot_tile;
   // Small batches read the blocks in the dot product itself (no scratch round trip); large ones
   // dequantize a row once and reuse it. Both give the same bits (cpu_kernels.h), so the choice
   // by batch size keeps batch invariance.
   const bool fused = n_rows <= 2 * tile && kernels_.dot_rows_typed != nullptr &&
                      kernels_.dot_rows_typed(w.type, nullptr, nullptr, 0, k, nullptr);
-  // Tasks own slices of output columns (weight rows); finer than the thread count so that a
-  // preempted core does not hold the step back.
-  const int64_t n_tasks = std::min<int64_t>(n_out, pool_.size() == 1 ? 1 : pool_.size() * 8);
   pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
     const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
     float* wbuf = scratch(thread, k);
@@ -268,44 +304,69 @@ void CpuDevice::paged_attention(const AttentionArgs& a) {
   const int32_t group = a.n_heads / a.n_kv_heads;
   const int64_t q_dim = static_cast<int64_t>(a.n_heads) * a.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
-  // One task per (token, head): its softmax runs over positions 0..pos in order, so the result
-  // depends only on that query and the cache, never on what else is in the call.
-  pool_.run(static_cast<int64_t>(a.n_tokens) * a.n_heads, [&](int64_t task, int32_t thread) {
-    const int64_t t = task / a.n_heads;
-    const int32_t h = static_cast<int32_t>(task % a.n_heads);
-    const AttentionToken tok = a.tokens[t];
-    const int64_t n_ctx = static_cast<int64_t>(tok.pos) + 1;
-    float* scores = scratch(thread, n_ctx + a.head_dim);
-    float* acc = scores + n_ctx;
-    const float* q = a.q + t * q_dim + static_cast<int64_t>(h) * a.head_dim;
-    const int64_t head_off = static_cast<int64_t>(h / group) * a.head_dim;
-    const int32_t* table = a.block_tables + tok.table_begin;
-    auto row = [&](int64_t j) {
-      return static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-    };
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n_ctx; ++j) {
-      const float* kr = a.k_cache + row(j) * kv_dim + head_off;
-      float s;
-      kernels_.dot_rows(q, &kr, 1, a.head_dim, &s);
-      scores[j] = s * a.scale;
-      mx = std::max(mx, scores[j]);
-    }
-    float sum = 0;
-    for (int64_t j = 0; j < n_ctx; ++j) {
-      scores[j] = std::exp(scores[j] - mx);
-      sum += scores[j];
-    }
-    std::fill(acc, acc + a.head_dim, 0.0f);
-    for (int64_t j = 0; j < n_ctx; ++j) {
-      const float* vr = a.v_cache + row(j) * kv_dim + head_off;
-      const float p = scores[j];
-      for (int32_t d = 0; d < a.head_dim; ++d) acc[d] += p * vr[d];
-    }
-    const float inv = 1.0f / sum;
-    float* out = a.out + t * q_dim + static_cast<int64_t>(h) * a.head_dim;
-    for (int32_t d = 0; d < a.head_dim; ++d) out[d] = acc[d] * inv;
-  });
+  constexpr int kHeads = 4;  // query heads served by one pass over a KV head's rows
+  const int32_t n_sub = (group + kHeads - 1) / kHeads;
+  // One task per (token, KV head, up to kHeads of its query heads): each K and V row is read once
+  // for all those heads. Every head's softmax still runs over positions 0..pos in order with the
+  // same per-head operations (dot_rows and axpy_rows give each row the same bits whatever nr
+  // is), so a head's result depends only on its query and the cache, never on the call.
+  pool_.run(
+      static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * n_sub, [&](int64_t task, int32_t thread) {
+        const int64_t t = task / (int64_t{a.n_kv_heads} * n_sub);
+        const int32_t kvh = static_cast<int32_t>(task / n_sub % a.n_kv_heads);
+        const int32_t h0 = kvh * group + static_cast<int32_t>(task % n_sub) * kHeads;
+        const int nh = std::min<int32_t>(kHeads, kvh * group + group - h0);
+        const AttentionToken tok = a.tokens[t];
+        const int64_t n_ctx = static_cast<int64_t>(tok.pos) + 1;
+        float* scores = scratch(thread, kHeads * (n_ctx + a.head_dim));
+        const float* qs[kHeads];
+        float* accs[kHeads];
+        for (int i = 0; i < nh; ++i) {
+          qs[i] = a.q + t * q_dim + static_cast<int64_t>(h0 + i) * a.head_dim;
+          accs[i] = scores + kHeads * n_ctx + i * a.head_dim;
+        }
+        const int64_t head_off = static_cast<int64_t>(kvh) * a.head_dim;
+        const int32_t* table = a.block_tables + tok.table_begin;
+        auto row = [&](int64_t j) {
+          return static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        };
+        float mx[kHeads], sum[kHeads], s[kHeads];
+        for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
+        for (int64_t j = 0; j < n_ctx; ++j) {
+          const float* kr = a.k_cache + row(j) * kv_dim + head_off;
+          for (int i = 0; i < nh; i += kernels_.dot_tile)
+            kernels_.dot_rows(kr, qs + i, std::min(kernels_.dot_tile, nh - i), a.head_dim, s + i);
+          for (int i = 0; i < nh; ++i) {
+            scores[i * n_ctx + j] = s[i] * a.scale;
+            mx[i] = std::max(mx[i], scores[i * n_ctx + j]);
+          }
+        }
+        for (int i = 0; i < nh; ++i) {
+          float* sc = scores + i * n_ctx;
+          sum[i] = 0;
+          for (int64_t j = 0; j < n_ctx; ++j) {
+            sc[j] = std::exp(sc[j] - mx[i]);
+            sum[i] += sc[j];
+          }
+          std::fill(accs[i], accs[i] + a.head_dim, 0.0f);
+        }
+        float p[kHeads];
+        for (int64_t j = 0; j < n_ctx; ++j) {
+          const float* vr = a.v_cache + row(j) * kv_dim + head_off;
+          for (int i = 0; i < nh; ++i) p[i] = scores[i * n_ctx + j];
+          if (kernels_.axpy_rows != nullptr) {
+            kernels_.axpy_rows(vr, p, nh, a.head_dim, accs);
+          } else {
+            for (int i = 0; i < nh; ++i)
+              for (int32_t d = 0; d < a.head_dim; ++d) accs[i][d] += p[i] * vr[d];
+          }
+        }
+        for (int i = 0; i < nh; ++i) {
+          const float inv = 1.0f / sum[i];
+          float* out = a.out + t * q_dim + static_cast<int64_t>(h0 + i) * a.head_dim;
+          for (int32_t d = 0; d < a.head_dim; ++d) out[d] = accs[i][d] * inv;
+        }
+      });
 }
 
 }  // namespace

@@ -28,7 +28,21 @@ struct Kernels {
   // With nr == 0 it only answers whether it has one.
   bool (*dot_rows_typed)(DType type, const void* w, const float* const* xs, int nr, int64_t k,
                          float* out) = nullptr;
+  // Optional register-blocked tile: out[r * ldo + n] = dot(weight row n, xs[r]) for n < nw <=
+  // kTileW and r < nr <= kTileRows, weight rows `w_stride` bytes apart, read in place. Each
+  // weight vector is loaded (and converted) once for all nr rows. Every (n, r) pair gets the
+  // bits dot_rows(dequantized row n, xs[r]) would give, whatever nw and nr are, so tiling never
+  // breaks batch invariance. Returns false when it has no kernel for this type or k; nr == 0
+  // only asks.
+  bool (*dot_block)(DType type, const void* w, int64_t w_stride, int nw, const float* const* xs,
+                    int nr, int64_t k, float* out, int64_t ldo) = nullptr;
+  // acc[r][i] += p[r] * v[i] for i < n, r < nr <= 4 (attention's V accumulation; one order per
+  // element, independent of nr).
+  void (*axpy_rows)(const float* v, const float* p, int nr, int64_t n, float* const* acc) = nullptr;
 };
+
+constexpr int kTileW = 4;
+constexpr int kTileRows = 8;
 
 // The best ISA this CPU supports, capped by the environment variable CUTLINE_CPU_ISA
 // (scalar|avx2|avx512) when set.

@@ -4,6 +4,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "cpu_kernels.h"
@@ -123,6 +124,167 @@ TARGET bool dot_rows_typed(DType type, const void* w, const float* const* xs, in
   }
 }
 
+TARGET inline __m512 load_w16_f32(const void* w, int64_t i) {
+  return _mm512_loadu_ps(static_cast<const float*>(w) + i);
+}
+TARGET inline __m512 load_w16_bf16(const void* w, int64_t i) {
+  const __m512i v = _mm512_cvtepu16_epi32(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+TARGET inline __m512 load_w16_q4_0(const void* w, int64_t i) {
+  const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w)[i / kQK4_0];
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m128i nib = (i % kQK4_0) == 0 ? _mm_and_si128(q, _mm_set1_epi8(0xF))
+                                        : _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
+  const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nib), _mm512_set1_epi32(8));
+  return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), _mm512_cvtepi32_ps(v));
+}
+
+// W weight rows x NR activation rows. The reduction of dot_rows_t (16-element chunk c into
+// accumulator c % 4, then (a0 + a1) + (a2 + a3), reduce, + 0 tail) is done one accumulator
+// ("stripe" j) at a time, so only W * NR accumulators are live: the same operations on the same
+// values in the same order per (row, x) pair, hence the same bits, with each weight vector
+// loaded once per NR rows and each activation vector once per W weight rows.
+template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
+TARGET void dot_tile_t(const uint8_t* w, int64_t w_stride, const float* const* xs, int64_t k,
+                       float* out, int64_t ldo) {
+  __m512 part[4][W][NR];
+  for (int j = 0; j < 4; ++j) {
+    __m512 acc[W][NR];
+    for (int a = 0; a < W; ++a)
+      for (int r = 0; r < NR; ++r) acc[a][r] = _mm512_setzero_ps();
+    for (int64_t i = 16 * j; i < k; i += 64) {
+      __m512 wv[W];
+      for (int a = 0; a < W; ++a) wv[a] = Load(w + a * w_stride, i);
+      for (int r = 0; r < NR; ++r) {
+        const __m512 xv = _mm512_loadu_ps(xs[r] + i);
+        for (int a = 0; a < W; ++a) acc[a][r] = _mm512_fmadd_ps(wv[a], xv, acc[a][r]);
+      }
+    }
+    for (int a = 0; a < W; ++a)
+      for (int r = 0; r < NR; ++r) part[j][a][r] = acc[a][r];
+  }
+  for (int a = 0; a < W; ++a) {
+    for (int r = 0; r < NR; ++r) {
+      const float tail = 0;
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(part[0][a][r], part[1][a][r]),
+                                       _mm512_add_ps(part[2][a][r], part[3][a][r]));
+      out[r * ldo + a] = _mm512_reduce_add_ps(sum) + tail;
+    }
+  }
+}
+
+// The same per-pair operations as dot_tile_t with all 4 accumulators live and the row read in
+// one sequential pass: for 1-2 activation rows (decode), where the weight stream from memory is
+// what costs and 4 * W * NR accumulators still fit.
+template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
+TARGET void dot_tile_flat_t(const uint8_t* w, int64_t w_stride, const float* const* xs, int64_t k,
+                            float* out, int64_t ldo) {
+  __m512 acc[W][NR][4];
+  for (int a = 0; a < W; ++a)
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < 4; ++j) acc[a][r][j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 64) {
+    for (int j = 0; j < 4; ++j) {
+      for (int a = 0; a < W; ++a) {
+        const __m512 wv = Load(w + a * w_stride, i + 16 * j);
+        for (int r = 0; r < NR; ++r)
+          acc[a][r][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xs[r] + i + 16 * j), acc[a][r][j]);
+      }
+    }
+  }
+  for (int a = 0; a < W; ++a) {
+    for (int r = 0; r < NR; ++r) {
+      const float tail = 0;
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[a][r][0], acc[a][r][1]),
+                                       _mm512_add_ps(acc[a][r][2], acc[a][r][3]));
+      out[r * ldo + a] = _mm512_reduce_add_ps(sum) + tail;
+    }
+  }
+}
+
+// Picks W by NR so that W * NR accumulators, W weight vectors and one activation vector fit
+// the 32 registers.
+template <int NR, __m512 (*Load)(const void*, int64_t)>
+TARGET void dot_tile_nr(const uint8_t* w, int64_t w_stride, int nw, const float* const* xs,
+                        int64_t k, float* out, int64_t ldo) {
+  constexpr int kW = NR <= 4 ? 4 : 3;
+  int a = 0;
+  if constexpr (NR <= 2) {
+    constexpr int kFlatW = NR == 1 ? 4 : 2;
+    for (; a + kFlatW <= nw; a += kFlatW)
+      dot_tile_flat_t<kFlatW, NR, Load>(w + a * w_stride, w_stride, xs, k, out + a, ldo);
+    for (; a < nw; ++a)
+      dot_tile_flat_t<1, NR, Load>(w + a * w_stride, w_stride, xs, k, out + a, ldo);
+    return;
+  }
+  for (; a + kW <= nw; a += kW)
+    dot_tile_t<kW, NR, Load>(w + a * w_stride, w_stride, xs, k, out + a, ldo);
+  for (; a < nw; ++a) dot_tile_t<1, NR, Load>(w + a * w_stride, w_stride, xs, k, out + a, ldo);
+}
+
+template <__m512 (*Load)(const void*, int64_t)>
+TARGET void dot_tile_load(const uint8_t* w, int64_t w_stride, int nw, const float* const* xs,
+                          int nr, int64_t k, float* out, int64_t ldo) {
+  switch (nr) {
+    case 1:
+      return dot_tile_nr<1, Load>(w, w_stride, nw, xs, k, out, ldo);
+    case 2:
+      return dot_tile_nr<2, Load>(w, w_stride, nw, xs, k, out, ldo);
+    case 3:
+      return dot_tile_nr<3, Load>(w, w_stride, nw, xs, k, out, ldo);
+    case 4:
+      return dot_tile_nr<4, Load>(w, w_stride, nw, xs, k, out, ldo);
+    case 5:
+      return dot_tile_nr<5, Load>(w, w_stride, nw, xs, k, out, ldo);
+    case 6:
+      return dot_tile_nr<6, Load>(w, w_stride, nw, xs, k, out, ldo);
+    case 7:
+      return dot_tile_nr<7, Load>(w, w_stride, nw, xs, k, out, ldo);
+    default:
+      return dot_tile_nr<8, Load>(w, w_stride, nw, xs, k, out, ldo);
+  }
+}
+
+TARGET bool dot_tile(DType type, const void* w, int64_t w_stride, int nw, const float* const* xs,
+                     int nr, int64_t k, float* out, int64_t ldo) {
+  if (k % 64 != 0) return false;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  switch (type) {
+    case DType::kF32:
+      if (nr > 0) dot_tile_load<load_w16_f32>(wb, w_stride, nw, xs, nr, k, out, ldo);
+      return true;
+    case DType::kF16:
+      if (nr > 0) dot_tile_load<load_w16_f16>(wb, w_stride, nw, xs, nr, k, out, ldo);
+      return true;
+    case DType::kBF16:
+      if (nr > 0) dot_tile_load<load_w16_bf16>(wb, w_stride, nw, xs, nr, k, out, ldo);
+      return true;
+    case DType::kQ8_0:
+      if (nr > 0) dot_tile_load<load_w16_q8_0>(wb, w_stride, nw, xs, nr, k, out, ldo);
+      return true;
+    case DType::kQ4_0:
+      if (nr > 0) dot_tile_load<load_w16_q4_0>(wb, w_stride, nw, xs, nr, k, out, ldo);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// acc[r][i] += p[r] * v[i]: one FMA per element, 16 lanes at a time, scalar tail.
+TARGET void axpy_rows(const float* v, const float* p, int nr, int64_t n, float* const* acc) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 vv = _mm512_loadu_ps(v + i);
+    for (int r = 0; r < nr; ++r)
+      _mm512_storeu_ps(acc[r] + i,
+                       _mm512_fmadd_ps(_mm512_set1_ps(p[r]), vv, _mm512_loadu_ps(acc[r] + i)));
+  }
+  for (; i < n; ++i)
+    for (int r = 0; r < nr; ++r) acc[r][i] = std::fma(p[r], v[i], acc[r][i]);
+}
+
 // Q4_K: per pair of 32-element sub-blocks, low nibbles use (d1, m1), high nibbles (d2, m2);
 // y = d * q - m as in the reference (multiply, then subtract).
 TARGET void dequant_q4_k(const BlockQ4_K* blocks, float* y, int64_t nb) {
@@ -214,7 +376,8 @@ TARGET void dequant(DType type, const void* src, float* dst, int64_t n) {
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{Isa::kAvx512, 4, &dot_rows, &dequant, &dot_rows_typed};
+  static const Kernels k{Isa::kAvx512,    4,         &dot_rows, &dequant,
+                         &dot_rows_typed, &dot_tile, &axpy_rows};
   return k;
 }
 

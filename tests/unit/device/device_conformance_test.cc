@@ -303,72 +303,77 @@ std::vector<double> ref_attention(const AttentionCase& c, const float* q, int s,
 
 // kv_write through slots, then prefill (all positions of both sequences as queries, causal) and
 // decode (the last position only) vs the reference. Tolerance 1e-5 (CPU) / 1e-4 (CUDA).
+// Run with 2 query heads per KV head and with 6 (more than one pass of the CPU's 4-head groups).
 TEST_P(DeviceConformance, PagedAttentionPrefillAndDecode) {
-  AttentionCase c;
-  const int64_t cache_rows = int64_t{c.n_blocks} * c.block_size;
-  c.k_cache.assign(cache_rows * c.kv_dim(), 0.0f);
-  c.v_cache.assign(cache_rows * c.kv_dim(), 0.0f);
-  // Write every sequence's K/V through kv_write.
-  std::vector<int32_t> slots;
-  std::vector<AttentionToken> toks;
-  for (int s = 0; s < 2; ++s) {
-    for (int32_t p = 0; p < c.lens[s]; ++p) {
-      slots.push_back(static_cast<int32_t>(c.slot(s, p)));
-      toks.push_back({p, c.table_begin[s]});
+  for (int32_t n_heads : {4, 12}) {
+    SCOPED_TRACE("heads " + std::to_string(n_heads));
+    AttentionCase c;
+    c.n_heads = n_heads;
+    const int64_t cache_rows = int64_t{c.n_blocks} * c.block_size;
+    c.k_cache.assign(cache_rows * c.kv_dim(), 0.0f);
+    c.v_cache.assign(cache_rows * c.kv_dim(), 0.0f);
+    // Write every sequence's K/V through kv_write.
+    std::vector<int32_t> slots;
+    std::vector<AttentionToken> toks;
+    for (int s = 0; s < 2; ++s) {
+      for (int32_t p = 0; p < c.lens[s]; ++p) {
+        slots.push_back(static_cast<int32_t>(c.slot(s, p)));
+        toks.push_back({p, c.table_begin[s]});
+      }
     }
-  }
-  const int64_t n = static_cast<int64_t>(slots.size());
-  const std::vector<float> k = random_vec(n * c.kv_dim(), 9), v = random_vec(n * c.kv_dim(), 10);
-  const std::vector<float> q = random_vec(n * c.n_heads * c.head_dim, 11, 2.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(c.k_cache.data() + slots[i] * c.kv_dim(), k.data() + i * c.kv_dim(),
-                c.kv_dim() * 4);
-    std::memcpy(c.v_cache.data() + slots[i] * c.kv_dim(), v.data() + i * c.kv_dim(),
-                c.kv_dim() * 4);
-  }
-  Buffer dkc = zeros(cache_rows * c.kv_dim()), dvc = zeros(cache_rows * c.kv_dim());
-  Buffer dk = put(k), dv = put(v), dslots = put(slots), dq = put(q), dtables = put(c.tables);
-  dev_->kv_write(dkc.as<float>(), dvc.as<float>(), dk.as<float>(), dv.as<float>(),
-                 dslots.as<int32_t>(), n, c.kv_dim());
-  ASSERT_EQ(get(dkc, cache_rows * c.kv_dim()), c.k_cache);
-  ASSERT_EQ(get(dvc, cache_rows * c.kv_dim()), c.v_cache);
-
-  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
-  for (bool decode : {false, true}) {
-    std::vector<AttentionToken> run_toks;
-    std::vector<float> run_q;
-    std::vector<int> seq_of;
+    const int64_t n = static_cast<int64_t>(slots.size());
+    const std::vector<float> k = random_vec(n * c.kv_dim(), 9), v = random_vec(n * c.kv_dim(), 10);
+    const std::vector<float> q = random_vec(n * c.n_heads * c.head_dim, 11, 2.0f);
     for (int64_t i = 0; i < n; ++i) {
-      const int s = i < c.lens[0] ? 0 : 1;
-      if (decode && toks[i].pos != c.lens[s] - 1) continue;
-      run_toks.push_back(toks[i]);
-      run_q.insert(run_q.end(), q.begin() + i * q_dim, q.begin() + (i + 1) * q_dim);
-      seq_of.push_back(s);
+      std::memcpy(c.k_cache.data() + slots[i] * c.kv_dim(), k.data() + i * c.kv_dim(),
+                  c.kv_dim() * 4);
+      std::memcpy(c.v_cache.data() + slots[i] * c.kv_dim(), v.data() + i * c.kv_dim(),
+                  c.kv_dim() * 4);
     }
-    const int32_t m = static_cast<int32_t>(run_toks.size());
-    Buffer dtok = put(run_toks), drq = put(run_q), dout = zeros(m * q_dim);
-    AttentionArgs a{.q = drq.as<float>(),
-                    .out = dout.as<float>(),
-                    .k_cache = dkc.as<float>(),
-                    .v_cache = dvc.as<float>(),
-                    .block_tables = dtables.as<int32_t>(),
-                    .tokens = dtok.as<AttentionToken>(),
-                    .n_tokens = m,
-                    .n_heads = c.n_heads,
-                    .n_kv_heads = c.n_kv_heads,
-                    .head_dim = c.head_dim,
-                    .block_size = c.block_size,
-                    .max_pos = 12,
-                    .scale = 1.0f / std::sqrt(float(c.head_dim))};
-    dev_->paged_attention(a);
-    const std::vector<float> out = get(dout, m * q_dim);
-    for (int32_t t = 0; t < m; ++t) {
-      for (int h = 0; h < c.n_heads; ++h) {
-        const auto ref = ref_attention(c, run_q.data() + t * q_dim + h * c.head_dim, seq_of[t],
-                                       run_toks[t].pos, h);
-        for (int i = 0; i < c.head_dim; ++i) {
-          ASSERT_NEAR(out[t * q_dim + h * c.head_dim + i], ref[i], cuda_ ? 1e-4 : 1e-5)
-              << "decode " << decode << " token " << t << " head " << h;
+    Buffer dkc = zeros(cache_rows * c.kv_dim()), dvc = zeros(cache_rows * c.kv_dim());
+    Buffer dk = put(k), dv = put(v), dslots = put(slots), dq = put(q), dtables = put(c.tables);
+    dev_->kv_write(dkc.as<float>(), dvc.as<float>(), dk.as<float>(), dv.as<float>(),
+                   dslots.as<int32_t>(), n, c.kv_dim());
+    ASSERT_EQ(get(dkc, cache_rows * c.kv_dim()), c.k_cache);
+    ASSERT_EQ(get(dvc, cache_rows * c.kv_dim()), c.v_cache);
+
+    const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
+    for (bool decode : {false, true}) {
+      std::vector<AttentionToken> run_toks;
+      std::vector<float> run_q;
+      std::vector<int> seq_of;
+      for (int64_t i = 0; i < n; ++i) {
+        const int s = i < c.lens[0] ? 0 : 1;
+        if (decode && toks[i].pos != c.lens[s] - 1) continue;
+        run_toks.push_back(toks[i]);
+        run_q.insert(run_q.end(), q.begin() + i * q_dim, q.begin() + (i + 1) * q_dim);
+        seq_of.push_back(s);
+      }
+      const int32_t m = static_cast<int32_t>(run_toks.size());
+      Buffer dtok = put(run_toks), drq = put(run_q), dout = zeros(m * q_dim);
+      AttentionArgs a{.q = drq.as<float>(),
+                      .out = dout.as<float>(),
+                      .k_cache = dkc.as<float>(),
+                      .v_cache = dvc.as<float>(),
+                      .block_tables = dtables.as<int32_t>(),
+                      .tokens = dtok.as<AttentionToken>(),
+                      .n_tokens = m,
+                      .n_heads = c.n_heads,
+                      .n_kv_heads = c.n_kv_heads,
+                      .head_dim = c.head_dim,
+                      .block_size = c.block_size,
+                      .max_pos = 12,
+                      .scale = 1.0f / std::sqrt(float(c.head_dim))};
+      dev_->paged_attention(a);
+      const std::vector<float> out = get(dout, m * q_dim);
+      for (int32_t t = 0; t < m; ++t) {
+        for (int h = 0; h < c.n_heads; ++h) {
+          const auto ref = ref_attention(c, run_q.data() + t * q_dim + h * c.head_dim, seq_of[t],
+                                         run_toks[t].pos, h);
+          for (int i = 0; i < c.head_dim; ++i) {
+            ASSERT_NEAR(out[t * q_dim + h * c.head_dim + i], ref[i], cuda_ ? 1e-4 : 1e-5)
+                << "decode " << decode << " token " << t << " head " << h;
+          }
         }
       }
     }
@@ -378,10 +383,10 @@ TEST_P(DeviceConformance, PagedAttentionPrefillAndDecode) {
 INSTANTIATE_TEST_SUITE_P(AllDevices, DeviceConformance, testing::ValuesIn(configs()), config_name);
 
 // Batch invariance on the CPU device: a row's matmul result is bitwise the same alone, at every
-// offset in batches of 8 and 12 (small batches read weight blocks in the dot product, larger ones
-// dequantize rows first: both must agree), and with 1 or 3 threads, for every weight type.
+// offset in batches of 8, 12 and 70 (register tiles of up to 8 rows, 64-row batch blocks, a
+// weight-row count that is not a multiple of the tile), with 1 or 3 threads, for every type.
 TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
-  const int64_t rows = 40, cols = 768;
+  const int64_t rows = 37, cols = 768;
   for (const char* isa : {"scalar", "avx2", "avx512"}) {
     auto d1 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 1, .cpu_isa = isa});
     auto d3 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 3, .cpu_isa = isa});
@@ -393,10 +398,10 @@ TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
       std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
       for (int64_t r = 0; r < rows; ++r)
         quantize_row(type, wf.data() + r * cols, wq.data() + r * row_bytes(type, cols), cols);
-      const std::vector<float> x = random_vec(12 * cols, 13);
+      const std::vector<float> x = random_vec(70 * cols, 13);
       auto w3 = (*d3)->load_weight(wq.data(), type, rows, cols, nullptr);
       auto w1 = (*d1)->load_weight(wq.data(), type, rows, cols, nullptr);
-      for (int64_t batch : {8, 12}) {
+      for (int64_t batch : {8, 12, 70}) {
         std::vector<float> out(batch * rows), alone(rows);
         (*d3)->matmul(x.data(), batch, *w3, out.data());
         for (int b = 0; b < batch; ++b) {
