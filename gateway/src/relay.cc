@@ -30,7 +30,8 @@ proto::SseOptions sse_options() {
 
 }  // namespace
 
-Relay::Relay(RelayOptions options) : options_(std::move(options)), sse_(sse_options()) {}
+Relay::Relay(RelayOptions options)
+    : options_(std::move(options)), sse_(sse_options()), chunks_(options_.chunk_parser) {}
 
 Result<FeedResult> Relay::feed(std::string_view bytes, int64_t now_ns, TokenTiming& timing,
                                std::string& out) {
@@ -63,8 +64,12 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
     done_ = true;
     return {};
   }
-  if (Status s = chunks_.parse(event.data); !s.ok()) return s;
-  const proto::ParsedChunk& c = chunks_.chunk();
+  if (chunks_ == nullptr) {
+    own_chunks_ = std::make_unique<proto::ChunkParser>();
+    chunks_ = own_chunks_.get();
+  }
+  if (Status s = chunks_->parse(event.data); !s.ok()) return s;
+  const proto::ParsedChunk& c = chunks_->chunk();
   if (c.error || event.event == "error") {
     error_event_ = true;
     error_message_ = c.error ? std::string(c.error->message) : std::string(event.data);

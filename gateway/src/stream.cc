@@ -183,8 +183,8 @@ bool Stream::classify() {
                      "model \"" + parsed_.model + "\" is not served by any upstream", "model"));
     return false;
   }
-  relay_ = Relay(
-      RelayOptions{endpoint_, parsed_.stream, parsed_.include_usage, request_id_, parsed_.model});
+  relay_ = Relay(RelayOptions{endpoint_, parsed_.stream, parsed_.include_usage, request_id_,
+                              parsed_.model, &worker_.chunk_parser});
   return true;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // Relay: the I/O-free core of the relay phase for one stream. The stream feeds it the upstream's
 // SSE body bytes as they arrive; the relay parses every event (SseParser + ChunkParser, both
-// reused: a steady stream allocates nothing per token), counts content tokens, and appends what
-// the client must receive now to an output buffer:
+// reused: a steady stream allocates nothing per token, see tests/unit/gateway_alloc), counts
+// content tokens, and appends what the client must receive now to an output buffer:
 //   - a streaming client gets each upstream event as it came, except the finish chunk and the
 //     usage-only chunk, which are held back until the end (the finish chunk gets the stop
 //     record; the usage chunk is dropped when the client did not ask for include_usage);
@@ -13,6 +13,7 @@
 // chat.completion / text_completion JSON with the record.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,10 @@ struct RelayOptions {
   // Identity for chunks the gateway writes before the upstream sent any (e.g. a TTFT cut).
   std::string fallback_id;
   std::string fallback_model;
+  // A chunk parser shared by every stream of one worker (it parses one chunk at a time and the
+  // relay keeps no view into it past feed()): its simdjson buffers cost ~10 KiB, too much per open
+  // stream. nullptr: the relay makes its own (tests, tools). Must outlive the relay.
+  proto::ChunkParser* chunk_parser = nullptr;
 };
 
 // What one feed() saw.
@@ -84,7 +89,8 @@ class Relay {
 
   RelayOptions options_;
   proto::SseParser sse_;
-  proto::ChunkParser chunks_;
+  std::unique_ptr<proto::ChunkParser> own_chunks_;  // made at the first event when not shared
+  proto::ChunkParser* chunks_;                      // options_.chunk_parser or own_chunks_
   // Identity of the response (from the first chunk), for the chunks the gateway writes itself.
   std::string id_;
   std::string model_;

@@ -1,7 +1,7 @@
 #pragma once
 // Worker: the gateway's per-event-loop state. Every stream lives on the loop that accepted its
 // connection and uses that loop's HttpClient (keep-alive pools to the upstreams) and
-// RequestParser (reused simdjson buffers). Touched on its loop's thread only.
+// RequestParser and ChunkParser (reused simdjson buffers). Touched on its loop's thread only.
 
 #include <cstdint>
 #include <memory>
@@ -9,6 +9,7 @@
 
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http_client.h"
+#include "cutline/proto/openai_chunk.h"
 #include "cutline/proto/openai_request.h"
 
 namespace cutline::gateway {
@@ -22,6 +23,9 @@ struct Worker {
   proto::EventLoop& loop;
   std::unique_ptr<proto::HttpClient> client;  // created on the loop thread at start
   proto::RequestParser parser;
+  // Shared by the relays of every stream on this loop (one chunk is parsed at a time; see
+  // RelayOptions::chunk_parser).
+  proto::ChunkParser chunk_parser;
   // Streams between accept and the end of finish; erased by a post from finish (never inline, so
   // a stream is not destroyed inside its own callback).
   std::unordered_map<uint64_t, std::shared_ptr<Stream>> streams;
