@@ -231,8 +231,13 @@ TEST(ProbeBackendTest, ColdSwitchShowsLoadWarmReturnDoesNot) {
     if (l.rfind("cold switch to B", 0) == 0) cold_line = l;
     if (l.rfind("immediate return to A (tiny, short", 0) == 0) back_line = l;
   }
-  EXPECT_NE(cold_line.find("load grew most"), std::string::npos) << cold_line;
+  // The load is named among the phases that grew (most of the time first; on a busy machine the
+  // queue can grow more), and never on the warm return.
+  EXPECT_TRUE(cold_line.find("load grew most") != std::string::npos ||
+              cold_line.find(", load +") != std::string::npos)
+      << cold_line;
   EXPECT_EQ(back_line.find("load grew"), std::string::npos) << back_line;
+  EXPECT_EQ(back_line.find(", load +"), std::string::npos) << back_line;
   const std::string html = tools::probe::render_html_report(*report);
   EXPECT_NE(html.find("<svg id=\"chart-phases\""), std::string::npos);
 }

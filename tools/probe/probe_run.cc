@@ -129,7 +129,9 @@ Result<ProbeReport> run_switch(const ProbeOptions& o, const proto::Clock& clock,
     j.run = step.scenario;
     j.prompt_name = step.prompt_name;
     j.prompt_index = step.prompt_name == "short" ? 0 : 2;
-    j.prompt_text = text_of(step.prompt_name);
+    // A distinct first line per step keeps a prefix cache from serving one step's prompt from
+    // another's KV blocks: every step pays its own prefill, so steps compare like with like.
+    j.prompt_text = "Probe step " + std::to_string(done + 1) + ".\n" + text_of(step.prompt_name);
     j.seed = o.seed;
     j.model = step.model;
     auto recs = runner.run({j}, 1);

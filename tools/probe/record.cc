@@ -54,7 +54,11 @@ void apply_stop_record(RequestRecord& r, const proto::StopRecord& rec) {
   r.device_free_bytes = rec.device_free_bytes;
   r.phases = rec.phases;
   r.model_state = rec.model_state;
-  if (r.error.empty() && !rec.message.empty() && r.truncated) r.error = rec.message;
+  // The record's message explains a serving cut ("deadline 600 ms exceeded"); for the client's
+  // own max_tokens it is not an error.
+  if (r.error.empty() && !rec.message.empty() && proto::is_serving_cut(rec.cause)) {
+    r.error = rec.message;
+  }
 }
 
 void derive_cause(RequestRecord& r, bool saw_done) {

@@ -47,7 +47,7 @@ std::string growth_text(const proto::TtftPhases& step, const proto::TtftPhases& 
   const auto w = phase_list(warm);
   for (size_t i = 0; i < s.size(); ++i) {
     const double d = s[i].second - w[i].second;
-    if (s[i].first != top.phase && d > 1.0)
+    if (s[i].first != top.phase && d > 2.0)
       out += ", " + std::string(s[i].first) + " +" + fmt("%.1f", d) + " ms";
   }
   return out;
@@ -69,7 +69,7 @@ PhaseGrowth grown_phase(const proto::TtftPhases& step, const proto::TtftPhases& 
   PhaseGrowth best;
   const auto s = phase_list(step);
   const auto w = phase_list(warm);
-  const double threshold = std::max(1.0, 0.1 * phase_sum(warm));
+  const double threshold = std::max(2.0, 0.1 * phase_sum(warm));
   for (size_t i = 0; i < s.size(); ++i) {
     const double d = s[i].second - w[i].second;
     if (d > threshold && d > best.delta_ms) best = {s[i].first, d};
@@ -99,7 +99,7 @@ SwitchVerdict make_switch_verdict(const std::vector<RequestRecord>& records) {
       continue;
     }
     line += " vs " + ttft_text(*warm) + " with " + r.model + " warm";
-    if (!r.error.empty() || !r.transport_error.empty()) line += " [error: " + r.error + "]";
+    if (r.http_status != 200 || !r.transport_error.empty()) line += " [error: " + r.error + "]";
     if (r.phases && warm->phases) {
       line += "; " + growth_text(*r.phases, *warm->phases);
     } else if (v.phases_available) {

@@ -10,7 +10,8 @@
 // Each step is compared with the same model and prompt when warm (A: the baseline, B: "both
 // resident: B"), phase by phase when the endpoint reports TTFT phases (a Cutline backend), else
 // total TTFT only — said plainly. The long prompt is compared with the short one on warm A, so
-// a prefill-driven TTFT is told apart from a switch.
+// a prefill-driven TTFT is told apart from a switch. Each step's prompt starts with its own
+// step number so that a prefix cache cannot serve one step from another's blocks.
 
 #include <optional>
 #include <string>
@@ -42,7 +43,7 @@ struct PhaseGrowth {
 };
 
 // The phase whose time grew most from `warm` to `step` (empty phase when none grew by more than
-// 1 ms and 10% of the warm TTFT).
+// 2 ms and 10% of the warm TTFT).
 PhaseGrowth grown_phase(const proto::TtftPhases& step, const proto::TtftPhases& warm);
 
 struct SwitchVerdict {
