@@ -5,6 +5,7 @@
 #include <chrono>
 #include <random>
 
+#include "../unique_temp_path.h"
 #include "cutline/model/bpe_trainer.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/synth.h"
@@ -108,7 +109,7 @@ TEST(BpeTokenizer, BadVocabulariesAreRefusedWithTheReason) {
 class SynthTokenizer : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string path = testing::TempDir() + "/bpe_tokenizer_test.gguf";
+    std::string path = test::unique_temp_path("bpe_tokenizer_test.gguf");
     ASSERT_TRUE(synthesize_tiny_model(SynthOptions{}, path).ok());
     file_ = GgufFile::open(path).value().release();
     tokenizer_ = load_tokenizer(*file_).value().release();

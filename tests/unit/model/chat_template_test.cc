@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../unique_temp_path.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/synth.h"
 #include "cutline/model/tokenizer_loader.h"
@@ -129,7 +130,7 @@ TEST(ChatTemplate, NamesForTheOverride) {
 }
 
 TEST(ChatTemplate, OnlyTheTemplatesMarkersBecomeControlTokens) {
-  std::string path = testing::TempDir() + "/chat_template_test.gguf";
+  std::string path = test::unique_temp_path("chat_template_test.gguf");
   ASSERT_TRUE(synthesize_tiny_model(SynthOptions{}, path).ok());
   auto file = GgufFile::open(path);
   ASSERT_TRUE(file.ok());

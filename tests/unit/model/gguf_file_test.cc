@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "../unique_temp_path.h"
 #include "cutline/model/gguf_writer.h"
 
 namespace cutline::model {
@@ -163,7 +164,7 @@ TEST(GgufFile, ReadsVersion2Files) {
 
 TEST(GgufFile, OpensFromDiskThroughMmap) {
   auto bytes = sample_image();
-  std::string path = testing::TempDir() + "/gguf_file_test.gguf";
+  std::string path = test::unique_temp_path("gguf_file_test.gguf");
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()),
              static_cast<std::streamsize>(bytes.size()));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../unique_temp_path.h"
 #include "cutline/device/quant.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/llama_runner.h"
@@ -259,7 +260,7 @@ std::shared_ptr<const GgufFile> tiny_llama() {
     o.kv_heads = 2;
     o.vocab = 320;
     o.context = 128;
-    const std::string path = testing::TempDir() + "/llama_forward_tiny.gguf";
+    const std::string path = test::unique_temp_path("llama_forward_tiny.gguf");
     EXPECT_TRUE(synthesize_tiny_model(o, path).ok());
     return std::shared_ptr<const GgufFile>(GgufFile::open(path).value());
   }();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "../unique_temp_path.h"
 #include "cutline/model/chat_template.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/model_config.h"
@@ -25,7 +26,7 @@ float f16(const uint8_t* p) {
   return (h & 0x8000) ? -v : v;
 }
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/" + name; }
+std::string temp_path(const std::string& name) { return test::unique_temp_path(name); }
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "../unique_temp_path.h"
 #include "policy_test_util.h"
 
 namespace cutline::policy {
@@ -447,7 +448,7 @@ TEST(Loader, ReadsFilesAndReportsUnreadableOnes) {
   EXPECT_EQ(missing.errors[0].to_string(),
             "/nonexistent/cutline.yaml: cannot read: No such file or directory");
 
-  const std::string path = ::testing::TempDir() + "/loader_test.yaml";
+  const std::string path = test::unique_temp_path("loader_test.yaml");
   {
     std::ofstream out(path);
     out << with_policies("  - name: all\n");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "../unique_temp_path.h"
 #include "cutline/policy/decision.h"
 #include "policy_test_util.h"
 
@@ -19,7 +20,7 @@ void write(const std::string& path, const std::string& text) {
 }
 
 TEST(PolicyHolder, ReloadKeepsTheOldPolicyOnError) {
-  const std::string path = ::testing::TempDir() + "/policy_holder_test.yaml";
+  const std::string path = test::unique_temp_path("policy_holder_test.yaml");
   write(path, testing::with_policies("  - name: first\n    budget: {max_output_tokens: 100}\n"));
   LoadResult initial = load_policy_file(path);
   ASSERT_TRUE(initial.ok()) << initial.error_text();
