@@ -27,6 +27,12 @@ inline std::string_view token_of(simdjson::ondemand::value& v) {
   return trim_token(v.raw_json_token());
 }
 
+// True when the value is JSON null (a failed check leaves the value unread).
+inline bool is_null(simdjson::ondemand::value& v) {
+  bool null = false;
+  return v.is_null().get(null) == simdjson::SUCCESS && null;
+}
+
 // "string", "number", "object", "array", "boolean", "null" (or "invalid").
 std::string_view type_name(simdjson::ondemand::value& v);
 

@@ -1,12 +1,14 @@
 #include "cutline/proto/openai_chunk.h"
 
 #include "json_scan.h"
+#include "shared_field_reader.h"
 
 namespace cutline::proto {
 namespace {
 
 using simdjson::SUCCESS;
 namespace od = simdjson::ondemand;
+using json_scan::is_null;
 
 Error chunk_error(std::string_view what) {
   std::string msg = "upstream chunk: ";
@@ -18,11 +20,6 @@ Error field_error(std::string_view field, std::string_view what) {
   std::string msg = "upstream chunk: ";
   msg.append(field).append(" ").append(what);
   return make_error(ErrorKind::kUpstream, std::move(msg));
-}
-
-bool is_null(od::value& v) {
-  bool null = false;
-  return v.is_null().get(null) == SUCCESS && null;
 }
 
 // A string or null; `present` false for null.
@@ -121,7 +118,7 @@ Status ChunkParser::parse(std::string_view data) {
     return chunk_error(json_scan::opens_object(data) ? "not valid JSON" : "not a JSON object");
   }
 
-  json_scan::ErrorFields top_error;  // vLLM's {"object":"error","message":...}
+  SharedFieldReader shared("upstream chunk: ", c.usage, c.cutline);
   for (auto field : obj) {
     od::field f;
     if (std::move(field).get(f) != SUCCESS) return chunk_error("not valid JSON");
@@ -159,39 +156,13 @@ Status ChunkParser::parse(std::string_view data) {
     } else if (key == "created") {
       if (read_int(value, c.created) != SUCCESS)
         return field_error("created", "must be an integer");
-    } else if (key == "usage") {
-      std::string_view bad_key;
-      if (json_scan::read_usage(value, c.usage, bad_key) != SUCCESS) {
-        return field_error(bad_key, "must be an object of integers");
-      }
-    } else if (key == "error") {
-      if (is_null(value)) continue;
-      json_scan::ErrorFields ef;
-      std::string_view message;
-      od::object eobj;
-      if (value.get_string().get(message) == SUCCESS) {
-        ef.message = message;  // {"error": "text"} from simpler servers
-      } else if (value.get_object().get(eobj) != SUCCESS ||
-                 json_scan::read_error_object(eobj, ef) != SUCCESS) {
-        return field_error("error", "must be an object with string fields");
-      }
-      c.error = UpstreamErrorView{ef.message, ef.type, ef.param, ef.code};
-    } else if (key == "cutline") {
-      od::object cobj;
-      if (value.get_object().get(cobj) != SUCCESS)
-        return field_error("cutline", "must be an object");
-      auto rec = parse_stop_record(cobj);
-      if (!rec) return make_error(ErrorKind::kUpstream, "upstream chunk: " + rec.error().message);
-      c.cutline = std::move(*rec);
     } else {
-      simdjson::error_code e = SUCCESS;
-      if (json_scan::read_error_field(key, value, top_error, e) && e) {
-        return field_error(key, "must be a string, a number or null");
-      }
+      Status s;
+      if (shared.read(key, value, s) && !s) return s;
     }
   }
-  if (!c.error && c.object == "error") {
-    c.error = UpstreamErrorView{top_error.message, top_error.type, top_error.param, top_error.code};
+  if (auto e = shared.error(c.object)) {
+    c.error = UpstreamErrorView{e->message, e->type, e->param, e->code};
   }
   return {};
 }

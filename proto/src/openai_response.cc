@@ -1,23 +1,20 @@
 #include "cutline/proto/openai_response.h"
 
 #include "json_scan.h"
+#include "shared_field_reader.h"
 
 namespace cutline::proto {
 namespace {
 
 using simdjson::SUCCESS;
 namespace od = simdjson::ondemand;
+using json_scan::is_null;
 
 Error response_error(std::string_view field, std::string_view what) {
   std::string msg = "upstream response: ";
   if (!field.empty()) msg.append(field).append(" ");
   msg.append(what);
   return make_error(ErrorKind::kUpstream, std::move(msg));
-}
-
-bool is_null(od::value& v) {
-  bool null = false;
-  return v.is_null().get(null) == SUCCESS && null;
 }
 
 // A string or null into `out`; `present` false for null.
@@ -96,7 +93,7 @@ Result<ParsedCompletion> parse_completion_response(std::string_view body) {
   }
 
   ParsedCompletion out;
-  json_scan::ErrorFields top_error;
+  SharedFieldReader shared("upstream response: ", out.usage, out.cutline);
   for (auto field : obj) {
     od::field f;
     if (std::move(field).get(f) != SUCCESS) return response_error("", "is not valid JSON");
@@ -125,40 +122,12 @@ Result<ParsedCompletion> parse_completion_response(std::string_view body) {
           if (auto s = read_first_choice(cv, out); !s) return std::move(s).error();
         }
       }
-    } else if (key == "usage") {
-      std::string_view bad_key;
-      if (json_scan::read_usage(value, out.usage, bad_key) != SUCCESS) {
-        return response_error(bad_key, "must be an object of integers");
-      }
-    } else if (key == "cutline") {
-      od::object cobj;
-      if (value.get_object().get(cobj) != SUCCESS) {
-        return response_error("cutline", "must be an object");
-      }
-      auto rec = parse_stop_record(cobj);
-      if (!rec)
-        return make_error(ErrorKind::kUpstream, "upstream response: " + rec.error().message);
-      out.cutline = std::move(*rec);
-    } else if (key == "error") {
-      if (is_null(value)) continue;
-      json_scan::ErrorFields ef;
-      std::string_view message;
-      od::object eobj;
-      if (value.get_string().get(message) == SUCCESS) {
-        ef.message = message;
-      } else if (value.get_object().get(eobj) != SUCCESS ||
-                 json_scan::read_error_object(eobj, ef) != SUCCESS) {
-        return response_error("error", "must be an object with string fields");
-      }
-      out.error = owned(ef);
     } else {
-      simdjson::error_code e = SUCCESS;
-      if (json_scan::read_error_field(key, value, top_error, e) && e) {
-        return response_error(key, "must be a string, a number or null");
-      }
+      Status s;
+      if (shared.read(key, value, s) && !s) return std::move(s).error();
     }
   }
-  if (!out.error && out.object == "error") out.error = owned(top_error);
+  if (auto e = shared.error(out.object)) out.error = owned(*e);
   return out;
 }
 
