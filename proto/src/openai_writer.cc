@@ -29,18 +29,39 @@ void write_finish_reason(JsonWriter& w, std::optional<std::string_view> reason) 
   }
 }
 
+// The envelope a chunk and a full completion share: {"id","object","created","model","choices":[
+// opened here; the caller writes the choices.
+void begin_body(JsonWriter& w, std::string_view id, std::string_view object, int64_t created,
+                std::string_view model) {
+  w.begin_object()
+      .field("id", id)
+      .field("object", object)
+      .field("created", created)
+      .field("model", model)
+      .key("choices")
+      .begin_array();
+}
+
+// Closes the choices array, writes usage and the stop record when set, closes the body.
+void end_body(JsonWriter& w, const Usage* usage, const StopRecord* cutline) {
+  w.end_array();
+  if (usage) {
+    w.key("usage");
+    write_usage(w, *usage);
+  }
+  if (cutline) {
+    w.key("cutline");
+    write_stop_record(w, *cutline);
+  }
+  w.end_object();
+}
+
 }  // namespace
 
 void write_chunk(std::string& out, const ChunkFields& f) {
   const bool chat = f.endpoint == Endpoint::kChatCompletions;
   JsonWriter w(out);
-  w.begin_object()
-      .field("id", f.id)
-      .field("object", chat ? "chat.completion.chunk" : "text_completion")
-      .field("created", f.created)
-      .field("model", f.model)
-      .key("choices")
-      .begin_array();
+  begin_body(w, f.id, chat ? "chat.completion.chunk" : "text_completion", f.created, f.model);
   if (!f.no_choices) {
     w.begin_object().field("index", 0);
     if (chat) {
@@ -54,30 +75,14 @@ void write_chunk(std::string& out, const ChunkFields& f) {
     write_finish_reason(w, f.finish_reason);
     w.end_object();
   }
-  w.end_array();
-  if (f.usage) {
-    w.key("usage");
-    write_usage(w, *f.usage);
-  }
-  if (f.cutline) {
-    w.key("cutline");
-    write_stop_record(w, *f.cutline);
-  }
-  w.end_object();
+  end_body(w, f.usage, f.cutline);
 }
 
 void write_completion(std::string& out, const CompletionFields& f) {
   const bool chat = f.endpoint == Endpoint::kChatCompletions;
   JsonWriter w(out);
-  w.begin_object()
-      .field("id", f.id)
-      .field("object", chat ? "chat.completion" : "text_completion")
-      .field("created", f.created)
-      .field("model", f.model)
-      .key("choices")
-      .begin_array()
-      .begin_object()
-      .field("index", 0);
+  begin_body(w, f.id, chat ? "chat.completion" : "text_completion", f.created, f.model);
+  w.begin_object().field("index", 0);
   if (chat) {
     w.key("message")
         .begin_object()
@@ -87,16 +92,8 @@ void write_completion(std::string& out, const CompletionFields& f) {
   } else {
     w.field("text", f.content);
   }
-  w.field("finish_reason", f.finish_reason).end_object().end_array();
-  if (f.usage) {
-    w.key("usage");
-    write_usage(w, *f.usage);
-  }
-  if (f.cutline) {
-    w.key("cutline");
-    write_stop_record(w, *f.cutline);
-  }
-  w.end_object();
+  w.field("finish_reason", f.finish_reason).end_object();
+  end_body(w, f.usage, f.cutline);
 }
 
 Status patch_chunk(std::string_view chunk_json, const ChunkPatch& patch, std::string& out) {
