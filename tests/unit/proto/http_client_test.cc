@@ -102,7 +102,7 @@ TEST(HttpClientTest, UnresolvableHostIsAnErrorValueReportedFromTheLoop) {
 }
 
 TEST(HttpClientTest, ServerClosingMidBodyIsClosedMidBody) {
-  for (const std::string response :
+  for (const std::string& response :
        {std::string("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"),
         std::string("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")}) {
     RawServer upstream;

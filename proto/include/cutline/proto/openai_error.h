@@ -26,8 +26,8 @@ namespace cutline::proto {
 std::string_view openai_error_type(ErrorKind kind);
 
 struct ErrorBodyFields {
-  std::string_view param;  // the offending request field, e.g. "max_tokens"; null when empty
-  std::string_view code;   // overrides the default code when non-empty
+  std::string_view param = {};  // the offending request field, e.g. "max_tokens"; null when empty
+  std::string_view code = {};   // overrides the default code when non-empty
   const StopRecord* cutline = nullptr;  // written as error.cutline when set
 };
 void write_error_body(std::string& out, const Error& error, const ErrorBodyFields& fields = {});
