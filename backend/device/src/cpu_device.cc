@@ -141,11 +141,13 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
     pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
       const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
       float* wbuf = in_place ? nullptr : scratch(thread, cpu::kTileW * k);
+      // Decode dequantizes one row at a time (it stays in L1); the bits do not depend on this.
+      const int64_t group = in_place || n_rows > 2 ? cpu::kTileW : 1;
       const float* tile_xs[cpu::kTileRows];
       for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
         const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
-        for (int64_t n = n_begin; n < n_end; n += cpu::kTileW) {
-          const int nw = static_cast<int>(std::min<int64_t>(cpu::kTileW, n_end - n));
+        for (int64_t n = n_begin; n < n_end; n += group) {
+          const int nw = static_cast<int>(std::min<int64_t>(group, n_end - n));
           const void* wt = base + n * rb;
           int64_t stride = rb;
           DType type = w.type;
