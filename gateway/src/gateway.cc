@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cutline/gateway/admin.h"
+#include "cutline/gateway/listener_tls.h"
 #include "cutline/gateway/passthrough.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/policy/glob.h"
@@ -78,6 +79,11 @@ Status Gateway::start() {
   proto::ServerOptions so;
   so.address = l.host;
   so.port = options_.port_override >= 0 ? static_cast<uint16_t>(options_.port_override) : l.port;
+  if (l.tls) {  // listen[0].tls: a bad cert/key stops the start here, naming the file
+    auto tls = listener_tls_context(*l.tls);
+    if (!tls.ok()) return tls.error();
+    so.tls = std::move(tls).value();
+  }
   so.limits.max_body_bytes = static_cast<size_t>(policy->limits.max_body_bytes);
   so.limits.max_header_bytes = static_cast<size_t>(policy->limits.max_header_bytes);
   // The HTTP layer answers 400/413/431 itself; the hook gives that answer its stop record.

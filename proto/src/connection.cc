@@ -3,9 +3,12 @@
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -34,6 +37,19 @@ std::string socket_error_message(int err) {
   return err != 0 ? std::string(strerror(err)) : std::string("connection error");
 }
 
+// A TLS connection reports handshake and record errors in OpenSSL's queue, not errno ("" when
+// there are none, and always for plain sockets).
+std::string tls_error_message(bufferevent* bev) {
+  std::string reason;
+  while (unsigned long e = bufferevent_get_openssl_error(bev)) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    reason += reason.empty() ? "TLS: " : "; ";
+    reason += buf;
+  }
+  return reason;
+}
+
 }  // namespace
 
 Connection::Connection(EventLoop& loop, bufferevent* bev, Handler& handler,
@@ -51,15 +67,35 @@ Connection::Connection(EventLoop& loop, int fd, Handler& handler, const Connecti
     : Connection(loop, bufferevent_socket_new(loop.base(), fd, BEV_OPT_CLOSE_ON_FREE), handler,
                  options) {
   set_nodelay(fd);
+  direct_write_ = true;
+  bufferevent_enable(bev_, EV_READ | EV_WRITE);
+}
+
+Connection::Connection(EventLoop& loop, int fd, ssl_st* ssl, Handler& handler,
+                       const ConnectionOptions& options)
+    : Connection(loop,
+                 bufferevent_openssl_socket_new(loop.base(), fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                BEV_OPT_CLOSE_ON_FREE),
+                 handler, options) {
+  // Clients that close without close_notify (common) end as EOF, not as an error.
+  bufferevent_openssl_set_allow_dirty_shutdown(bev_, 1);
+  set_nodelay(fd);
   bufferevent_enable(bev_, EV_READ | EV_WRITE);
 }
 
 std::unique_ptr<Connection> Connection::connect(EventLoop& loop, const sockaddr* addr,
                                                 socklen_t addr_len, int64_t connect_timeout_ms,
-                                                Handler& handler,
-                                                const ConnectionOptions& options) {
-  bufferevent* bev = bufferevent_socket_new(loop.base(), -1, BEV_OPT_CLOSE_ON_FREE);
-  if (bev == nullptr) return nullptr;
+                                                Handler& handler, const ConnectionOptions& options,
+                                                ssl_st* ssl) {
+  bufferevent* bev =
+      ssl != nullptr ? bufferevent_openssl_socket_new(
+                           loop.base(), -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE)
+                     : bufferevent_socket_new(loop.base(), -1, BEV_OPT_CLOSE_ON_FREE);
+  if (bev == nullptr) {
+    if (ssl != nullptr) SSL_free(ssl);
+    return nullptr;
+  }
+  if (ssl != nullptr) bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
   std::unique_ptr<Connection> conn(new Connection(loop, bev, handler, options));
   conn->connecting_ = true;
   if (connect_timeout_ms > 0) {
@@ -79,6 +115,18 @@ Connection::~Connection() { close(); }
 
 void Connection::write(std::string_view data) {
   if (bev_ == nullptr || data.empty()) return;
+  // Nothing queued: hand the bytes to the kernel now. Queuing them instead makes the bufferevent
+  // start watching for writability (epoll_ctl), wait a loop turn, write, and stop watching again
+  // (epoll_ctl): per token, on every stream. Only what the kernel does not take is queued (and
+  // watched for); a failed send leaves it all queued and the bufferevent reports the error.
+  if (direct_write_ && !flushing_ && output_bytes() == 0) {
+    const ssize_t sent =
+        ::send(bufferevent_getfd(bev_), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) {
+      data.remove_prefix(static_cast<size_t>(sent));
+      if (data.empty()) return;
+    }
+  }
   bufferevent_write(bev_, data.data(), data.size());
   note_written();
 }
@@ -214,8 +262,10 @@ void Connection::event_cb(bufferevent* bev, short what, void* arg) {
     } else if (err == ECONNREFUSED) {
       self->closed_by_peer(CloseReason::kConnectRefused, "connection refused");
     } else {
-      self->closed_by_peer(CloseReason::kConnectFailed,
-                           "connect failed: " + socket_error_message(err));
+      const std::string tls_reason = tls_error_message(bev);
+      self->closed_by_peer(
+          CloseReason::kConnectFailed,
+          "connect failed: " + (tls_reason.empty() ? socket_error_message(err) : tls_reason));
     }
     return;
   }
@@ -224,7 +274,9 @@ void Connection::event_cb(bufferevent* bev, short what, void* arg) {
   } else if ((what & BEV_EVENT_EOF) != 0) {
     self->closed_by_peer(CloseReason::kEof, "closed by peer");
   } else {
-    self->closed_by_peer(CloseReason::kError, socket_error_message(err));
+    const std::string tls_reason = tls_error_message(bev);
+    self->closed_by_peer(CloseReason::kError,
+                         tls_reason.empty() ? socket_error_message(err) : tls_reason);
   }
 }
 

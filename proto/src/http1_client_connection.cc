@@ -96,10 +96,10 @@ Http1ClientConnection::Http1ClientConnection(HttpClient::Pool& pool, std::string
 
 Http1ClientConnection::~Http1ClientConnection() = default;
 
-bool Http1ClientConnection::connect(const sockaddr* addr, socklen_t addr_len) {
+bool Http1ClientConnection::connect(const sockaddr* addr, socklen_t addr_len, ssl_st* ssl) {
   conn_ = Connection::connect(
       pool_.loop, addr, addr_len, pool_.options.connect_timeout_ms, *this,
-      ConnectionOptions{pool_.options.high_water_bytes, pool_.options.low_water_bytes});
+      ConnectionOptions{pool_.options.high_water_bytes, pool_.options.low_water_bytes}, ssl);
   return conn_ != nullptr;
 }
 

@@ -45,6 +45,7 @@ class ClientExchange {
   void abandon();
 
   ClientRequest& request() { return request_; }
+  const ClientRequest& request() const { return request_; }
   bool paused() const { return paused_; }
 
   // Where to connect (resolved in start()).
@@ -72,7 +73,8 @@ class Http1ClientConnection final : public Connection::Handler, public Http1Pars
   ~Http1ClientConnection() override;
 
   // Starts connecting; false when no socket could be created.
-  bool connect(const sockaddr* addr, socklen_t addr_len);
+  // With `ssl` (ownership taken) the connection is TLS (see Connection::connect).
+  bool connect(const sockaddr* addr, socklen_t addr_len, ssl_st* ssl = nullptr);
   // Takes on `exchange` (this connection is connecting or idle): sends its request now or once
   // connected.
   void assign(std::shared_ptr<ClientExchange> exchange, bool reused);

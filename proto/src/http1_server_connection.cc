@@ -7,6 +7,7 @@
 
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http1_writer.h"
+#include "cutline/proto/tls_context.h"
 
 namespace cutline::proto {
 
@@ -25,8 +26,11 @@ constexpr size_t kSmallChunkBytes = 2048;
 
 Http1ServerConnection::Http1ServerConnection(ServerConnectionHost& host, int fd)
     : host_(host),
-      conn_(
-          std::make_unique<Connection>(host.loop(), fd, *this, connection_options(host.options()))),
+      conn_(host.options().tls != nullptr
+                ? std::make_unique<Connection>(host.loop(), fd, host.options().tls->new_ssl(),
+                                               *this, connection_options(host.options()))
+                : std::make_unique<Connection>(host.loop(), fd, *this,
+                                               connection_options(host.options()))),
       parser_(Http1Parser::Type::kRequest, host.options().limits, *this) {
   conn_->set_read_timeout(host_.options().idle_timeout_ms);
 }
@@ -219,20 +223,21 @@ bool Http1ServerStream::send_body(std::string_view data) {
     case BodyMode::kChunked: {
       char line[24];
       const size_t line_len = format_chunk_size_line(line, data.size());
-      evbuffer* out = c.output();
       if (data.size() <= kSmallChunkBytes) {
-        // A token-sized chunk: one append (one buffer callback) instead of three.
+        // A token-sized chunk: one write (usually one send(), nothing queued) instead of three
+        // appends.
         char framed[kSmallChunkBytes + sizeof(line) + 2];
         std::memcpy(framed, line, line_len);
         std::memcpy(framed + line_len, data.data(), data.size());
         std::memcpy(framed + line_len + data.size(), "\r\n", 2);
-        evbuffer_add(out, framed, line_len + data.size() + 2);
+        c.write(std::string_view(framed, line_len + data.size() + 2));
       } else {
+        evbuffer* out = c.output();
         evbuffer_add(out, line, line_len);
         evbuffer_add(out, data.data(), data.size());
         evbuffer_add(out, "\r\n", 2);
+        c.note_written();
       }
-      c.note_written();
       break;
     }
     case BodyMode::kUntilClose:

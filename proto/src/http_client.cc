@@ -5,9 +5,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "cutline/proto/event_loop.h"
+#include "cutline/proto/tls_context.h"
 #include "http1_client_connection.h"
 
 namespace cutline::proto {
@@ -130,7 +132,14 @@ void HttpClient::Pool::remove_idle(Http1ClientConnection* connection) {
 
 Http1ClientConnection* HttpClient::Pool::open(const ClientExchange& exchange) {
   auto connection = std::make_unique<Http1ClientConnection>(*this, exchange.key);
-  if (!connection->connect(reinterpret_cast<const sockaddr*>(&exchange.addr), exchange.addr_len)) {
+  ssl_st* ssl = nullptr;
+  if (const auto& tls = exchange.request().tls) {
+    const ClientRequest& req = exchange.request();
+    ssl = tls->new_client_ssl(req.tls_server_name.empty() ? req.host : req.tls_server_name);
+    if (ssl == nullptr) return nullptr;
+  }
+  if (!connection->connect(reinterpret_cast<const sockaddr*>(&exchange.addr), exchange.addr_len,
+                           ssl)) {
     return nullptr;
   }
   ++client.connections_opened_;
@@ -170,6 +179,13 @@ ClientHandle HttpClient::start(ClientRequest request, ClientCallbacks callbacks)
   auto exchange =
       std::make_shared<ClientExchange>(*pool_, std::move(request), std::move(callbacks));
   exchange->key = exchange->request().host + ":" + std::to_string(exchange->request().port);
+  if (const auto& tls = exchange->request().tls) {
+    // One pool per context and name: a pooled connection was verified for exactly this.
+    char id[32];
+    std::snprintf(id, sizeof(id), "%p", static_cast<const void*>(tls.get()));
+    exchange->key =
+        "tls/" + std::string(id) + "/" + exchange->request().tls_server_name + "/" + exchange->key;
+  }
   std::string message;
   auto fail_later = [this, exchange](ClientErrorKind kind, std::string text) {
     loop_.post([exchange, kind, text = std::move(text)] {

@@ -3,7 +3,8 @@
 // relay needs. Protocol code (the HTTP/1.1 server and client connections; later HTTP/2 and TLS)
 // owns a Connection and implements its Handler.
 //
-// Back-pressure: write() always queues (nothing is dropped); when the queued output exceeds
+// Back-pressure: write() never drops bytes (on a plain accepted socket with nothing queued it
+// sends directly, queuing only what the kernel does not take); when the queued output exceeds
 // high_water_bytes, above_high_water() turns true and the writer is expected to stop producing
 // (the server's ServerStream::send_body returns false, the gateway pauses its upstream read).
 // When the kernel has taken enough that the output falls to low_water_bytes, above_high_water()
@@ -27,6 +28,7 @@
 
 struct bufferevent;
 struct evbuffer;
+struct ssl_st;
 
 namespace cutline::proto {
 
@@ -66,12 +68,21 @@ class Connection {
 
   // Wraps an accepted, connected socket (takes ownership of `fd`). Reading starts enabled.
   Connection(EventLoop& loop, int fd, Handler& handler, const ConnectionOptions& options);
+  // The same over TLS (bufferevent_openssl, server side): takes ownership of `fd` and `ssl`
+  // (from TlsContext::new_ssl()); the handshake runs first, then on_readable() sees plaintext.
+  // A failed handshake ends with on_closed(kError, OpenSSL's reason).
+  Connection(EventLoop& loop, int fd, ssl_st* ssl, Handler& handler,
+             const ConnectionOptions& options);
   // Starts a non-blocking connect to `addr`; the result arrives later (never inline) as
   // on_connected() or on_closed(kConnect*). Reading is enabled once connected. Returns nullptr
   // only when no socket could be created (out of descriptors).
+  // With `ssl` (from TlsContext::new_client_ssl(), ownership taken), the connection is TLS:
+  // on_connected() runs once the handshake (and certificate verification) has succeeded; a
+  // failed handshake is on_closed(kConnectFailed, OpenSSL's reason).
   static std::unique_ptr<Connection> connect(EventLoop& loop, const sockaddr* addr,
                                              socklen_t addr_len, int64_t connect_timeout_ms,
-                                             Handler& handler, const ConnectionOptions& options);
+                                             Handler& handler, const ConnectionOptions& options,
+                                             ssl_st* ssl = nullptr);
   ~Connection();  // close()
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -137,6 +148,9 @@ class Connection {
   bool reading_ = true;
   bool connecting_ = false;
   bool flushing_ = false;
+  // write() may send() directly when nothing is queued: plain accepted sockets (always
+  // connected; a TLS bufferevent must do its own writing).
+  bool direct_write_ = false;
   int64_t linger_ms_ = 0;
   int64_t read_timeout_ms_ = 0;
 };

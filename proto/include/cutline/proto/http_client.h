@@ -37,6 +37,7 @@
 namespace cutline::proto {
 
 class EventLoop;
+class TlsContext;
 
 struct ClientOptions {
   int64_t connect_timeout_ms = 5000;
@@ -59,6 +60,11 @@ struct ClientRequest {
   HttpHeaders headers;
   // Sent with Content-Length (also when empty for POST, PUT and PATCH).
   std::string body;
+  // HTTPS: a client TlsContext (tls_context.h: CA store or file, client certificate). SNI and the
+  // verified name are `tls_server_name`, or `host` when that is empty. Connections are pooled per
+  // host, port and context. Null: cleartext.
+  std::shared_ptr<const TlsContext> tls;
+  std::string tls_server_name;
 };
 
 enum class ClientErrorKind {

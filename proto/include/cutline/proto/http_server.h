@@ -29,6 +29,8 @@
 
 namespace cutline::proto {
 
+class TlsContext;
+
 struct ServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0: any free port, see HttpServer::port()
@@ -42,6 +44,9 @@ struct ServerOptions {
   // (keep-alive idle and slow request heads). 0 = never.
   int64_t idle_timeout_ms = 60000;
   int backlog = 4096;
+  // TLS: when set, every accepted connection does a TLS handshake with this server context
+  // (tls_context.h) before HTTP. The context must outlive the server. Null: cleartext.
+  std::shared_ptr<const TlsContext> tls;
   // Called on the loop thread when the server answers a request itself instead of dispatching
   // it (a parse error or a broken limit: 400, 413, 431). `request` holds what was parsed before
   // the error (empty when the head was not complete). The hook may add headers to the answer and
