@@ -39,10 +39,12 @@ class TinyModel : public ::testing::Test {
     auto tok = model::load_tokenizer(*file_);
     ASSERT_TRUE(tok.ok()) << tok.error().message;
     tokenizer_ = std::move(tok).value().release();
-    auto dev = device::make_device({.kind = device::DeviceKind::kCpu, .cpu_threads = 2});
+    auto dev =
+        device::make_device({.kind = device::DeviceKind::kCpu, .cpu_threads = 2, .cpu_isa = {}});
     ASSERT_TRUE(dev.ok()) << dev.error().message;
-    auto runner = model::LlamaRunner::load(
-        file_, std::shared_ptr<device::Device>(std::move(dev).value()), {.warmup = false});
+    auto runner =
+        model::LlamaRunner::load(file_, std::shared_ptr<device::Device>(std::move(dev).value()),
+                                 {.name = {}, .warmup = false});
     ASSERT_TRUE(runner.ok()) << runner.error().message;
     runner_ = std::move(runner).value().release();
   }
