@@ -376,6 +376,9 @@ void BackendServer::shutdown(int64_t drain_timeout_ms) {
     std::unique_lock<std::mutex> lock(active_mu_);
     if (shut_down_) return;
     draining_.store(true);
+    // Stop accepting: new connections are refused; open ones may finish (new requests on them
+    // get 503 "draining").
+    if (http_) http_->stop_accepting();
     active_cv_.wait_for(lock, std::chrono::milliseconds(drain_timeout_ms),
                         [this] { return active_ == 0; });
     // Drain timeout: end what is still running with a labeled stop.
