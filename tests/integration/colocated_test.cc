@@ -10,8 +10,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -334,6 +337,73 @@ TEST(ReadyzProbe, AnUpstreamThatNeverAnswersIsReportedWithinTheProbeTimeout) {
   EXPECT_LT(took_s, 5.0);
   gateway.stop();
   ::close(silent);
+}
+
+// A KV pool far too small for 8 concurrent answers: the backend preempts (recompute) and the
+// gateway's record for each answer carries the count it merged from the backend's own record;
+// the access log says the same. Every answer either completes or says why not.
+TEST(ColocatedTinyKv, PreemptionsAreCountedAndVisibleThroughTheGateway) {
+  const std::string dir = make_temp_dir();
+  const uint16_t backend_port = free_port();
+  const std::string config = dir + "/cutline.yaml";
+  std::ofstream(config) << "listen:\n  - address: 127.0.0.1:0\n"
+                           "admin:\n  address: 127.0.0.1:0\n"
+                           "access_log: "
+                        << dir
+                        << "/access.log\n"
+                           "upstreams:\n"
+                           "  - name: local\n"
+                           "    url: http://127.0.0.1:"
+                        << backend_port
+                        << "\n"
+                           "    models: [tiny]\n"
+                           "    spawn:\n"
+                           "      command: ["
+                        << CUTLINE_BACKEND_BIN << ", --port, \"" << backend_port
+                        << "\", --cache-dir, " << dir
+                        << "/cache, --device, cpu, --kv-memory, 96KiB, --model, tiny=builtin]\n"
+                           "      ready_timeout: 60s\n"
+                           "policies:\n"
+                           "  - name: default\n"
+                           "    deadline: 60s\n";
+  Process gateway;
+  gateway.start({CUTLINE_GATEWAY_BIN, "--config", config, "--ready-file", dir + "/ready.json"},
+                dir + "/gateway.out", dir + "/gateway.err");
+  ASSERT_TRUE(wait_for([&] { return !read_file(dir + "/ready.json").empty(); }, 60000))
+      << read_file(dir + "/gateway.err");
+  const std::string ready = read_file(dir + "/ready.json");
+  const auto port = static_cast<uint16_t>(std::atoi(ready.c_str() + ready.find(':') + 1));
+  const std::string chat_url = "http://127.0.0.1:" + std::to_string(port) + "/v1/chat/completions";
+
+  constexpr int kClients = 8;
+  std::vector<std::future<std::optional<proto::StopRecord>>> answers;
+  for (int i = 0; i < kClients; ++i) {
+    answers.push_back(
+        std::async(std::launch::async, [&chat_url]() -> std::optional<proto::StopRecord> {
+          auto r = proto::http_fetch(
+              chat_url, "POST", {{"Content-Type", "application/json"}},
+              R"({"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":100,)"
+              R"("ignore_eos":true,"seed":1,"stream":true})",
+              60000);
+          if (!r.ok() || r->status != 200) return std::nullopt;
+          const auto chunks = sse_payloads(r->body, nullptr);
+          if (chunks.empty()) return std::nullopt;
+          return record_in(chunks.back());
+        }));
+  }
+  int64_t preemptions = 0;
+  for (auto& a : answers) {
+    auto rec = a.get();
+    ASSERT_TRUE(rec.has_value());
+    EXPECT_EQ(rec->reporter, "gateway");
+    preemptions += rec->preemptions.value_or(0);
+    EXPECT_TRUE(rec->cause == Cause::kClientMaxTokens || rec->cause == Cause::kBackendPreempted)
+        << proto::to_string(rec->cause);
+  }
+  EXPECT_GT(preemptions, 0) << "a 96 KiB pool should not fit 8 answers of 100 tokens";
+  const std::string log = read_file(dir + "/access.log");
+  EXPECT_NE(log.find("\"preemptions\":"), std::string::npos) << log;
+  gateway.stop();
 }
 
 }  // namespace
