@@ -192,7 +192,9 @@ void quant_q8_0(const float* x, BlockQ8_0& b) {
   const float d = amax / 127.0f;
   const float id = d != 0 ? 1.0f / d : 0.0f;
   b.d = f32_to_f16(d);
-  for (int i = 0; i < kQK8_0; ++i) b.qs[i] = static_cast<int8_t>(nearest_int(x[i] * id));
+  // Ties round away from zero, as ggml's quantize_row_q8_0_ref (roundf) does, so that files we
+  // write are byte-identical to ggml's.
+  for (int i = 0; i < kQK8_0; ++i) b.qs[i] = static_cast<int8_t>(std::round(x[i] * id));
 }
 
 void quant_q4_0(const float* x, BlockQ4_0& b) {

@@ -10,12 +10,12 @@
 #include <cstring>
 #include <vector>
 
+#include "cutline/device/quant.h"
 #include "cutline/model/bpe_trainer.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/vocabulary.h"
 #include "synth_corpus.h"
-#include "synth_quant.h"
 
 namespace cutline::model {
 
@@ -168,13 +168,17 @@ Status write_tensor(const TensorPlan& t, uint64_t seed, GgufWriter& w, std::vect
   for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
   const int64_t row_bytes = tensor_row_bytes(t.type, cols);
   constexpr size_t kChunkBytes = 4 << 20;
+  // TensorType and device::DType share the GGML type ids; validate() only admits F32, F16, Q8_0
+  // and Q4_0, which the device's reference quantizers all write.
+  const auto dtype = device::dtype_from_ggml(static_cast<uint32_t>(t.type));
+  if (!dtype) return make_error(ErrorKind::kInternal, "synth: no quantizer for " + t.name);
   row.resize(cols);
   chunk.clear();
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) row[c] = t.base + t.amplitude * rng.symmetric();
     size_t at = chunk.size();
     chunk.resize(at + row_bytes);
-    quantize_row(t.type, row.data(), chunk.data() + at, cols);
+    device::quantize_row(*dtype, row.data(), chunk.data() + at, cols);
     if (chunk.size() >= kChunkBytes) {
       if (auto s = w.write_data(chunk); !s) return s;
       chunk.clear();
