@@ -29,31 +29,9 @@
 #include "cutline/proto/http_fetch.h"
 #include "cutline/proto/sse_parser.h"
 #include "cutline/proto/stop_record.h"
+#include "process_harness.h"
 
 namespace cutline::test {
-
-// Polls `cond` every few ms until it holds or `timeout_ms` passes.
-inline bool wait_until(const std::function<bool()>& cond, int timeout_ms = 10000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-inline std::string temp_dir() {
-  char tmpl[] = "/tmp/cutline-backend-test-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  return d ? d : "/tmp";
-}
 
 // Synthesizes a small model like the builtin one but with other weights (seed) and shape.
 inline std::string synth_model(const std::string& dir, const std::string& name,
@@ -67,27 +45,16 @@ class Backend {
  public:
   // Starts cutline-backend with `args` (plus --port 0 --cache-dir DIR/cache); waits for the port.
   bool start(const std::vector<std::string>& args) {
-    dir_ = dir_.empty() ? temp_dir() : dir_;
+    dir_ = dir_.empty() ? make_temp_dir("cutline-backend-test") : dir_;
     std::vector<std::string> argv = {CUTLINE_BACKEND_BIN, "--port",   "0",  "--cache-dir",
                                      dir_ + "/cache",     "--device", "cpu"};
     argv.insert(argv.end(), args.begin(), args.end());
     out_ = dir_ + "/stdout.txt";
     err_ = dir_ + "/stderr.txt";
-    pid_ = fork();
-    if (pid_ == 0) {
-      int out = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int err = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, 1);
-      dup2(err, 2);
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-      a.push_back(nullptr);
-      execv(a[0], a.data());
-      _exit(127);
-    }
-    return wait_until(
+    process_.start(argv, out_, err_);
+    return wait_for(
         [&] {
-          const std::string text = slurp(out_);
+          const std::string text = read_file(out_);
           const auto at = text.rfind(':');
           if (text.find("listening on") == std::string::npos || at == std::string::npos)
             return false;
@@ -97,31 +64,15 @@ class Backend {
         30000);
   }
   const std::string& dir() {
-    if (dir_.empty()) dir_ = temp_dir();
+    if (dir_.empty()) dir_ = make_temp_dir("cutline-backend-test");
     return dir_;
   }
   uint16_t port() const { return port_; }
-  std::string stderr_text() const { return slurp(err_); }
+  std::string stderr_text() const { return read_file(err_); }
 
   // SIGTERM; returns the exit status (or -1 when it had to be killed).
-  int stop(int timeout_ms = 20000) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    const bool exited =
-        wait_until([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, timeout_ms);
-    if (!exited) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      pid_ = -1;
-      return -1;
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  void signal(int sig) const {
-    if (pid_ > 0) kill(pid_, sig);
-  }
+  int stop(int timeout_ms = 20000) { return process_.stop(timeout_ms); }
+  void signal(int sig) const { process_.signal(sig); }
   ~Backend() {
     stop();
     if (!dir_.empty() && !std::getenv("CUTLINE_KEEP_TEST_DIRS")) {
@@ -142,7 +93,7 @@ class Backend {
   std::string dir_;
   std::string out_;
   std::string err_;
-  pid_t pid_ = -1;
+  Process process_;
   uint16_t port_ = 0;
 };
 

@@ -214,11 +214,14 @@ TEST_F(BackendSlowModel, ClientDisconnectAbortsTheSequence) {
     ASSERT_TRUE(state.ok());
     EXPECT_EQ(json_number(state->body, "/running"), 1) << state->body;
   }  // the client goes away mid-stream
-  EXPECT_TRUE(wait_until([&] {
-    auto state = backend_.get("/v1/cutline/state");
-    return state.ok() && json_number(state->body, "/running") == 0 &&
-           json_number(state->body, "/active_requests") == 0;
-  })) << backend_.get("/v1/cutline/state")->body;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        auto state = backend_.get("/v1/cutline/state");
+        return state.ok() && json_number(state->body, "/running") == 0 &&
+               json_number(state->body, "/active_requests") == 0;
+      },
+      10000))
+      << backend_.get("/v1/cutline/state")->body;
   auto metrics = backend_.get("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_EQ(metric_value(metrics->body,

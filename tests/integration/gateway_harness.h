@@ -27,73 +27,9 @@
 #include "cutline/proto/openai_chunk.h"
 #include "cutline/proto/sse_parser.h"
 #include "cutline/proto/stop_record.h"
+#include "process_harness.h"
 
 namespace cutline::test {
-
-// Polls `cond` every few ms until it holds or `timeout_ms` passes.
-inline bool wait_for(const std::function<bool()>& cond, int timeout_ms = 5000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-class Process {
- public:
-  // Starts argv with stdout to `stdout_path` and stderr to `stderr_path`.
-  void start(const std::vector<std::string>& argv, const std::string& stdout_path,
-             const std::string& stderr_path) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, 1);
-      dup2(err, 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  void signal(int sig) const {
-    if (pid_ > 0) kill(pid_, sig);
-  }
-  void stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 200; ++i) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-  ~Process() { stop(); }
-
- private:
-  pid_t pid_ = -1;
-};
-
-inline std::string make_temp_dir() {
-  char tmpl[] = "/tmp/cutline-gw-test-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  return d ? d : "/tmp";
-}
 
 // The last SSE data payload before [DONE] (the chunk carrying the stop record).
 inline std::string last_chunk(const std::string& sse_body) {
