@@ -162,13 +162,16 @@ TEST_F(BackendServing, ModelsHealthStateAndMetrics) {
   ASSERT_TRUE(
       backend_->post("/v1/completions", R"({"model":"tiny","prompt":"metrics","max_tokens":3})")
           .ok());
-  auto metrics = backend_->get("/metrics");
-  ASSERT_TRUE(metrics.ok());
-  EXPECT_EQ(metrics->status, 200);
-  const std::string& m = metrics->body;
-  EXPECT_GE(
-      metric_value(m, R"(cutline_backend_requests_total{cause="client_max_tokens",model="tiny"})"),
-      1);
+  // The request is counted when its sequence's record is handled, which may be just after the
+  // client has the response: poll.
+  std::string m;
+  EXPECT_TRUE(wait_for([&] {
+    auto metrics = backend_->get("/metrics");
+    if (!metrics.ok() || metrics->status != 200) return false;
+    m = metrics->body;
+    return metric_value(
+               m, R"(cutline_backend_requests_total{cause="client_max_tokens",model="tiny"})") >= 1;
+  })) << m;
   for (const char* name :
        {"cutline_backend_preemptions_total", "cutline_backend_kv_blocks{state=\"used\"}",
         "cutline_backend_kv_blocks{state=\"free\"}", "cutline_backend_kv_bytes",
