@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <simdjson.h>
 
 namespace cutline::proto {
@@ -169,9 +170,12 @@ Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
   auto get_int = [](ondemand::value v) -> std::optional<int64_t> {
     int64_t n;
     if (v.get_int64().get(n) == SUCCESS) return n;
-    double d;  // tolerate 12.0 from other writers
-    if (v.get_double().get(d) == SUCCESS) return static_cast<int64_t>(d);
-    return std::nullopt;
+    // Tolerate 12.0 from other writers, but only integral values int64 can hold (a cast of
+    // 1e101 would be undefined behaviour).
+    double d;
+    if (v.get_double().get(d) != SUCCESS) return std::nullopt;
+    if (!(d >= -9.2e18 && d <= 9.2e18) || d != std::trunc(d)) return std::nullopt;
+    return static_cast<int64_t>(d);
   };
   auto get_string = [](ondemand::value v) -> std::optional<std::string> {
     std::string_view s;

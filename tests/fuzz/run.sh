@@ -3,6 +3,10 @@
 #
 #   tests/fuzz/run.sh [SECONDS_PER_TARGET (default 20)] [TARGET_REGEX (default: all)]
 #
+# With FUZZ_RUNS=N set, each target runs N inputs with a fixed FUZZ_SEED (default 1) instead of
+# for a time: the run is then reproducible, which is what CI uses (deploy/test.sh) so that a
+# developer's passing run is exactly what CI repeats. Time-based runs explore; fixed runs check.
+#
 # The build (clang, -DCUTLINE_FUZZ=ON, ASan + UBSan, every library compiled with
 # -fsanitize=fuzzer-no-link so that libFuzzer sees coverage inside the parsers, not only in the
 # target file) goes to $CUTLINE_FUZZ_BUILD (default build-fuzz/). Each target starts from a copy of
@@ -57,8 +61,14 @@ for t in "${targets[@]}"; do
   artifacts="$build/fuzz-artifacts/$t"
   mkdir -p "$work" "$artifacts"
   [[ -d "$root/tests/fuzz/corpus/$t" ]] && cp -n "$root/tests/fuzz/corpus/$t"/* "$work"/ 2>/dev/null
-  echo "== $t: ${seconds}s"
-  if "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
+  if [[ -n "${FUZZ_RUNS:-}" ]]; then
+    budget=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}")
+    echo "== $t: ${FUZZ_RUNS} runs, seed ${FUZZ_SEED:-1}"
+  else
+    budget=(-max_total_time="$seconds")
+    echo "== $t: ${seconds}s"
+  fi
+  if "$build/tests/fuzz/$t" "${budget[@]}" -timeout=10 -print_final_stats=1 \
        -artifact_prefix="$artifacts/" "$work" >"$build/$t.fuzz.log" 2>&1; then
     grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$build/$t.fuzz.log" | tail -2
   else

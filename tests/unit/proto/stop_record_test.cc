@@ -119,6 +119,16 @@ TEST(StopRecord, ParseErrorsNameTheField) {
   ASSERT_FALSE(wrong_type.ok());
   EXPECT_NE(wrong_type.error().message.find("ttft_ms"), std::string::npos);
 
+  // An integer field given as a double out of int64's range, or with a fraction, is refused
+  // (found by fuzzing: the cast was undefined behaviour).
+  auto huge = parse_stop_record(R"({"v":1,"cause":"eos","output_tokens":1e101})");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().message.find("output_tokens"), std::string::npos);
+  EXPECT_FALSE(parse_stop_record(R"({"v":1,"cause":"eos","preemptions":2.5})").ok());
+  auto integral = parse_stop_record(R"({"v":1,"cause":"eos","output_tokens":12.0})");
+  ASSERT_TRUE(integral.ok());
+  EXPECT_EQ(integral->output_tokens, 12);
+
   EXPECT_FALSE(parse_stop_record("not json").ok());
   EXPECT_FALSE(parse_stop_record("[1,2]").ok());
 }
