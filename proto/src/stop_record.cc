@@ -1,9 +1,9 @@
 #include "cutline/proto/stop_record.h"
 
+#include <simdjson.h>
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <simdjson.h>
 
 namespace cutline::proto {
 namespace {
@@ -93,9 +93,12 @@ std::string_view default_finish_reason(Cause cause) {
 
 std::string_view to_string(CountMethod method) {
   switch (method) {
-    case CountMethod::kUsage: return "usage";
-    case CountMethod::kChunks: return "chunks";
-    case CountMethod::kEngine: return "engine";
+    case CountMethod::kUsage:
+      return "usage";
+    case CountMethod::kChunks:
+      return "chunks";
+    case CountMethod::kEngine:
+      return "engine";
   }
   return "usage";
 }
@@ -189,19 +192,19 @@ Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
     ondemand::value v;
     if (field.value().get(v) != SUCCESS) return field_error(key, "has a bad value");
 
-#define CUTLINE_NUM(name, getter)                                    \
-  if (key == #name) {                                                \
-    auto x = getter(v);                                              \
-    if (!x) return field_error(key, "must be a number");             \
-    rec.name = *x;                                                   \
-    continue;                                                        \
+#define CUTLINE_NUM(name, getter)                        \
+  if (key == #name) {                                    \
+    auto x = getter(v);                                  \
+    if (!x) return field_error(key, "must be a number"); \
+    rec.name = *x;                                       \
+    continue;                                            \
   }
-#define CUTLINE_STR(name)                                            \
-  if (key == #name) {                                                \
-    auto x = get_string(v);                                          \
-    if (!x) return field_error(key, "must be a string");             \
-    rec.name = std::move(*x);                                        \
-    continue;                                                        \
+#define CUTLINE_STR(name)                                \
+  if (key == #name) {                                    \
+    auto x = get_string(v);                              \
+    if (!x) return field_error(key, "must be a string"); \
+    rec.name = std::move(*x);                            \
+    continue;                                            \
   }
     if (key == "v") {
       auto x = get_int(v);
@@ -238,11 +241,16 @@ Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
         if (pf.unescaped_key().get(pk) != SUCCESS || pf.value().get_double().get(d) != SUCCESS) {
           return field_error("phases", "must hold numbers");
         }
-        if (pk == "queue") ph.queue_ms = d;
-        else if (pk == "load") ph.load_ms = d;
-        else if (pk == "warmup") ph.warmup_ms = d;
-        else if (pk == "prefill") ph.prefill_ms = d;
-        else if (pk == "first_decode") ph.first_decode_ms = d;
+        if (pk == "queue")
+          ph.queue_ms = d;
+        else if (pk == "load")
+          ph.load_ms = d;
+        else if (pk == "warmup")
+          ph.warmup_ms = d;
+        else if (pk == "prefill")
+          ph.prefill_ms = d;
+        else if (pk == "first_decode")
+          ph.first_decode_ms = d;
       }
       rec.phases = ph;
       continue;
@@ -348,9 +356,12 @@ Result<StopRecord> parse_stop_header(std::string_view value) {
     } else if (k == "limit" || k == "observed" || k == "output_tokens") {
       auto d = parse_double(v);
       if (!d) return field_error(k, "must be a number");
-      if (k == "limit") rec.limit = *d;
-      else if (k == "observed") rec.observed = *d;
-      else rec.output_tokens = static_cast<int64_t>(*d);
+      if (k == "limit")
+        rec.limit = *d;
+      else if (k == "observed")
+        rec.observed = *d;
+      else
+        rec.output_tokens = static_cast<int64_t>(*d);
     }
   }
   if (!have_cause) return field_error("cause", "is missing");

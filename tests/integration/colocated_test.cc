@@ -296,7 +296,9 @@ TEST_F(Colocated, ZzShutdownDrainsCutsTheRestAndStopsTheBackend) {
   EXPECT_EQ(rec->cause, Cause::kGatewayDeadline) << last;
   EXPECT_EQ(rec->rule, "shutdown.drain_timeout") << last;
   EXPECT_EQ(rec->limit, 1000) << last;
-  gateway_->stop();  // waits for the gateway to exit (it stops its child first)
+  // Waits for the gateway to exit; it stops its child first (SIGTERM, SIGKILL after 10 s), so
+  // allow more than that before killing the gateway itself.
+  gateway_->stop(20000);
   EXPECT_EQ(kill(pid, 0), -1);
   EXPECT_EQ(errno, ESRCH);
   const std::string err = read_file(*dir_ + "/gateway.err");

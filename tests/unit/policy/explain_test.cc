@@ -35,8 +35,10 @@ TEST(Explain, EveryNumberNamesItsRuleAndLine) {
         "deadline             5s           client       header Cutline-Deadline-Ms",
         "ttft_timeout         10s          rule         policies[0].ttft_timeout (line 13)",
         "idle_timeout         -            no limit set",
-        "max_concurrent       8            rule         policies[0].admission.max_concurrent (line 14)",
-        "queue_timeout        2s           rule         policies[0].admission.queue_timeout (line 14)",
+        "max_concurrent       8            rule         policies[0].admission.max_concurrent (line "
+        "14)",
+        "queue_timeout        2s           rule         policies[0].admission.queue_timeout (line "
+        "14)",
         "on_cut               label/length rule         policies[0].on_cut (default)"}) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\n" << text;
   }
