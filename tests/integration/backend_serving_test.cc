@@ -159,9 +159,10 @@ TEST_F(BackendServing, ModelsHealthStateAndMetrics) {
   EXPECT_GE(json_number(state->body, "/models/0/last_used_ms_ago"), 0);
   EXPECT_GT(json_number(state->body, "/models/0/last_load/total_ms"), 0);
 
-  ASSERT_TRUE(
-      backend_->post("/v1/completions", R"({"model":"tiny","prompt":"metrics","max_tokens":3})")
-          .ok());
+  ASSERT_TRUE(backend_
+                  ->post("/v1/completions",
+                         R"({"model":"tiny","prompt":"metrics","max_tokens":3,"ignore_eos":true})")
+                  .ok());
   // The request is counted when its sequence's record is handled, which may be just after the
   // client has the response: poll.
   std::string m;
