@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_attention.h"
 #include "cpu_kernels.h"
 #include "cutline/device/thread_pool.h"
 
@@ -106,9 +107,16 @@ class CpuDevice final : public Device {
     pool_.run(chunks,
               [&](int64_t c, int32_t thread) { fn(n * c / chunks, n * (c + 1) / chunks, thread); });
   }
+  void matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y,
+                        int64_t n_tasks);
+
 
   ThreadPool pool_;
   const cpu::Kernels& kernels_;
+  // matmul_quantized's activations (cpu_kernels.h QuantRow), reused across calls.
+  std::vector<int16_t> xq_;
+  std::vector<float> xd_;
+  std::vector<cpu::QuantRow> qrows_;
   std::vector<std::vector<float>> scratch_;  // per thread
 };
 
@@ -130,6 +138,14 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   // Tasks own slices of output columns (weight rows); finer than the thread count so that a
   // preempted core does not hold the step back, but at least kTileW rows each.
   const int64_t n_tasks =
+  // Integer path: the activations are quantized once per call (cpu_kernels.h QuantRow), then
+  // each weight block is decoded once for up to kTileRows activation rows. Chosen by weight type
+  // only, never by n_rows (batch invariance).
+  if (kernels_.dot_block_q != nullptr &&
+      kernels_.dot_block_q(w.type, nullptr, 0, 0, nullptr, 0, k, nullptr, 0)) {
+    matmul_quantized(x, n_rows, w, y, n_tasks);
+    return;
+  }
       std::clamp<int64_t>(n_out / (4 * cpu::kTileW), 1, pool_.size() == 1 ? 1 : pool_.size() * 8);
   const float* xs[cpu::kTileRows];
   // The register-blocked tile reads weight blocks in place (F32/F16/BF16/Q8_0/Q4_0) or, for the
@@ -196,6 +212,43 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
           } else {
             kernels_.dot_rows(wrow, xs, nr, k, out);
           }
+        }
+      }
+    }
+  });
+}
+
+void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y,
+                                 int64_t n_tasks) {
+  const int64_t n_out = w.rows, k = w.cols, kp = cpu::qrow_padded(k);
+  const int64_t rb = row_bytes(w.type, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  if (static_cast<int64_t>(xq_.size()) < n_rows * kp) xq_.resize(n_rows * kp);
+  if (static_cast<int64_t>(xd_.size()) < n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup))
+    xd_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
+  float* d = xd_.data();
+  float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
+  qrows_.resize(n_rows);
+  parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
+                 [&](int64_t r0, int64_t r1, int32_t) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     int16_t* q = xq_.data() + r * kp;
+                     float* dr = d + r * (kp / cpu::kQBlock);
+                     float* sr = sums + r * (kp / cpu::kQGroup);
+                     kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
+                     qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
+                   }
+                 });
+  pool_.run(n_tasks, [&](int64_t task, int32_t) {
+    const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
+    for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
+      const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
+      for (int64_t n = n_begin; n < n_end; n += cpu::kTileW) {
+        const int nw = static_cast<int>(std::min<int64_t>(cpu::kTileW, n_end - n));
+        for (int64_t b = b0; b < b1; b += cpu::kTileRows) {
+          const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, b1 - b));
+          kernels_.dot_block_q(w.type, base + n * rb, rb, nw, qrows_.data() + b, nr, k,
+                               y + b * n_out + n, n_out);
           for (int r = 0; r < nr; ++r) y[(b + r) * n_out + n] = out[r];
         }
       }
@@ -303,72 +356,7 @@ void CpuDevice::kv_write(float* k_cache, float* v_cache, const float* k, const f
 }
 
 void CpuDevice::paged_attention(const AttentionArgs& a) {
-  const int32_t group = a.n_heads / a.n_kv_heads;
-  const int64_t q_dim = static_cast<int64_t>(a.n_heads) * a.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
-  constexpr int kHeads = 4;  // query heads served by one pass over a KV head's rows
-  const int32_t n_sub = (group + kHeads - 1) / kHeads;
-  // One task per (token, KV head, up to kHeads of its query heads): each K and V row is read once
-  // for all those heads. Every head's softmax still runs over positions 0..pos in order with the
-  // same per-head operations (dot_rows and axpy_rows give each row the same bits whatever nr
-  // is), so a head's result depends only on its query and the cache, never on the call.
-  pool_.run(
-      static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * n_sub, [&](int64_t task, int32_t thread) {
-        const int64_t t = task / (int64_t{a.n_kv_heads} * n_sub);
-        const int32_t kvh = static_cast<int32_t>(task / n_sub % a.n_kv_heads);
-        const int32_t h0 = kvh * group + static_cast<int32_t>(task % n_sub) * kHeads;
-        const int nh = std::min<int32_t>(kHeads, kvh * group + group - h0);
-        const AttentionToken tok = a.tokens[t];
-        const int64_t n_ctx = static_cast<int64_t>(tok.pos) + 1;
-        float* scores = scratch(thread, kHeads * (n_ctx + a.head_dim));
-        const float* qs[kHeads];
-        float* accs[kHeads];
-        for (int i = 0; i < nh; ++i) {
-          qs[i] = a.q + t * q_dim + static_cast<int64_t>(h0 + i) * a.head_dim;
-          accs[i] = scores + kHeads * n_ctx + i * a.head_dim;
-        }
-        const int64_t head_off = static_cast<int64_t>(kvh) * a.head_dim;
-        const int32_t* table = a.block_tables + tok.table_begin;
-        auto row = [&](int64_t j) {
-          return static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-        };
-        float mx[kHeads], sum[kHeads], s[kHeads];
-        for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
-        for (int64_t j = 0; j < n_ctx; ++j) {
-          const float* kr = a.k_cache + row(j) * kv_dim + head_off;
-          for (int i = 0; i < nh; i += kernels_.dot_tile)
-            kernels_.dot_rows(kr, qs + i, std::min(kernels_.dot_tile, nh - i), a.head_dim, s + i);
-          for (int i = 0; i < nh; ++i) {
-            scores[i * n_ctx + j] = s[i] * a.scale;
-            mx[i] = std::max(mx[i], scores[i * n_ctx + j]);
-          }
-        }
-        for (int i = 0; i < nh; ++i) {
-          float* sc = scores + i * n_ctx;
-          sum[i] = 0;
-          for (int64_t j = 0; j < n_ctx; ++j) {
-            sc[j] = std::exp(sc[j] - mx[i]);
-            sum[i] += sc[j];
-          }
-          std::fill(accs[i], accs[i] + a.head_dim, 0.0f);
-        }
-        float p[kHeads];
-        for (int64_t j = 0; j < n_ctx; ++j) {
-          const float* vr = a.v_cache + row(j) * kv_dim + head_off;
-          for (int i = 0; i < nh; ++i) p[i] = scores[i * n_ctx + j];
-          if (kernels_.axpy_rows != nullptr) {
-            kernels_.axpy_rows(vr, p, nh, a.head_dim, accs);
-          } else {
-            for (int i = 0; i < nh; ++i)
-              for (int32_t d = 0; d < a.head_dim; ++d) accs[i][d] += p[i] * vr[d];
-          }
-        }
-        for (int i = 0; i < nh; ++i) {
-          const float inv = 1.0f / sum[i];
-          float* out = a.out + t * q_dim + static_cast<int64_t>(h0 + i) * a.head_dim;
-          for (int32_t d = 0; d < a.head_dim; ++d) out[d] = accs[i][d] * inv;
-        }
-      });
+  cpu::paged_attention(a, pool_, kernels_, scratch_);
 }
 
 }  // namespace
