@@ -161,8 +161,10 @@ void Admin::ready(std::shared_ptr<proto::ServerStream> s) {
   for (size_t i = 0; i < policy->upstreams.size(); ++i) {
     const policy::Upstream& u = policy->upstreams[i];
     proto::ClientRequest req;
-    req.host = u.host;
-    req.port = u.port;
+    if (!fill_upstream_target(u, gw_.upstream_tls(), req).ok()) {
+      finished(i, false);
+      continue;
+    }
     req.target = u.base_path + "/v1/models";
     proto::ClientCallbacks cb;
     cb.on_complete = [finished, i](proto::HttpHeaders&) { finished(i, true); };

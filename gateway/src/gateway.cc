@@ -8,6 +8,7 @@
 #include "cutline/gateway/listener_tls.h"
 #include "cutline/gateway/passthrough.h"
 #include "cutline/gateway/stream.h"
+#include "cutline/gateway/upstream_target.h"
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
 #include "cutline/proto/openai_error.h"
@@ -48,7 +49,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
                  "this process's memory\n",
                  loaded.policy->budget_store.url.c_str());
   }
+  // Upstream TLS files (CA, client certificate, key) are read now: a bad one stops the start.
+  auto upstream_tls = UpstreamTlsContexts::build(*loaded.policy);
+  if (!upstream_tls.ok()) return upstream_tls.error();
   std::unique_ptr<Gateway> gw(new Gateway(std::move(options), loaded.policy));
+  gw->upstream_tls_.add(loaded.policy, std::move(upstream_tls).value());
   const auto& log = loaded.policy->access_log;
   if (log.kind != policy::AccessLogKind::kOff) {
     auto opened = AccessLog::open(log.kind == policy::AccessLogKind::kFile ? log.path : "-");
@@ -218,14 +223,28 @@ uint16_t Gateway::port() const { return server_ ? server_->port() : 0; }
 uint16_t Gateway::admin_port() const { return admin_ ? admin_->port() : 0; }
 
 Status Gateway::reload() {
-  policy::LoadResult r = holder_->reload(options_.config_path);
-  metrics_.policy_reload(r.ok());
-  if (!r.ok()) {
+  policy::LoadResult r = policy::load_policy_file(options_.config_path);
+  std::string error_text = r.ok() ? std::string() : r.error_text();
+  // The certificates and keys the new policy names are loaded before it is swapped in: an
+  // unreadable or mismatched file refuses the reload and the old policy and contexts stay.
+  std::shared_ptr<const UpstreamTlsContexts> upstream_tls;
+  if (r.ok()) {
+    auto built = UpstreamTlsContexts::build(*r.policy);
+    if (built.ok()) {
+      upstream_tls = std::move(built).value();
+    } else {
+      error_text = built.error().message;
+    }
+  }
+  metrics_.policy_reload(error_text.empty());
+  if (!error_text.empty()) {
     std::fprintf(stderr,
                  "cutline-gateway: reload of %s refused, keeping the policy in force:\n%s\n",
-                 options_.config_path.c_str(), r.error_text().c_str());
-    return make_error(ErrorKind::kBadRequest, r.error_text());
+                 options_.config_path.c_str(), error_text.c_str());
+    return make_error(ErrorKind::kBadRequest, error_text);
   }
+  upstream_tls_.add(r.policy, std::move(upstream_tls));
+  holder_->replace(r.policy);
   loaded_unix_s_ = unix_now_s();
   metrics_.set_bounds(bounds_of(*r.policy));
   apply_queue_limits(*r.policy);

@@ -67,8 +67,9 @@ void Passthrough::start() {
   if (!upstream_) upstream_ = &policy_->upstreams.front();
   proto::ClientRequest up;
   up.method = req.method;
-  up.host = upstream_->host;
-  up.port = upstream_->port;
+  if (Status s = fill_upstream_target(*upstream_, gw_.upstream_tls(), up); !s.ok()) {
+    return respond_error(s.error());
+  }
   up.target = upstream_->base_path + req.target;
   up.headers = req.headers;
   proto::remove_hop_by_hop(up.headers);

@@ -307,8 +307,10 @@ void Stream::route() {
   }
   proto::ClientRequest req;
   req.method = "POST";
-  req.host = upstream_->host;
-  req.port = upstream_->port;
+  if (Status s = fill_upstream_target(*upstream_, gw_.upstream_tls(), req); !s.ok()) {
+    return on_upstream_error(proto::ClientError{proto::ClientErrorKind::kConnectFailed,
+                                                s.error().message});
+  }
   req.target = upstream_->base_path + std::string(route_of(endpoint_));
   req.headers = client_->request().headers;
   proto::remove_hop_by_hop(req.headers);

@@ -186,6 +186,13 @@ ClientHandle HttpClient::start(ClientRequest request, ClientCallbacks callbacks)
     exchange->key =
         "tls/" + std::string(id) + "/" + exchange->request().tls_server_name + "/" + exchange->key;
   }
+  if (exchange->request().protocol == ClientProtocol::kHttp2) {
+    loop_.post([exchange] {
+      exchange->fail(ClientError{ClientErrorKind::kConnectFailed,
+                                 "HTTP/2 upstreams are not supported by this build"});
+    });
+    return ClientHandle(exchange);
+  }
   std::string message;
   auto fail_later = [this, exchange](ClientErrorKind kind, std::string text) {
     loop_.post([exchange, kind, text = std::move(text)] {

@@ -20,6 +20,7 @@
 #include "cutline/gateway/access_log.h"
 #include "cutline/gateway/metrics.h"
 #include "cutline/gateway/supervisor.h"
+#include "cutline/gateway/upstream_target.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/policy_holder.h"
@@ -79,6 +80,8 @@ class Gateway {
   GatewayMetrics& metrics() { return metrics_; }
   AccessLog* access_log() { return access_log_.get(); }
   policy::PoolStore& pools() { return *pools_; }
+  // Client TLS contexts of the https:// upstreams of every policy in use (fill_upstream_target).
+  const UpstreamTlsCache& upstream_tls() const { return upstream_tls_; }
   std::shared_ptr<const policy::Policy> policy() const { return holder_->snapshot(); }
   uint64_t policy_generation() const { return holder_->generation(); }
   double policy_loaded_unix_s() const { return loaded_unix_s_.load(); }
@@ -110,6 +113,7 @@ class Gateway {
   GatewayOptions options_;
   proto::SystemClock clock_;
   std::unique_ptr<policy::PolicyHolder> holder_;
+  UpstreamTlsCache upstream_tls_;
   std::atomic<double> loaded_unix_s_{0};
   GatewayMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;

@@ -50,6 +50,15 @@ struct ClientOptions {
   size_t low_water_bytes = 16 * 1024;
 };
 
+// Which HTTP version a request is sent with.
+enum class ClientProtocol {
+  kHttp1,  // HTTP/1.1 (over TLS: ALPN as the context offers it, "http/1.1" by default)
+  kHttp2,  // HTTP/2: with prior knowledge on cleartext (h2c), ALPN "h2" over TLS (a server that
+           // does not select h2 fails the request with kConnectFailed)
+  kAuto,   // over TLS: ALPN offers "h2" and "http/1.1" and the server's pick is used (remembered
+           // per host, port and context); cleartext: HTTP/1.1
+};
+
 struct ClientRequest {
   std::string method = "GET";
   std::string host;  // IP literal or name
@@ -65,6 +74,8 @@ struct ClientRequest {
   // host, port and context. Null: cleartext.
   std::shared_ptr<const TlsContext> tls;
   std::string tls_server_name;
+  // HTTP/1.1 by default; see ClientProtocol and http2_client_connection.h for HTTP/2 pooling.
+  ClientProtocol protocol = ClientProtocol::kHttp1;
 };
 
 enum class ClientErrorKind {

