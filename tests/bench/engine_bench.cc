@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cutline/device/device.h"
 #include "cutline/engine/counter_rng.h"
@@ -40,7 +41,17 @@ namespace {
 using namespace cutline;
 using SteadyTime = std::chrono::steady_clock;
 
+// --clock cpu: every time in the tables is CPU time of this thread (CLOCK_THREAD_CPUTIME_ID)
+// instead of wall time. With --threads 1 the engine step runs entirely on this thread, so the
+// figures are the steps' compute cost, unaffected by other processes on a loaded machine.
+bool g_cpu_clock = false;
+
 double now_ms() {
+  if (g_cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+  }
   return std::chrono::duration<double, std::milli>(SteadyTime::now().time_since_epoch()).count();
 }
 
@@ -279,18 +290,23 @@ int main(int argc, char** argv) {
       budgets = parse_list(next());
     else if (a == "--levels")
       levels = parse_list(next());
+    else if (a == "--clock")
+      g_cpu_clock = next() == "cpu";
     else if (a == "--large-layers")
       large_layers = std::atoi(next().c_str());
     else {
       std::fprintf(stderr,
                    "usage: engine_bench [--dir DIR] [--scenario all|stall|throughput] [--models "
                    "tiny,medium,large] [--threads N] [--gen N] [--prompt N] [--budgets 16,512,..] "
-                   "[--levels 1,2,4,8,16] [--large-layers N]\n");
+                   "[--levels 1,2,4,8,16] [--large-layers N] [--clock wall|cpu]\n");
       return 2;
     }
   }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::printf("engine_bench: %d CPU threads\n", threads);
+  std::printf("engine_bench: %d CPU threads, %s clock\n", threads,
+              g_cpu_clock ? "thread CPU" : "wall");
+  if (g_cpu_clock && threads != 1)
+    std::fprintf(stderr, "note: --clock cpu counts this thread only; use --threads 1\n");
 
   // tiny: the built-in default; medium: a model whose 2,048-token prefill is long next to a
   // decode step; large: >= 1 GiB of F16 weights (12 layers of dim 2048).
