@@ -349,10 +349,10 @@ void Engine::apply_outputs(const StepPlan& plan, const std::vector<float>& logit
   size_t row = 0;
   for (const ScheduledChunk& c : plan.chunks) {
     Sequence* seq = c.seq;
-    if (!c.want_logits) {
-      if (seq->first_token_us < 0) seq->prefill_us += step_us;
-      continue;
-    }
+    // Every step that computes part of the prompt before the first token is prefill, the one
+    // that completes it included (it also yields the logits of the first token).
+    if (seq->first_token_us < 0) seq->prefill_us += step_us;
+    if (!c.want_logits) continue;
     std::span<const float> row_logits;
     if (logits.size() >= (row + 1) * static_cast<size_t>(vocab))
       row_logits = std::span<const float>(logits).subspan(row * vocab, vocab);
@@ -366,19 +366,21 @@ void Engine::apply_outputs(const StepPlan& plan, const std::vector<float>& logit
     const int32_t token = sampler_.sample(row_logits, seq->sampling, seq->seed, seq->num_output(),
                                           all.first(seq->prompt_len), all.subspan(seq->prompt_len));
     seq->tokens.push_back(token);
+    EngineEvent& ev = event_for(seq);
+    ev.tokens.push_back(token);
+    // A token counts as emitted once sampled and queued in its event (published with the step).
+    const int64_t token_us = clock_->now_us();
     if (seq->first_token_us < 0) {
-      seq->first_token_us = t1_us;
-      seq->first_decode_us = step_us;
+      seq->first_token_us = token_us;
+      seq->first_decode_us = token_us - t1_us;
     } else {
-      const int64_t gap = t1_us - seq->last_token_us;
+      const int64_t gap = token_us - seq->last_token_us;
       seq->itl_sum_us += gap;
       seq->itl_max_us = std::max(seq->itl_max_us, gap);
     }
-    seq->last_token_us = t1_us;
+    seq->last_token_us = token_us;
     ++local_stats_.output_tokens_total;
 
-    EngineEvent& ev = event_for(seq);
-    ev.tokens.push_back(token);
     const StopConditions& stop = seq->stop;
     if (!stop.ignore_eos && tokenizer_.is_eos(token)) {
       finish(seq, proto::Cause::kEos, "end-of-sequence token " + std::to_string(token), &ev);

@@ -77,9 +77,12 @@ TEST(Engine, GeneratesMaxTokensAndReportsRecord) {
   EXPECT_EQ(o.record->input_tokens, 40);
   EXPECT_EQ(o.record->output_tokens, 12);
   EXPECT_EQ(o.text, tok.decode(o.tokens));
-  // One step of 2 ms for the whole prompt and the first token, then 11 decode steps.
+  // One step of 2 ms for the whole prompt (prefill; it also yields the first token's logits),
+  // sampling takes no time on the manual clock, then 11 decode steps.
   EXPECT_DOUBLE_EQ(o.record->ttft_ms, 2.0);
-  EXPECT_DOUBLE_EQ(o.record->first_decode_ms, 2.0);
+  EXPECT_DOUBLE_EQ(o.record->prefill_ms, 2.0);
+  EXPECT_DOUBLE_EQ(o.record->first_decode_ms, 0.0);
+  EXPECT_DOUBLE_EQ(o.record->queue_ms, 0.0);
   EXPECT_DOUBLE_EQ(o.record->queue_ms + o.record->prefill_ms + o.record->first_decode_ms,
                    o.record->ttft_ms);
   EXPECT_DOUBLE_EQ(o.record->decode_ms, 22.0);
@@ -110,9 +113,10 @@ TEST(Engine, PrefillPhasesAddUpWhenChunked) {
   clock.advance_us(5000);  // waits 5 ms before the first step
   auto out = run_until_idle(*engine);
   const auto& rec = *out.at(*id).record;
-  // 50 tokens in chunks of 16: 3 non-final chunks, then the final chunk samples token 1.
-  EXPECT_DOUBLE_EQ(rec.prefill_ms, 3.0);
-  EXPECT_DOUBLE_EQ(rec.first_decode_ms, 1.0);
+  // 50 tokens in chunks of 16: 4 prefill steps (16, 16, 16, 2), the last one yielding the
+  // logits token 1 is sampled from (instantly on the manual clock).
+  EXPECT_DOUBLE_EQ(rec.prefill_ms, 4.0);
+  EXPECT_DOUBLE_EQ(rec.first_decode_ms, 0.0);
   EXPECT_DOUBLE_EQ(rec.queue_ms, 5.0);
   EXPECT_DOUBLE_EQ(rec.ttft_ms, 9.0);
 }

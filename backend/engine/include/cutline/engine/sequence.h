@@ -39,8 +39,8 @@ struct Sequence {
   int64_t arrival_us = 0;
   int64_t first_token_us = -1;
   int64_t last_token_us = -1;
-  int64_t prefill_us = 0;       // non-final prompt chunks before the first token
-  int64_t first_decode_us = 0;  // the step that produced the first token
+  int64_t prefill_us = 0;       // steps that ran prompt chunks before the first token
+  int64_t first_decode_us = 0;  // end of the prompt's last step -> first token sampled
   int64_t itl_sum_us = 0;
   int64_t itl_max_us = 0;
 

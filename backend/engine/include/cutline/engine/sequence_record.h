@@ -4,10 +4,17 @@
 // All times are in ms on the engine's one monotonic Clock, measured from Engine::add.
 //
 // TTFT phases add up exactly: ttft_ms = queue_ms + prefill_ms + first_decode_ms, where
-//   prefill_ms       = sum of the durations of the steps that ran a non-final prompt chunk,
-//   first_decode_ms  = duration of the step that ran the final chunk and sampled token 1,
-//   queue_ms         = everything else before the first token (waiting for admission, waiting
-//                      between chunks, recompute after a preemption before the first token).
+//   prefill_ms       = sum of the durations of the forward steps that ran a chunk of the prompt
+//                      before the first token, the final chunk included (recompute after a
+//                      preemption too): grows with prompt length and with whatever shares the
+//                      steps (other sequences' decodes and chunks),
+//   first_decode_ms  = from the end of the step that completed the prompt to the first token
+//                      being sampled and queued for emission (penalties, sampling over the
+//                      vocabulary, the sequences sampled before it in that step): grows with
+//                      vocabulary size, sampling parameters and batch size,
+//   queue_ms         = everything else before the first token (waiting for admission, steps
+//                      between its chunks that did not include it).
+// A prompt that fits in one step therefore reports its whole forward step as prefill.
 // (The backend's load and warm-up phases belong to model residency, not to the engine.)
 
 #include <cstdint>
