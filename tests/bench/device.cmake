@@ -5,3 +5,8 @@ if(TARGET cutline_backend_model)
   add_executable(decode_bench ${CMAKE_CURRENT_LIST_DIR}/decode_bench.cc)
   target_link_libraries(decode_bench PRIVATE cutline_backend_model cutline_backend_device)
 endif()
+# matmul_bench: the CPU matmul alone per type and batch size, in the calling thread's CPU time.
+if(TARGET cutline_backend_device)
+  add_executable(matmul_bench ${CMAKE_CURRENT_LIST_DIR}/matmul_bench.cc)
+  target_link_libraries(matmul_bench PRIVATE cutline_backend_device)
+endif()

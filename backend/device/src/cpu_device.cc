@@ -108,9 +108,15 @@ class CpuDevice final : public Device {
               [&](int64_t c, int32_t thread) { fn(n * c / chunks, n * (c + 1) / chunks, thread); });
   }
 
+  void matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
+
   ThreadPool pool_;
   const cpu::Kernels& kernels_;
   std::vector<std::vector<float>> scratch_;  // per thread
+  // matmul_quantized's activations (cpu_kernels.h QuantRow), reused across calls.
+  std::vector<int16_t> xq_;
+  std::vector<float> xd_;
+  std::vector<cpu::QuantRow> qrows_;
 };
 
 int64_t CpuDevice::free_bytes() const {
@@ -132,6 +138,14 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   // preempted core does not hold the step back, but at least kTileW rows each.
   const int64_t n_tasks =
       std::clamp<int64_t>(n_out / (4 * cpu::kTileW), 1, pool_.size() == 1 ? 1 : pool_.size() * 8);
+  // Integer path: the activations are quantized once per call (cpu_kernels.h QuantRow), then
+  // each weight block is decoded once for up to kTileRows activation rows. Chosen by weight type
+  // only, never by n_rows (batch invariance).
+  if (kernels_.dot_block_q != nullptr &&
+      kernels_.dot_block_q(w.type, nullptr, 0, 0, nullptr, 0, k, nullptr, 0)) {
+    matmul_quantized(x, n_rows, w, y, n_tasks);
+    return;
+  }
   const float* xs[cpu::kTileRows];
   // The register-blocked tile reads weight blocks in place (F32/F16/BF16/Q8_0/Q4_0) or, for the
   // other types, the F32 rows dequantized once per batch block. The path depends on the weight
@@ -198,6 +212,43 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
             kernels_.dot_rows(wrow, xs, nr, k, out);
           }
           for (int r = 0; r < nr; ++r) y[(b + r) * n_out + n] = out[r];
+        }
+      }
+    }
+  });
+}
+
+void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y,
+                                 int64_t n_tasks) {
+  const int64_t n_out = w.rows, k = w.cols, kp = cpu::qrow_padded(k);
+  const int64_t rb = row_bytes(w.type, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  if (static_cast<int64_t>(xq_.size()) < n_rows * kp) xq_.resize(n_rows * kp);
+  if (static_cast<int64_t>(xd_.size()) < n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup))
+    xd_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
+  float* d = xd_.data();
+  float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
+  qrows_.resize(n_rows);
+  parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
+                 [&](int64_t r0, int64_t r1, int32_t) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     int16_t* q = xq_.data() + r * kp;
+                     float* dr = d + r * (kp / cpu::kQBlock);
+                     float* sr = sums + r * (kp / cpu::kQGroup);
+                     kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
+                     qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
+                   }
+                 });
+  pool_.run(n_tasks, [&](int64_t task, int32_t) {
+    const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
+    for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
+      const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
+      for (int64_t n = n_begin; n < n_end; n += cpu::kTileW) {
+        const int nw = static_cast<int>(std::min<int64_t>(cpu::kTileW, n_end - n));
+        for (int64_t b = b0; b < b1; b += cpu::kTileRows) {
+          const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, b1 - b));
+          kernels_.dot_block_q(w.type, base + n * rb, rb, nw, qrows_.data() + b, nr, k,
+                               y + b * n_out + n, n_out);
         }
       }
     }

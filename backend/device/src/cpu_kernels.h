@@ -14,6 +14,20 @@
 
 namespace cutline::device::cpu {
 
+// One activation row quantized for the integer kernels (dot_block_q): int16 values in blocks of
+// kQBlock elements, x[i] ~= d[i / kQBlock] * q[i] (d = amax / 32767, round to nearest), and
+// sums[g] = d * (sum of q over the 32 elements of group g) for the K-quants' min terms. q is
+// zero from k up to the next multiple of kQBlock. Relative error of a dot product against the
+// F32 one: about 1e-5 (half a step of amax / 32767 per element).
+struct QuantRow {
+  const int16_t* q = nullptr;
+  const float* d = nullptr;
+  const float* sums = nullptr;
+};
+constexpr int64_t kQBlock = 256;
+constexpr int64_t kQGroup = 32;
+inline int64_t qrow_padded(int64_t k) { return (k + kQBlock - 1) / kQBlock * kQBlock; }
+
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 struct Kernels {
@@ -36,6 +50,17 @@ struct Kernels {
   // only asks.
   bool (*dot_block)(DType type, const void* w, int64_t w_stride, int nw, const float* const* xs,
                     int nr, int64_t k, float* out, int64_t ldo) = nullptr;
+  // Optional integer path: quantizes one activation row (k elements) as QuantRow describes, into
+  // q[qrow_padded(k)], d[qrow_padded(k) / kQBlock], sums[qrow_padded(k) / kQGroup].
+  void (*quantize_row_x)(const float* x, int64_t k, int16_t* q, float* d, float* sums) = nullptr;
+  // Optional integer path: out[r * ldo + n] = dot(weight row n, xs[r]) for n < nw, r < nr <=
+  // kTileRows, with the weight blocks read in place and the activations quantized by
+  // quantize_row_x. Each weight block is decoded once for all nr rows; each (n, r) pair gets the
+  // same bits whatever nw and nr are. Returns false when it has no kernel for this type or k;
+  // nr == 0 only asks. The matmul uses it for a type whenever it answers true, whatever the
+  // batch size.
+  bool (*dot_block_q)(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
+                      int nr, int64_t k, float* out, int64_t ldo) = nullptr;
   // acc[r][i] += p[r] * v[i] for i < n, r < nr <= 4 (attention's V accumulation; one order per
   // element, independent of nr).
   void (*axpy_rows)(const float* v, const float* p, int nr, int64_t n, float* const* acc) = nullptr;

@@ -87,36 +87,68 @@ class DeviceConformance : public testing::TestWithParam<Config> {
   bool cuda_ = false;
 };
 
-// Matmul of F32 activations by weights of every type vs dequantize-then-F32 in double.
-// Tolerance: CPU 1e-5 x sum|w*x| (F32 accumulation); CUDA 3e-3 x sum|w*x| (F16 GEMM inputs).
+// Matmul of F32 activations by weights of every type vs dequantize-then-F32 in double, with
+// rows of 512 and of 288 elements (not whole 256-element activation blocks: Q8_0's integer path
+// pads the last one). Tolerance: CPU 1e-5 x sum|w*x| (F32 accumulation), except Q8_0 and Q4_K on
+// AVX-512, whose integer kernels quantize the activations to int16 per 256 elements: 2e-5 x
+// sum|w*x| (measured below 5e-6); CUDA 3e-3 x sum|w*x| (F16 GEMM inputs).
 TEST_P(DeviceConformance, MatmulEveryTypeMatchesDequantizedReference) {
-  const int64_t rows = 24, cols = 512, batch = 5;
+  for (const int64_t cols : {512, 288})
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                       DType::kQ4_K, DType::kQ6_K}) {
+      if (cols % block_elems(type) != 0) continue;
+      const int64_t rows = 24, batch = 5;
+      SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols));
+      const std::vector<float> wf = random_vec(rows * cols, 1);
+      std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(type, wf.data() + r * cols, wq.data() + r * row_bytes(type, cols), cols);
+      std::vector<float> wd(rows * cols);
+      for (int64_t r = 0; r < rows; ++r)
+        dequantize_row(type, wq.data() + r * row_bytes(type, cols), wd.data() + r * cols, cols);
+      const std::vector<float> x = random_vec(batch * cols, 2);
+      auto w = dev_->load_weight(wq.data(), type, rows, cols, nullptr);
+      ASSERT_TRUE(w.ok()) << w.error().message;
+      Buffer dx = put(x), dy = zeros(batch * rows);
+      dev_->matmul(dx.as<float>(), batch, *w, dy.as<float>());
+      const std::vector<float> y = get(dy, batch * rows);
+      const bool int16_x =
+          GetParam().isa == "avx512" && (type == DType::kQ8_0 || type == DType::kQ4_K);
+      const double rel = cuda_ ? 3e-3 : int16_x ? 2e-5 : 1e-5;
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double ref = 0, mag = 0;
+          for (int64_t k = 0; k < cols; ++k) {
+            ref += double(wd[r * cols + k]) * x[b * cols + k];
+            mag += std::fabs(double(wd[r * cols + k]) * x[b * cols + k]);
+          }
+          ASSERT_NEAR(y[b * rows + r], ref, rel * mag + 1e-6) << "row " << b << " col " << r;
+        }
+      }
+    }
+}
+
+// A NaN in an activation row makes that row's outputs NaN for every weight type (the model
+// reports non-finite logits instead of sampling them); the other rows stay finite.
+TEST_P(DeviceConformance, MatmulPropagatesNaN) {
+  const int64_t rows = 8, cols = 512;
   for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                      DType::kQ4_K, DType::kQ6_K}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
-    const std::vector<float> wf = random_vec(rows * cols, 1);
+    const std::vector<float> wf = random_vec(rows * cols, 20);
     std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
     for (int64_t r = 0; r < rows; ++r)
       quantize_row(type, wf.data() + r * cols, wq.data() + r * row_bytes(type, cols), cols);
-    std::vector<float> wd(rows * cols);
-    for (int64_t r = 0; r < rows; ++r)
-      dequantize_row(type, wq.data() + r * row_bytes(type, cols), wd.data() + r * cols, cols);
-    const std::vector<float> x = random_vec(batch * cols, 2);
+    std::vector<float> x = random_vec(2 * cols, 21);
+    x[cols + 300] = NAN;
     auto w = dev_->load_weight(wq.data(), type, rows, cols, nullptr);
-    ASSERT_TRUE(w.ok()) << w.error().message;
-    Buffer dx = put(x), dy = zeros(batch * rows);
-    dev_->matmul(dx.as<float>(), batch, *w, dy.as<float>());
-    const std::vector<float> y = get(dy, batch * rows);
-    const double rel = cuda_ ? 3e-3 : 1e-5;
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t r = 0; r < rows; ++r) {
-        double ref = 0, mag = 0;
-        for (int64_t k = 0; k < cols; ++k) {
-          ref += double(wd[r * cols + k]) * x[b * cols + k];
-          mag += std::fabs(double(wd[r * cols + k]) * x[b * cols + k]);
-        }
-        ASSERT_NEAR(y[b * rows + r], ref, rel * mag + 1e-6) << "row " << b << " col " << r;
-      }
+    ASSERT_TRUE(w.ok());
+    Buffer dx = put(x), dy = zeros(2 * rows);
+    dev_->matmul(dx.as<float>(), 2, *w, dy.as<float>());
+    const std::vector<float> y = get(dy, 2 * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_TRUE(std::isfinite(y[r])) << "col " << r;
+      EXPECT_TRUE(std::isnan(y[rows + r])) << "col " << r;
     }
   }
 }
