@@ -213,7 +213,7 @@ TARGET void dot_tile_flat_t(const uint8_t* w, int64_t w_stride, const float* con
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_tile_nr(const uint8_t* w, int64_t w_stride, int nw, const float* const* xs,
                         int64_t k, float* out, int64_t ldo) {
-  constexpr int kW = NR <= 4 ? 4 : 3;
+  constexpr int kW = 4;
   int a = 0;
   if constexpr (NR <= 2) {
     // One weight row at a time: interleaving rows measured slower for batch-1 decode.
@@ -229,6 +229,12 @@ TARGET void dot_tile_nr(const uint8_t* w, int64_t w_stride, int nw, const float*
 template <__m512 (*Load)(const void*, int64_t)>
 TARGET void dot_tile_load(const uint8_t* w, int64_t w_stride, int nw, const float* const* xs,
                           int nr, int64_t k, float* out, int64_t ldo) {
+  // More than 4 rows go as two tiles of at most 4: the 4 x 4 tile's 16 accumulators measured
+  // 1.5-1.7x less CPU per row than a 3 x 8 tile's 24, even with the weights loaded twice.
+  if (nr > 4) {
+    dot_tile_load<Load>(w, w_stride, nw, xs, 4, k, out, ldo);
+    return dot_tile_load<Load>(w, w_stride, nw, xs + 4, nr - 4, k, out + 4 * ldo, ldo);
+  }
   switch (nr) {
     case 1:
       return dot_tile_nr<1, Load>(w, w_stride, nw, xs, k, out, ldo);
@@ -236,16 +242,8 @@ TARGET void dot_tile_load(const uint8_t* w, int64_t w_stride, int nw, const floa
       return dot_tile_nr<2, Load>(w, w_stride, nw, xs, k, out, ldo);
     case 3:
       return dot_tile_nr<3, Load>(w, w_stride, nw, xs, k, out, ldo);
-    case 4:
-      return dot_tile_nr<4, Load>(w, w_stride, nw, xs, k, out, ldo);
-    case 5:
-      return dot_tile_nr<5, Load>(w, w_stride, nw, xs, k, out, ldo);
-    case 6:
-      return dot_tile_nr<6, Load>(w, w_stride, nw, xs, k, out, ldo);
-    case 7:
-      return dot_tile_nr<7, Load>(w, w_stride, nw, xs, k, out, ldo);
     default:
-      return dot_tile_nr<8, Load>(w, w_stride, nw, xs, k, out, ldo);
+      return dot_tile_nr<4, Load>(w, w_stride, nw, xs, k, out, ldo);
   }
 }
 
