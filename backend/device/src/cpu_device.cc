@@ -24,6 +24,16 @@ namespace {
 // Activation rows per pass over a weight slice: the slice's dequantized rows are reused for this
 // many rows while they sit in cache (prefill); decode batches fit in one pass.
 constexpr int64_t kBatchBlock = 64;
+// Below this many multiply-adds a matmul runs on the calling thread: waking a worker took
+// ~5 us (matmul_bench --threads 2: 320x64 F16 at batch 1 took 7 us on 2 threads), while 2^18
+// multiply-adds take ~10-20 us on one.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
+// First output column of matmul task `task` of n_tasks: slices start on 16-column (64-byte)
+// boundaries so that two tasks never write the same cache line of an output row.
+int64_t task_begin(int64_t n_out, int64_t task, int64_t n_tasks) {
+  if (task >= n_tasks) return n_out;
+  return n_out * task / n_tasks / 16 * 16;
+}
 // Below this many elements an elementwise op runs on the calling thread.
 constexpr int64_t kParallelElems = 1 << 16;
 
@@ -135,9 +145,12 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   const int64_t rb = row_bytes(w.type, k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   // Tasks own slices of output columns (weight rows); finer than the thread count so that a
-  // preempted core does not hold the step back, but at least kTileW rows each.
-  const int64_t n_tasks =
-      std::clamp<int64_t>(n_out / (4 * cpu::kTileW), 1, pool_.size() == 1 ? 1 : pool_.size() * 8);
+  // preempted core does not hold the step back, but at least kTileW rows each. A small matmul
+  // runs on the calling thread alone: waking a worker costs more than it (see kParallelMacs).
+  const int64_t n_tasks = n_out * k * n_rows < kParallelMacs
+                              ? 1
+                              : std::clamp<int64_t>(n_out / (4 * cpu::kTileW), 1,
+                                                    pool_.size() == 1 ? 1 : pool_.size() * 8);
   // Integer path: the activations are quantized once per call (cpu_kernels.h QuantRow), then
   // each weight block is decoded once for up to kTileRows activation rows. Chosen by weight type
   // only, never by n_rows (batch invariance).
@@ -154,7 +167,8 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
       kernels_.dot_block(DType::kF32, nullptr, 0, 0, xs, 0, k, nullptr, 0)) {
     const bool in_place = kernels_.dot_block(w.type, nullptr, 0, 0, xs, 0, k, nullptr, 0);
     pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
-      const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
+      const int64_t n_begin = task_begin(n_out, task, n_tasks),
+                    n_end = task_begin(n_out, task + 1, n_tasks);
       float* wbuf = in_place ? nullptr : scratch(thread, cpu::kTileW * k);
       // Decode dequantizes one row at a time (it stays in L1); the bits do not depend on this.
       const int64_t group = in_place || n_rows > 2 ? cpu::kTileW : 1;
@@ -190,7 +204,8 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   const bool fused = n_rows <= 2 * tile && kernels_.dot_rows_typed != nullptr &&
                      kernels_.dot_rows_typed(w.type, nullptr, nullptr, 0, k, nullptr);
   pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
-    const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
+    const int64_t n_begin = task_begin(n_out, task, n_tasks),
+                  n_end = task_begin(n_out, task + 1, n_tasks);
     float* wbuf = scratch(thread, k);
     const float* xs[4];
     float out[4];
@@ -240,7 +255,8 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
                    }
                  });
   pool_.run(n_tasks, [&](int64_t task, int32_t) {
-    const int64_t n_begin = n_out * task / n_tasks, n_end = n_out * (task + 1) / n_tasks;
+    const int64_t n_begin = task_begin(n_out, task, n_tasks),
+                  n_end = task_begin(n_out, task + 1, n_tasks);
     for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
       const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
       for (int64_t n = n_begin; n < n_end; n += cpu::kTileW) {
