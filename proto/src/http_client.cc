@@ -11,6 +11,7 @@
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/tls_context.h"
 #include "http1_client_connection.h"
+#include "http2_client_connection.h"
 
 namespace cutline::proto {
 
@@ -42,26 +43,26 @@ Error ClientError::to_error() const {
 
 namespace {
 
-// Fills the exchange's address from host and port; false with a message when it cannot.
-bool resolve(ClientExchange& exchange, std::string* message) {
-  const ClientRequest& req = exchange.request();
+// Fills `addr` from the request's host and port; false with a message when it cannot.
+bool resolve(const ClientRequest& req, sockaddr_storage& addr, socklen_t& addr_len,
+             std::string* message) {
   std::string host = req.host;
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
   if (host == "localhost") host = "127.0.0.1";
-  auto* in4 = reinterpret_cast<sockaddr_in*>(&exchange.addr);
-  auto* in6 = reinterpret_cast<sockaddr_in6*>(&exchange.addr);
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
   if (inet_pton(AF_INET, host.c_str(), &in4->sin_addr) == 1) {
     in4->sin_family = AF_INET;
     in4->sin_port = htons(req.port);
-    exchange.addr_len = sizeof(sockaddr_in);
+    addr_len = sizeof(sockaddr_in);
     return true;
   }
   if (inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons(req.port);
-    exchange.addr_len = sizeof(sockaddr_in6);
+    addr_len = sizeof(sockaddr_in6);
     return true;
   }
   addrinfo hints{};
@@ -73,8 +74,8 @@ bool resolve(ClientExchange& exchange, std::string* message) {
     *message = "cannot resolve " + host + ": " + gai_strerror(rc);
     return false;
   }
-  std::memcpy(&exchange.addr, result->ai_addr, result->ai_addrlen);
-  exchange.addr_len = static_cast<socklen_t>(result->ai_addrlen);
+  std::memcpy(&addr, result->ai_addr, result->ai_addrlen);
+  addr_len = static_cast<socklen_t>(result->ai_addrlen);
   if (result->ai_family == AF_INET) {
     in4->sin_port = htons(req.port);
   } else {
@@ -82,6 +83,18 @@ bool resolve(ClientExchange& exchange, std::string* message) {
   }
   freeaddrinfo(result);
   return true;
+}
+
+// The pool key: host:port, and for TLS the context and verified name (a pooled connection was
+// verified for exactly these).
+std::string pool_key(const ClientRequest& req) {
+  std::string key = req.host + ":" + std::to_string(req.port);
+  if (req.tls) {
+    char id[32];
+    std::snprintf(id, sizeof(id), "%p", static_cast<const void*>(req.tls.get()));
+    key = "tls/" + std::string(id) + "/" + req.tls_server_name + "/" + key;
+  }
+  return key;
 }
 
 }  // namespace
@@ -165,7 +178,8 @@ void HttpClient::Pool::on_sweep(int /*fd*/, short /*what*/, void* arg) {
 HttpClient::HttpClient(EventLoop& loop, ClientOptions options)
     : loop_(loop),
       options_(std::move(options)),
-      pool_(std::make_unique<Pool>(*this, loop, options_)) {}
+      pool_(std::make_unique<Pool>(*this, loop, options_)),
+      h2_pool_(std::make_unique<Http2Pool>(*this, loop, options_)) {}
 
 HttpClient::~HttpClient() = default;
 
@@ -176,30 +190,34 @@ size_t HttpClient::idle_connections() const {
 }
 
 ClientHandle HttpClient::start(ClientRequest request, ClientCallbacks callbacks) {
+  std::string key = pool_key(request);
+  // HTTP/2: asked for, or offered by ALPN over TLS unless this upstream is known to pick
+  // HTTP/1.1 (then kAuto continues below as HTTP/1.1).
+  const ClientProtocol protocol = request.protocol;
+  if (protocol == ClientProtocol::kHttp2 ||
+      (protocol == ClientProtocol::kAuto && request.tls && !h2_pool_->known_http1(key))) {
+    auto exchange =
+        std::make_shared<Http2Exchange>(*h2_pool_, std::move(request), std::move(callbacks));
+    exchange->key = std::move(key);
+    std::string message;
+    if (!resolve(exchange->request(), exchange->addr, exchange->addr_len, &message)) {
+      loop_.post([exchange, message] {
+        exchange->fail(ClientError{ClientErrorKind::kResolve, message});
+      });
+      return ClientHandle(exchange);
+    }
+    return h2_pool_->start(std::move(exchange));
+  }
   auto exchange =
       std::make_shared<ClientExchange>(*pool_, std::move(request), std::move(callbacks));
-  exchange->key = exchange->request().host + ":" + std::to_string(exchange->request().port);
-  if (const auto& tls = exchange->request().tls) {
-    // One pool per context and name: a pooled connection was verified for exactly this.
-    char id[32];
-    std::snprintf(id, sizeof(id), "%p", static_cast<const void*>(tls.get()));
-    exchange->key =
-        "tls/" + std::string(id) + "/" + exchange->request().tls_server_name + "/" + exchange->key;
-  }
-  if (exchange->request().protocol == ClientProtocol::kHttp2) {
-    loop_.post([exchange] {
-      exchange->fail(ClientError{ClientErrorKind::kConnectFailed,
-                                 "HTTP/2 upstreams are not supported by this build"});
-    });
-    return ClientHandle(exchange);
-  }
+  exchange->key = std::move(key);
   std::string message;
   auto fail_later = [this, exchange](ClientErrorKind kind, std::string text) {
     loop_.post([exchange, kind, text = std::move(text)] {
       exchange->fail(ClientError{kind, text});
     });
   };
-  if (!resolve(*exchange, &message)) {
+  if (!resolve(exchange->request(), exchange->addr, exchange->addr_len, &message)) {
     fail_later(ClientErrorKind::kResolve, message);
     return ClientHandle(exchange);
   }
@@ -221,28 +239,37 @@ ClientHandle HttpClient::start(ClientRequest request, ClientCallbacks callbacks)
 ClientHandle::ClientHandle(std::shared_ptr<ClientExchange> exchange)
     : exchange_(std::move(exchange)) {}
 
+ClientHandle::ClientHandle(std::shared_ptr<Http2Exchange> exchange)
+    : h2_exchange_(std::move(exchange)) {}
+
 ClientHandle::~ClientHandle() { cancel(); }
 
 ClientHandle& ClientHandle::operator=(ClientHandle&& other) noexcept {
   if (this != &other) {
     cancel();
     exchange_ = std::move(other.exchange_);
+    h2_exchange_ = std::move(other.h2_exchange_);
   }
   return *this;
 }
 
 void ClientHandle::cancel() {
   if (exchange_) exchange_->cancel();
+  if (h2_exchange_) h2_exchange_->cancel();
 }
 
 void ClientHandle::pause() {
   if (exchange_) exchange_->pause();
+  if (h2_exchange_) h2_exchange_->pause();
 }
 
 void ClientHandle::resume() {
   if (exchange_) exchange_->resume();
+  if (h2_exchange_) h2_exchange_->resume();
 }
 
-bool ClientHandle::active() const { return exchange_ && exchange_->active(); }
+bool ClientHandle::active() const {
+  return (exchange_ && exchange_->active()) || (h2_exchange_ && h2_exchange_->active());
+}
 
 }  // namespace cutline::proto

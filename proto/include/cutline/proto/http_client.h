@@ -1,8 +1,8 @@
 #pragma once
-// HttpClient: an HTTP/1.1 client on one EventLoop with keep-alive connection pools per upstream
-// host:port. The gateway keeps one per worker loop (find it from ServerStream::loop().index()),
-// the probe and tests one per loop they run. Responses are streamed: the head, then body pieces
-// as they arrive (chunked framing removed), then trailers.
+// HttpClient: an HTTP/1.1 and HTTP/2 client on one EventLoop with keep-alive connection pools per
+// upstream host:port. The gateway keeps one per worker loop (find it from
+// ServerStream::loop().index()), the probe and tests one per loop they run. Responses are streamed:
+// the head, then body pieces as they arrive (chunked framing removed), then trailers.
 //
 // Who calls what, and threading: construct, start(), and use handles on the client's loop thread
 // only; callbacks run on that thread. start() never calls a callback inline (even an immediate
@@ -13,9 +13,13 @@
 // runs. Errors are values (ClientError), never exceptions. Callbacks may call cancel(), pause(),
 // resume() or destroy the handle, and may start() new requests.
 //
-// Connections: a request takes an idle pooled connection to host:port or opens one. After a
-// complete response with keep-alive on both sides, the connection returns to the pool (at most
-// ClientOptions::max_idle_per_host; idle ones are closed after idle_timeout_ms or when the
+// HTTP/2 (ClientRequest::protocol): a few connections per host:port (and TLS context), each
+// multiplexing many requests as streams up to the upstream's SETTINGS_MAX_CONCURRENT_STREAMS;
+// another connection opens when they are full. Same callbacks and handle contract as HTTP/1.1.
+//
+// Connections (HTTP/1.1): a request takes an idle pooled connection to host:port or opens one.
+// After a complete response with keep-alive on both sides, the connection returns to the pool (at
+// most ClientOptions::max_idle_per_host; idle ones are closed after idle_timeout_ms or when the
 // upstream closes them). A cancelled or failed exchange's connection is closed, never pooled, so
 // the upstream sees the client go away and frees its resources. If a pooled (reused) connection
 // turns out to have been closed by the upstream before any response byte arrived, the request is
@@ -112,22 +116,26 @@ struct ClientCallbacks {
 };
 
 class ClientExchange;  // one in-flight request (implementation detail)
+class Http2Exchange;   // the same on an HTTP/2 stream
 
 // The caller's handle on one request. Move-only. Destroying an active handle cancels the request.
 class ClientHandle {
  public:
   ClientHandle() = default;
   explicit ClientHandle(std::shared_ptr<ClientExchange> exchange);
+  explicit ClientHandle(std::shared_ptr<Http2Exchange> exchange);
   ~ClientHandle();
   ClientHandle(ClientHandle&& other) noexcept = default;
   ClientHandle& operator=(ClientHandle&& other) noexcept;
   ClientHandle(const ClientHandle&) = delete;
   ClientHandle& operator=(const ClientHandle&) = delete;
 
-  // Stops the request now: closes its connection (never pooled); no callback runs afterwards.
-  // No effect when the request already completed, failed or was cancelled.
+  // Stops the request now: closes its connection (never pooled; HTTP/2: resets its stream only,
+  // RST_STREAM CANCEL); no callback runs afterwards. No effect when the request already
+  // completed, failed or was cancelled.
   void cancel();
-  // Stops reading the response (the upstream's sends back up into its socket buffers): no
+  // Stops reading the response (the upstream's sends back up into its socket buffers; HTTP/2:
+  // into this stream's flow-control window, other streams keep flowing): no
   // on_body/on_complete/on_error runs until resume(). Used when the downstream is slow.
   void pause();
   void resume();
@@ -136,6 +144,7 @@ class ClientHandle {
 
  private:
   std::shared_ptr<ClientExchange> exchange_;
+  std::shared_ptr<Http2Exchange> h2_exchange_;
 };
 
 class HttpClient {
@@ -155,13 +164,15 @@ class HttpClient {
   // Connections opened since construction (tests: keep-alive reuse means this stays low).
   uint64_t connections_opened() const { return connections_opened_; }
 
-  struct Pool;  // implementation detail
+  struct Pool;       // implementation detail (HTTP/1.1)
+  struct Http2Pool;  // implementation detail (HTTP/2, http2_client_connection.h)
 
  private:
   friend class ClientExchange;
   EventLoop& loop_;
   ClientOptions options_;
   std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Http2Pool> h2_pool_;
   uint64_t connections_opened_ = 0;
 };
 
