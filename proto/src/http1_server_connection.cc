@@ -7,15 +7,10 @@
 
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http1_writer.h"
-#include "cutline/proto/tls_context.h"
 
 namespace cutline::proto {
 
 namespace {
-
-ConnectionOptions connection_options(const ServerOptions& options) {
-  return ConnectionOptions{options.high_water_bytes, options.low_water_bytes};
-}
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr size_t kSmallChunkBytes = 2048;
@@ -24,14 +19,14 @@ constexpr size_t kSmallChunkBytes = 2048;
 
 // ---- Http1ServerConnection ----------------------------------------------------------------------
 
-Http1ServerConnection::Http1ServerConnection(ServerConnectionHost& host, int fd)
+Http1ServerConnection::Http1ServerConnection(ServerConnectionHost& host,
+                                             std::unique_ptr<Connection> conn,
+                                             std::shared_ptr<const TlsContext> tls)
     : host_(host),
-      conn_(host.options().tls != nullptr
-                ? std::make_unique<Connection>(host.loop(), fd, host.options().tls->new_ssl(),
-                                               *this, connection_options(host.options()))
-                : std::make_unique<Connection>(host.loop(), fd, *this,
-                                               connection_options(host.options()))),
+      conn_(std::move(conn)),
       parser_(Http1Parser::Type::kRequest, host.options().limits, *this) {
+  tls_ = std::move(tls);
+  conn_->set_handler(*this);
   conn_->set_read_timeout(host_.options().idle_timeout_ms);
 }
 

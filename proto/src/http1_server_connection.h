@@ -1,7 +1,7 @@
 #pragma once
 // Internal to proto/: the HTTP/1.1 server side of one TCP connection (Http1ServerConnection) and
 // the ServerStream it hands to the handler for each request (Http1ServerStream). HttpServer owns
-// the connections through a ServerConnectionHost, one per worker loop.
+// the connections through a ServerConnectionHost, one per worker loop (server_connection.h).
 //
 // Lifecycle of a connection: read and parse a request (paused at its end, so pipelined bytes wait
 // in the input buffer) → hand a stream to the handler → the stream's finish() either resumes
@@ -17,31 +17,27 @@
 #include "cutline/proto/http1_parser.h"
 #include "cutline/proto/http_server.h"
 #include "cutline/proto/server_stream.h"
+#include "server_connection.h"
 
 namespace cutline::proto {
 
-class Http1ServerConnection;
-
-// What a connection needs from the server's per-loop state.
-class ServerConnectionHost {
- public:
-  virtual ~ServerConnectionHost() = default;
-  virtual EventLoop& loop() = 0;
-  virtual const ServerOptions& options() const = 0;
-  virtual void dispatch(std::shared_ptr<ServerStream> stream) = 0;
-  // The connection has ended; destroy it soon (not now: we may be inside its callbacks).
-  virtual void retire(Http1ServerConnection* connection) = 0;
-};
-
 class Http1ServerStream;
 
-class Http1ServerConnection final : public Connection::Handler, public Http1Parser::Sink {
+class Http1ServerConnection final : public ServerConnection,
+                                    public Connection::Handler,
+                                    public Http1Parser::Sink {
  public:
-  Http1ServerConnection(ServerConnectionHost& host, int fd);
+  // Takes over `conn` (an accepted connection, TLS handshake done or under way; bytes it already
+  // read stay in its input and are parsed on the next on_readable()). `tls`: the context `conn`
+  // was made with (null for cleartext).
+  Http1ServerConnection(ServerConnectionHost& host, std::unique_ptr<Connection> conn,
+                        std::shared_ptr<const TlsContext> tls);
   ~Http1ServerConnection() override;
 
   // Server stop: closes the socket now; an open stream gets its on_close.
-  void shutdown();
+  void shutdown() override;
+  // Connection::Handler (public: the protocol sniffer hands over the bytes it peeked at).
+  void on_readable(evbuffer* input) override;
 
   // For the stream.
   Connection& connection() { return *conn_; }
@@ -52,7 +48,6 @@ class Http1ServerConnection final : public Connection::Handler, public Http1Pars
 
  private:
   // Connection::Handler
-  void on_readable(evbuffer* input) override;
   void on_drained() override;
   void on_closed(Connection::CloseReason reason, std::string_view message) override;
   // Http1Parser::Sink

@@ -1,13 +1,93 @@
 #include "cutline/proto/http_server.h"
 
+#include <event2/buffer.h>
 #include <event2/event.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <unordered_map>
 
+#include "cutline/proto/connection.h"
 #include "cutline/proto/listener.h"
+#include "cutline/proto/tls_context.h"
 #include "http1_server_connection.h"
+#include "http2_server_connection.h"
+#include "server_connection.h"
 
 namespace cutline::proto {
+
+namespace {
+
+constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+// The first owner of an accepted connection: decides its protocol, then hands the socket (and
+// the bytes already read) to an Http1ServerConnection or an Http2ServerConnection. Cleartext: the
+// HTTP/2 client preface means h2c with prior knowledge, anything else HTTP/1.1 (decided at the
+// first byte that differs from the preface). TLS: the ALPN result ("h2" or not), known once the
+// handshake is done, i.e. when the first bytes arrive.
+class ProtocolSniffer final : public ServerConnection, public Connection::Handler {
+ public:
+  ProtocolSniffer(ServerConnectionHost& host, std::shared_ptr<const TlsContext> tls, SSL* ssl)
+      : host_(host), ssl_(ssl) {
+    tls_ = std::move(tls);
+  }
+
+  // Takes the connection (made with this as its handler). Without HTTP/2 it is HTTP/1.1 at once.
+  void attach(std::unique_ptr<Connection> conn) {
+    conn_ = std::move(conn);
+    if (!host_.options().http2) {
+      hand_over(/*http2=*/false, nullptr);
+      return;
+    }
+    conn_->set_read_timeout(host_.options().idle_timeout_ms);
+  }
+
+  void shutdown() override {
+    if (conn_ != nullptr) conn_->close();
+  }
+
+  void on_readable(evbuffer* input) override {
+    if (ssl_ != nullptr) {
+      hand_over(negotiated_alpn(ssl_) == "h2", input);
+      return;
+    }
+    char head[kHttp2Preface.size()];
+    const size_t n = std::min(evbuffer_get_length(input), sizeof(head));
+    evbuffer_copyout(input, head, n);
+    if (std::memcmp(head, kHttp2Preface.data(), n) != 0) {
+      hand_over(false, input);
+    } else if (n == kHttp2Preface.size()) {
+      hand_over(true, input);
+    }  // else: a prefix of the preface so far; wait for more
+  }
+  void on_drained() override {}
+  void on_closed(Connection::CloseReason /*reason*/, std::string_view /*message*/) override {
+    host_.retire(this);
+  }
+
+ private:
+  void hand_over(bool http2, evbuffer* input) {
+    std::unique_ptr<ServerConnection> next;
+    Connection::Handler* handler = nullptr;
+    if (http2) {
+      auto c = std::make_unique<Http2ServerConnection>(host_, std::move(conn_), tls_);
+      handler = c.get();
+      next = std::move(c);
+    } else {
+      auto c = std::make_unique<Http1ServerConnection>(host_, std::move(conn_), tls_);
+      handler = c.get();
+      next = std::move(c);
+    }
+    host_.replace(this, std::move(next));  // this is destroyed later, from the loop
+    if (input != nullptr) handler->on_readable(input);
+  }
+
+  ServerConnectionHost& host_;
+  SSL* ssl_;  // owned by the connection's bufferevent; null for cleartext
+  std::unique_ptr<Connection> conn_;
+};
+
+}  // namespace
 
 // Per-loop state: the listener and the connections it accepted. Touched only on its loop's
 // thread once the loop runs.
@@ -25,8 +105,9 @@ struct HttpServer::Worker final : public ServerConnectionHost {
   void dispatch(std::shared_ptr<ServerStream> stream) override {
     server.handler_(std::move(stream));
   }
+  bool draining() const override { return server.draining_.load(std::memory_order_relaxed); }
 
-  void retire(Http1ServerConnection* connection) override {
+  void retire(ServerConnection* connection) override {
     auto it = connections.find(connection);
     if (it == connections.end()) return;
     graveyard.push_back(std::move(it->second));
@@ -36,11 +117,45 @@ struct HttpServer::Worker final : public ServerConnectionHost {
     event_active(sweep_event, EV_TIMEOUT, 0);
   }
 
+  void replace(ServerConnection* old, std::unique_ptr<ServerConnection> next) override {
+    auto it = connections.find(old);
+    if (it == connections.end()) return;
+    graveyard.push_back(std::move(it->second));
+    connections.erase(it);
+    ServerConnection* raw = next.get();
+    connections.emplace(raw, std::move(next));
+    event_active(sweep_event, EV_TIMEOUT, 0);
+  }
+
   void accept(int fd) {
-    auto connection = std::make_unique<Http1ServerConnection>(*this, fd);
-    Http1ServerConnection* raw = connection.get();
-    connections.emplace(raw, std::move(connection));
+    const ServerOptions& o = server.options_;
+    const ConnectionOptions co{o.high_water_bytes, o.low_water_bytes};
+    std::shared_ptr<const TlsContext> tls = server.tls();
+    SSL* ssl = nullptr;
+    if (tls != nullptr) {
+      ssl = tls->new_ssl(/*allow_h2=*/o.http2);
+      if (ssl == nullptr) {
+        ::close(fd);
+        return;
+      }
+    }
+    auto sniffer = std::make_unique<ProtocolSniffer>(*this, tls, ssl);
+    ProtocolSniffer* raw = sniffer.get();
+    connections.emplace(raw, std::move(sniffer));
     server.open_connections_.fetch_add(1, std::memory_order_relaxed);
+    raw->attach(ssl != nullptr ? std::make_unique<Connection>(event_loop, fd, ssl, *raw, co)
+                               : std::make_unique<Connection>(event_loop, fd, *raw, co));
+  }
+
+  // Graceful drain: no new connections; HTTP/2 connections announce GOAWAY.
+  void drain_all() {
+    listener.reset();
+    std::vector<ServerConnection*> open;
+    open.reserve(connections.size());
+    for (auto& [raw, connection] : connections) open.push_back(raw);
+    for (ServerConnection* raw : open) {
+      if (connections.count(raw) != 0) raw->drain();
+    }
   }
 
   // Stops accepting and closes every connection (open streams get on_close).
@@ -61,8 +176,8 @@ struct HttpServer::Worker final : public ServerConnectionHost {
   HttpServer& server;
   EventLoop& event_loop;
   std::unique_ptr<Listener> listener;
-  std::unordered_map<Http1ServerConnection*, std::unique_ptr<Http1ServerConnection>> connections;
-  std::vector<std::unique_ptr<Http1ServerConnection>> graveyard;
+  std::unordered_map<ServerConnection*, std::unique_ptr<ServerConnection>> connections;
+  std::vector<std::unique_ptr<ServerConnection>> graveyard;
   event* sweep_event = nullptr;
 };
 
@@ -70,10 +185,14 @@ HttpServer::HttpServer(ServerOptions options, ServerHandler handler)
     : options_(std::move(options)),
       handler_(std::move(handler)),
       own_workers_(std::make_unique<WorkerThreads>(options_.workers)),
-      workers_(own_workers_.get()) {}
+      workers_(own_workers_.get()),
+      tls_(options_.tls) {}
 
 HttpServer::HttpServer(ServerOptions options, ServerHandler handler, WorkerThreads& workers)
-    : options_(std::move(options)), handler_(std::move(handler)), workers_(&workers) {}
+    : options_(std::move(options)),
+      handler_(std::move(handler)),
+      workers_(&workers),
+      tls_(options_.tls) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -104,8 +223,19 @@ Status HttpServer::start() {
 
 void HttpServer::stop_accepting() {
   if (!started_ || stopped_ || !workers_->running()) return;
+  draining_.store(true, std::memory_order_relaxed);
   workers_->run_on_all_and_wait(
-      [this](EventLoop& loop) { per_loop_[static_cast<size_t>(loop.index())]->listener.reset(); });
+      [this](EventLoop& loop) { per_loop_[static_cast<size_t>(loop.index())]->drain_all(); });
+}
+
+void HttpServer::set_tls(std::shared_ptr<const TlsContext> tls) {
+  std::lock_guard<std::mutex> lock(tls_mutex_);
+  tls_ = std::move(tls);
+}
+
+std::shared_ptr<const TlsContext> HttpServer::tls() const {
+  std::lock_guard<std::mutex> lock(tls_mutex_);
+  return tls_;
 }
 
 void HttpServer::stop() {

@@ -81,6 +81,29 @@ Status load_cert_and_key(SSL_CTX* ctx, const std::string& cert_file, const std::
 
 }  // namespace
 
+namespace {
+
+// SSL ex_data slot marking a server connection whose ALPN must not select "h2".
+int no_h2_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// `wire` without its "h2" entry.
+std::string without_h2(std::string_view wire) {
+  std::string out;
+  size_t i = 0;
+  while (i < wire.size()) {
+    const size_t len = static_cast<unsigned char>(wire[i]);
+    if (i + 1 + len > wire.size()) break;
+    if (wire.substr(i + 1, len) != "h2") out.append(wire.substr(i, 1 + len));
+    i += 1 + len;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string openssl_error_text() {
   std::string text;
   char buf[256];
@@ -100,7 +123,10 @@ std::string negotiated_alpn(const SSL* ssl) {
 }
 
 TlsContext::TlsContext(SSL_CTX* ctx, bool server, std::string alpn_wire)
-    : ctx_(ctx), server_(server), alpn_wire_(std::move(alpn_wire)) {}
+    : ctx_(ctx),
+      server_(server),
+      alpn_wire_(std::move(alpn_wire)),
+      alpn_wire_no_h2_(without_h2(alpn_wire_)) {}
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
@@ -161,7 +187,14 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::client(const TlsClientConf
   return std::shared_ptr<const TlsContext>(std::move(tls));
 }
 
-SSL* TlsContext::new_ssl() const { return SSL_new(ctx_); }
+SSL* TlsContext::new_ssl(bool allow_h2) const {
+  SSL* ssl = SSL_new(ctx_);
+  if (ssl != nullptr && !allow_h2) {
+    static char kNoH2 = 1;  // only its address matters
+    SSL_set_ex_data(ssl, no_h2_index(), &kNoH2);
+  }
+  return ssl;
+}
 
 SSL* TlsContext::new_client_ssl(std::string_view host) const {
   SSL* ssl = SSL_new(ctx_);
@@ -176,15 +209,18 @@ SSL* TlsContext::new_client_ssl(std::string_view host) const {
   return ssl;
 }
 
-int TlsContext::select_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_len,
+int TlsContext::select_alpn(SSL* ssl, const unsigned char** out, unsigned char* out_len,
                             const unsigned char* in, unsigned int in_len, void* arg) {
   const auto* self = static_cast<const TlsContext*>(arg);
+  // The selected name points into our list: both lists are members, alive with the context.
+  const std::string& ours =
+      SSL_get_ex_data(ssl, no_h2_index()) != nullptr ? self->alpn_wire_no_h2_ : self->alpn_wire_;
+  if (ours.empty()) return SSL_TLSEXT_ERR_NOACK;
   unsigned char* selected = nullptr;
   // The server's preference order wins: OpenSSL walks our list and takes the first the client
   // also offered.
-  if (SSL_select_next_proto(&selected, out_len,
-                            reinterpret_cast<const unsigned char*>(self->alpn_wire_.data()),
-                            static_cast<unsigned int>(self->alpn_wire_.size()), in,
+  if (SSL_select_next_proto(&selected, out_len, reinterpret_cast<const unsigned char*>(ours.data()),
+                            static_cast<unsigned int>(ours.size()), in,
                             in_len) != OPENSSL_NPN_NEGOTIATED) {
     return SSL_TLSEXT_ERR_NOACK;
   }

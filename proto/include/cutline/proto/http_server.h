@@ -1,7 +1,16 @@
 #pragma once
-// HttpServer: the HTTP/1.1 server core shared by the gateway (client side and admin listener),
-// the backend's OpenAI server and the test fakes. One SO_REUSEPORT listener per worker loop;
-// each accepted connection stays on the loop that accepted it. Requests are parsed with
+// HttpServer: the HTTP/1.1 and HTTP/2 server core shared by the gateway (client side and admin
+// listener), the backend's OpenAI server and the test fakes. One SO_REUSEPORT listener per worker
+// loop; each accepted connection stays on the loop that accepted it.
+//
+// Protocols (ServerOptions::http2, on by default): on a cleartext port, a connection that starts
+// with the HTTP/2 client preface ("PRI * HTTP/2.0...") speaks HTTP/2 with prior knowledge (h2c),
+// anything else HTTP/1.1, both on the same port. Over TLS, ALPN decides: "h2" is HTTP/2, anything
+// else (or no ALPN) HTTP/1.1. HTTP/2 streams reach the handler as the same ServerStream
+// (protocol() "h2"; see http2_server_stream.h in proto/src for the per-stream flow control).
+// Upgrade: h2c is not supported (such a request is served as HTTP/1.1).
+//
+// HTTP/1.1: requests are parsed with
 // Http1Parser under ServerOptions::limits: a violation is answered by the server itself (431,
 // 413, 400 with an OpenAI-style JSON error, then the connection closes) and never reaches the
 // handler. Keep-alive and pipelining follow HTTP/1.1: the next request on a connection is parsed
@@ -19,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,8 +55,15 @@ struct ServerOptions {
   int64_t idle_timeout_ms = 60000;
   int backlog = 4096;
   // TLS: when set, every accepted connection does a TLS handshake with this server context
-  // (tls_context.h) before HTTP. The context must outlive the server. Null: cleartext.
+  // (tls_context.h) before HTTP. Null: cleartext. HttpServer::set_tls() replaces it later.
   std::shared_ptr<const TlsContext> tls;
+  // HTTP/2 (h2c with prior knowledge on cleartext, ALPN "h2" over TLS). False: HTTP/1.1 only.
+  bool http2 = true;
+  // SETTINGS_MAX_CONCURRENT_STREAMS announced on each HTTP/2 connection.
+  uint32_t http2_max_concurrent_streams = 256;
+  // SETTINGS_INITIAL_WINDOW_SIZE: how much of a request body a client may send on one stream
+  // before we read it (the connection window is 16 times this, capped at 2^31-1).
+  uint32_t http2_initial_window_bytes = 1024 * 1024;
   // Called on the loop thread when the server answers a request itself instead of dispatching
   // it (a parse error or a broken limit: 400, 413, 431). `request` holds what was parsed before
   // the error (empty when the head was not complete). The hook may add headers to the answer and
@@ -79,9 +96,19 @@ class HttpServer {
   void stop();
 
   // Closes the listeners (new connections are refused) and keeps serving the connections already
-  // open, so that their streams can finish (graceful drain); stop() still closes those. Call
-  // from the controlling thread while the workers run. Idempotent.
+  // open, so that their streams can finish (graceful drain); stop() still closes those. HTTP/2
+  // connections get a GOAWAY naming the last stream processed (the client opens no new stream
+  // there) and close once their streams are done. Call from the controlling thread while the
+  // workers run. Idempotent.
   void stop_accepting();
+
+  // Replaces the TLS context for connections accepted from now on (certificate reload); open
+  // connections keep the one they started with. Thread-safe (any thread, e.g. the one reloading
+  // the policy). On a server started without TLS it turns TLS on for new connections; null turns
+  // it off.
+  void set_tls(std::shared_ptr<const TlsContext> tls);
+  // The context new connections use (null: cleartext). Thread-safe.
+  std::shared_ptr<const TlsContext> tls() const;
 
   // The bound port (valid after a successful start()).
   uint16_t port() const { return port_; }
@@ -100,7 +127,10 @@ class HttpServer {
   uint16_t port_ = 0;
   bool started_ = false;
   bool stopped_ = false;
+  std::atomic<bool> draining_{false};
   std::atomic<size_t> open_connections_{0};
+  mutable std::mutex tls_mutex_;
+  std::shared_ptr<const TlsContext> tls_;  // guarded by tls_mutex_ (options_.tls at start)
 };
 
 }  // namespace cutline::proto

@@ -40,8 +40,10 @@ struct TlsServerConfig {
   std::string key_file;   // PEM private key matching the certificate
   TlsMinVersion min_version = TlsMinVersion::kTls12;
   // ALPN protocols accepted, in the server's order of preference ("h2", "http/1.1"). A client
-  // that offers none of them (or no ALPN) proceeds without ALPN, i.e. HTTP/1.1.
-  std::vector<std::string> alpn = {"http/1.1"};
+  // that offers none of them (or no ALPN) proceeds without ALPN, i.e. HTTP/1.1. HttpServer
+  // speaks HTTP/2 on connections that selected "h2" (unless ServerOptions::http2 is false, when
+  // "h2" is never selected: see new_ssl()).
+  std::vector<std::string> alpn = {"h2", "http/1.1"};
   // mTLS: when set, clients must present a certificate issued by a CA in this PEM file.
   std::string client_ca_file;
 };
@@ -66,7 +68,8 @@ class TlsContext {
   TlsContext& operator=(const TlsContext&) = delete;
 
   // A new SSL for one accepted connection (server contexts). nullptr when out of memory.
-  SSL* new_ssl() const;
+  // `allow_h2` false: this connection's ALPN never selects "h2" (a server without HTTP/2).
+  SSL* new_ssl(bool allow_h2 = true) const;
   // A new SSL for one outgoing connection to `host` (client contexts): SNI is set to `host`
   // unless it is an IP literal, and the peer certificate must match `host` (name or IP) when
   // verifying. nullptr when out of memory.
@@ -82,7 +85,8 @@ class TlsContext {
 
   SSL_CTX* ctx_;
   bool server_;
-  std::string alpn_wire_;  // ALPN protocol list in wire format (length-prefixed names)
+  std::string alpn_wire_;        // ALPN protocol list in wire format (length-prefixed names)
+  std::string alpn_wire_no_h2_;  // the same without "h2" (new_ssl(allow_h2 = false))
 };
 
 // The protocol ALPN selected on an established TLS connection ("" when none).
