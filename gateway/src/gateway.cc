@@ -88,6 +88,7 @@ Status Gateway::start() {
     auto tls = listener_tls_context(*l.tls);
     if (!tls.ok()) return tls.error();
     so.tls = std::move(tls).value();
+    listener_tls_ = true;
   }
   so.limits.max_body_bytes = static_cast<size_t>(policy->limits.max_body_bytes);
   so.limits.max_header_bytes = static_cast<size_t>(policy->limits.max_header_bytes);
@@ -228,12 +229,23 @@ Status Gateway::reload() {
   // The certificates and keys the new policy names are loaded before it is swapped in: an
   // unreadable or mismatched file refuses the reload and the old policy and contexts stay.
   std::shared_ptr<const UpstreamTlsContexts> upstream_tls;
+  std::shared_ptr<const proto::TlsContext> listener_tls;
   if (r.ok()) {
     auto built = UpstreamTlsContexts::build(*r.policy);
     if (built.ok()) {
       upstream_tls = std::move(built).value();
     } else {
       error_text = built.error().message;
+    }
+  }
+  if (error_text.empty() && !r.policy->listen.empty() && r.policy->listen.front().tls) {
+    const policy::ListenerTls& tls = *r.policy->listen.front().tls;
+    auto built = listener_tls_context(tls);
+    if (built.ok()) {
+      listener_tls = std::move(built).value();
+    } else {
+      error_text =
+          r.policy->source_file + ":" + std::to_string(tls.ref.line) + ": " + built.error().message;
     }
   }
   metrics_.policy_reload(error_text.empty());
@@ -245,6 +257,17 @@ Status Gateway::reload() {
   }
   upstream_tls_.add(r.policy, std::move(upstream_tls));
   holder_->replace(r.policy);
+  // New handshakes use the reloaded certificate; open connections keep theirs. Turning TLS on or
+  // off on the listener needs a restart.
+  if (server_ && listener_tls_ && listener_tls) {
+    server_->set_tls(std::move(listener_tls));
+  } else if (server_ && listener_tls_ != (listener_tls != nullptr)) {
+    std::fprintf(stderr,
+                 "cutline-gateway: listen[0].tls was %s in %s; the listener keeps %s until a "
+                 "restart\n",
+                 listener_tls ? "added" : "removed", options_.config_path.c_str(),
+                 listener_tls_ ? "TLS" : "cleartext");
+  }
   loaded_unix_s_ = unix_now_s();
   metrics_.set_bounds(bounds_of(*r.policy));
   apply_queue_limits(*r.policy);

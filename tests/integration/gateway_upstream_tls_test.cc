@@ -70,6 +70,13 @@ struct TlsEnv {
   }
 };
 
+// The chat request as raw HTTP/1.1 (for the TLS client), closing the connection after it.
+std::string proto_chat_request() {
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+         "Content-Type: application/json\r\nContent-Length: " +
+         std::to_string(kChat.size()) + "\r\n\r\n" + kChat;
+}
+
 std::string policy(const std::string& url, const std::string& tls_block,
                    const std::string& listen_tls = "") {
   return "listen:\n  - address: 127.0.0.1:0\n" + listen_tls +
@@ -151,6 +158,68 @@ TEST(GatewayUpstreamTls, UnreadableCaFileStopsTheStartNamingFileAndLine) {
   EXPECT_NE(err.find("no-such-ca.pem"), std::string::npos) << err;
   // The upstream item is on line 4 of the policy written above.
   EXPECT_NE(err.find("cutline.yaml:4: upstreams[0].tls"), std::string::npos) << err;
+}
+
+// Does a TLS handshake with the gateway's listener verify against `ca` (the certificate served)?
+bool listener_serves(uint16_t port, const std::string& ca) {
+  proto::testing::TlsClient::Options options;
+  options.ca_file = ca;
+  options.min_version = TLS1_2_VERSION;
+  proto::testing::TlsClient client(port, options);
+  return client.connected();
+}
+
+TEST(GatewayUpstreamTls, CertificatesReloadWithThePolicyAndABadKeyKeepsTheOld) {
+  proto::testing::ignore_sigpipe();
+  TlsEnv env;
+  const CertFiles first = make_self_signed(env.dir, "first");
+  const CertFiles second = make_self_signed(env.dir, "second");
+  const CertFiles upstream = make_self_signed(env.dir, "upstream");
+  ASSERT_TRUE(env.start_fake({"--tls-cert", upstream.cert, "--tls-key", upstream.key}))
+      << env.error;
+  auto listen_tls = [](const CertFiles& files, const std::string& key) {
+    return "    tls: {cert: " + files.cert + ", key: " + key + "}\n";
+  };
+  auto write = [&](const std::string& listener, const std::string& upstream_ca) {
+    env.write_policy("admin:\n  address: 127.0.0.1:0\n" +
+                     policy(env.upstream_url(), tls_block(upstream_ca), listener));
+  };
+  write(listen_tls(first, first.key), upstream.cert);
+  ASSERT_TRUE(env.start_gateway()) << env.error;
+  EXPECT_TRUE(listener_serves(env.port, first.cert));
+  EXPECT_FALSE(listener_serves(env.port, second.cert));
+
+  // A new certificate: new handshakes see it.
+  write(listen_tls(second, second.key), upstream.cert);
+  env.gateway.signal(SIGHUP);
+  EXPECT_TRUE(wait_for([&] { return listener_serves(env.port, second.cert); }));
+  EXPECT_FALSE(listener_serves(env.port, first.cert));
+
+  // A key that does not match its certificate: refused, naming the files; the old one stays.
+  write(listen_tls(first, second.key), upstream.cert);
+  env.gateway.signal(SIGHUP);
+  EXPECT_TRUE(wait_for([&] {
+    return read_file(env.dir.file("gateway.err")).find("does not match") != std::string::npos;
+  }));
+  const std::string err = read_file(env.dir.file("gateway.err"));
+  EXPECT_NE(err.find("reload of"), std::string::npos) << err;
+  EXPECT_NE(err.find(second.key), std::string::npos) << err;
+  EXPECT_TRUE(listener_serves(env.port, second.cert));
+
+  // An unreadable upstream CA file is refused the same way; requests keep flowing with the old.
+  write(listen_tls(second, second.key), env.dir.file("missing-ca.pem"));
+  env.gateway.signal(SIGHUP);
+  EXPECT_TRUE(wait_for([&] {
+    return read_file(env.dir.file("gateway.err")).find("missing-ca.pem") != std::string::npos;
+  }));
+  proto::testing::TlsClient::Options options;
+  options.ca_file = second.cert;
+  proto::testing::TlsClient client(env.port, options);
+  ASSERT_TRUE(client.connected());
+  client.send(proto_chat_request());
+  const std::string answer = client.read_all();
+  EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("data: [DONE]"), std::string::npos) << answer;
 }
 
 }  // namespace

@@ -24,11 +24,14 @@
 // authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
 // body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
 //
-// Usage: cutline-fake-upstream [--port N] (0 = any free port). Prints "PORT <n>" on stdout once
-// listening. Single-threaded libevent evhttp: a test tool, not a production server.
+// Usage: cutline-fake-upstream [--port N] (0 = any free port) [--tls-cert FILE --tls-key FILE
+// [--tls-client-ca FILE]] (HTTPS with proto's TlsContext; with a client CA, clients must present
+// a certificate it issued: mTLS). Prints "PORT <n>" on stdout once listening.
+// Single-threaded libevent evhttp: a test tool, not a production server.
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -37,6 +40,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +53,7 @@
 #include <simdjson.h>
 
 #include "cutline/proto/json_writer.h"
+#include "cutline/proto/tls_context.h"
 
 namespace {
 
@@ -143,6 +148,9 @@ struct FakeStream {
 struct Server {
   event_base* base = nullptr;
   std::vector<RecordedRequest> requests;
+  // Over TLS, two SSE chunks written from back-to-back zero-delay timers leave evhttp's
+  // bufferevent_openssl output unsent (the stream stalls); a 1 ms floor between ticks avoids it.
+  int min_delay_ms = 0;
 };
 
 const char* method_name(evhttp_cmd_type t) {
@@ -271,6 +279,7 @@ std::string token_text(int i) { return "t" + std::to_string(i) + " "; }
 void on_tick(evutil_socket_t, short, void* arg);
 
 void schedule(FakeStream* s, int delay_ms) {
+  delay_ms = std::max(delay_ms, s->server->min_delay_ms);
   timeval tv{delay_ms / 1000, (delay_ms % 1000) * 1000};
   evtimer_add(s->timer, &tv);
 }
@@ -452,10 +461,35 @@ void handle(evhttp_request* req, void* arg) {
 
 }  // namespace
 
+// evhttp's bufferevent factory for HTTPS: each accepted connection does a TLS handshake first.
+bufferevent* tls_bufferevent(event_base* base, void* arg) {
+  const auto* tls = static_cast<const cutline::proto::TlsContext*>(arg);
+  bufferevent* bev = bufferevent_openssl_socket_new(
+      base, -1, tls->new_ssl(), BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+  if (bev != nullptr) bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+  return bev;
+}
+
 int main(int argc, char** argv) {
   int port = 0;
+  cutline::proto::TlsServerConfig tls_config;
+  tls_config.alpn = {"http/1.1"};  // evhttp speaks HTTP/1.1 only
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--tls-cert") == 0 && i + 1 < argc) tls_config.cert_file = argv[++i];
+    if (std::strcmp(argv[i], "--tls-key") == 0 && i + 1 < argc) tls_config.key_file = argv[++i];
+    if (std::strcmp(argv[i], "--tls-client-ca") == 0 && i + 1 < argc) {
+      tls_config.client_ca_file = argv[++i];
+    }
+  }
+  std::shared_ptr<const cutline::proto::TlsContext> tls;
+  if (!tls_config.cert_file.empty()) {
+    auto built = cutline::proto::TlsContext::server(tls_config);
+    if (!built.ok()) {
+      std::fprintf(stderr, "cutline-fake-upstream: %s\n", built.error().message.c_str());
+      return 1;
+    }
+    tls = std::move(built).value();
   }
   signal(SIGPIPE, SIG_IGN);
   Server srv;
@@ -465,6 +499,10 @@ int main(int argc, char** argv) {
                                        EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS |
                                        EVHTTP_REQ_HEAD);
   evhttp_set_gencb(http, handle, &srv);
+  if (tls) {
+    srv.min_delay_ms = 1;
+    evhttp_set_bevcb(http, tls_bufferevent, const_cast<cutline::proto::TlsContext*>(tls.get()));
+  }
   // A deep accept backlog: benchmarks open thousands of connections at once.
   sockaddr_in bind_addr{};
   bind_addr.sin_family = AF_INET;

@@ -71,8 +71,11 @@ class Gateway {
   uint16_t port() const;
   uint16_t admin_port() const;
 
-  // Reloads the policy file: new requests use it, in-flight streams keep their snapshot. On
-  // error the old policy stays; the error text is returned and counted.
+  // Reloads the policy file: new requests use it, in-flight streams keep their snapshot. The
+  // certificates it names are loaded first (listen[0].tls: new handshakes use the new one;
+  // upstreams[i].tls: new upstream connections). On error (the file, or an unreadable or
+  // mismatched certificate/key) the old policy and certificates stay; the error text is returned
+  // and counted.
   Status reload();
 
   // ---- for streams and the admin listener (thread-safe) ------------------------------------
@@ -124,6 +127,7 @@ class Gateway {
   std::unique_ptr<Admin> admin_;
   std::unique_ptr<Supervisor> supervisor_;
   std::atomic<bool> draining_{false};
+  bool listener_tls_ = false;  // the client listener was started with TLS (listen[0].tls)
   std::atomic<uint64_t> next_id_{1};
 
   std::mutex queues_mu_;
