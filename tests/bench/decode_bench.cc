@@ -37,6 +37,18 @@ double cpu_secs() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// The 1/5/15-minute load averages, to print beside figures measured on a shared machine.
+std::string load_average() {
+  char buf[128] = {};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fgets(buf, sizeof buf, f) == nullptr) buf[0] = 0;
+    std::fclose(f);
+  }
+  std::string s(buf);
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
 struct Spec {
   int layers = 10, dim = 2048, heads = 16, kv_heads = 4, ffn = 5632, vocab = 32000, ctx = 2048;
   device::DType type = device::DType::kF16;
@@ -235,6 +247,8 @@ int main(int argc, char** argv) {
   std::printf("device: %s; model: llama %d layers, dim %d, ffn %d, heads %d/%d, vocab %d\n",
               dev->description().c_str(), spec.layers, spec.dim, spec.ffn, spec.heads,
               spec.kv_heads, spec.vocab);
+  std::printf("load average at start: %s (%u CPUs)\n", load_average().c_str(),
+              std::thread::hardware_concurrency());
   std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s %10s %10s %10s %11s\n", "type",
               "file_GiB", "B/token_GB", "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline",
               "dec8_tok/s", "b8/b1", "prefill512", "cpu_ms/t1", "cpu_ms/t8", "cpu_b8/b1",
@@ -296,5 +310,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (!keep) std::remove(path.c_str());
   }
+  std::printf("load average at end: %s\n", load_average().c_str());
   return 0;
 }

@@ -1,11 +1,16 @@
 #!/bin/sh
 # CPU decode benchmark (issue 5): writes ~1.2 GiB models per weight type under $BENCH_DIR, then
 # measures in one run, side by side: STREAM-style memory bandwidth, batch-1 decode tokens/s and
-# its share of the bandwidth roofline, batch-8 vs batch-1 throughput, prefill tokens/s at 512.
+# its share of the bandwidth roofline, batch-8 vs batch-1 throughput, prefill tokens/s at 512,
+# with CPU milliseconds per token beside each (on a shared machine compare those and the ratios;
+# the load average is printed at start and end). First, matmul_bench: the matmul kernels alone in
+# the calling thread's CPU time (1 thread), per type and batch size.
 #   BUILD=build tests/bench/run_decode_bench.sh [--types f16,q8_0,q4_k] [--layers 10] [--keep]
+# Models are written once and reused with --keep. To pin the run: taskset -c 0,1 nice -n -5 ...
 set -eu
 BUILD=${BUILD:-build}
 BENCH_DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/cutline-decode-bench}
 mkdir -p "$BENCH_DIR"
-cmake --build "$BUILD" --target decode_bench >/dev/null
+cmake --build "$BUILD" --target decode_bench matmul_bench >/dev/null
+"$BUILD/tests/bench/matmul_bench" --reps 10
 exec "$BUILD/tests/bench/decode_bench" --dir "$BENCH_DIR" "$@"
