@@ -8,9 +8,12 @@
 
 #include <chrono>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "../unit/proto/tls_test_util.h"
 #include "cutline/proto/event_loop.h"
+#include "cutline/proto/http_server.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {
@@ -220,6 +223,110 @@ TEST(GatewayUpstreamTls, CertificatesReloadWithThePolicyAndABadKeyKeepsTheOld) {
   const std::string answer = client.read_all();
   EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
   EXPECT_NE(answer.find("data: [DONE]"), std::string::npos) << answer;
+}
+
+// ---- h2c upstreams ------------------------------------------------------------------------------
+
+// An in-process HTTP/2 upstream (proto's HttpServer, h2c by prior knowledge): holds requests
+// until `hold` of them are open at once, then streams each a short completion; a request whose
+// body mentions "reset-me" gets its head and one chunk, then RST_STREAM.
+class H2Upstream {
+ public:
+  explicit H2Upstream(size_t hold) : hold_(hold) {
+    proto::ServerOptions options;
+    options.workers = 1;
+    server_ = std::make_unique<proto::HttpServer>(
+        options, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); });
+  }
+  ~H2Upstream() { server_->stop(); }
+  bool start() { return server_->start().ok(); }
+  uint16_t port() const { return server_->port(); }
+  size_t max_connections() {
+    std::lock_guard lock(mu_);
+    return max_connections_;
+  }
+  std::vector<std::string> protocols() {
+    std::lock_guard lock(mu_);
+    return protocols_;
+  }
+
+ private:
+  static std::string chunk(const std::string& delta, const char* finish) {
+    return std::string("data: {\"id\":\"h2\",\"object\":\"chat.completion.chunk\",\"created\":1,") +
+           "\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":" + delta +
+           ",\"finish_reason\":" + finish + "}]}\n\n";
+  }
+  static void answer(const std::shared_ptr<proto::ServerStream>& s) {
+    s->send_head(200, {{"Content-Type", "text/event-stream"}}, proto::BodyFraming::chunked());
+    s->send_body(chunk("{\"content\":\"hello\"}", "null"));
+    s->send_body(chunk("{}", "\"stop\"") + "data: [DONE]\n\n");
+    s->finish();
+  }
+  void handle(std::shared_ptr<proto::ServerStream> s) {
+    {
+      std::lock_guard lock(mu_);
+      protocols_.emplace_back(s->protocol());
+      max_connections_ = std::max(max_connections_, server_->open_connections());
+    }
+    if (s->request().body.find("reset-me") != std::string::npos) {
+      s->send_head(200, {{"Content-Type", "text/event-stream"}}, proto::BodyFraming::chunked());
+      s->send_body(chunk("{\"content\":\"cut\"}", "null"));
+      s->reset();
+      return;
+    }
+    held_.push_back(std::move(s));  // this loop's thread only
+    if (held_.size() < hold_) return;
+    for (const auto& h : held_) answer(h);
+    held_.clear();
+  }
+
+  size_t hold_;
+  std::unique_ptr<proto::HttpServer> server_;
+  std::vector<std::shared_ptr<proto::ServerStream>> held_;
+  std::mutex mu_;
+  size_t max_connections_ = 0;
+  std::vector<std::string> protocols_;
+};
+
+TEST(GatewayUpstreamH2c, ConcurrentStreamsShareFewConnections) {
+  constexpr size_t kStreams = 20;
+  H2Upstream upstream(kStreams);
+  ASSERT_TRUE(upstream.start());
+  TlsEnv env;
+  env.write_policy(policy("h2c://127.0.0.1:" + std::to_string(upstream.port()), ""));
+  ASSERT_TRUE(env.start_gateway()) << env.error;
+  // All 20 are open at once (the upstream answers none before the 20th arrives).
+  std::vector<proto::HttpResponse> responses(kStreams);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] { responses[i] = env.chat(); });
+  }
+  for (auto& t : clients) t.join();
+  for (const auto& r : responses) {
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find("hello"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("\"cause\":\"eos\""), std::string::npos) << r.body;
+  }
+  // One upstream connection per gateway worker at most (the gateway runs 2), all HTTP/2.
+  EXPECT_LE(upstream.max_connections(), 2u);
+  for (const auto& p : upstream.protocols()) EXPECT_EQ(p, "h2");
+}
+
+TEST(GatewayUpstreamH2c, UpstreamStreamResetIsUpstreamDisconnect) {
+  H2Upstream upstream(1);
+  ASSERT_TRUE(upstream.start());
+  TlsEnv env;
+  env.write_policy(policy("h2c://127.0.0.1:" + std::to_string(upstream.port()), ""));
+  ASSERT_TRUE(env.start_gateway()) << env.error;
+  auto r = proto::http_fetch(
+      "http://127.0.0.1:" + std::to_string(env.port) + "/v1/chat/completions", "POST",
+      {{"Content-Type", "application/json"}},
+      R"({"model":"fake","stream":true,"messages":[{"role":"user","content":"reset-me"}]})", 10000);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NE(r->body.find("cut"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("\"cause\":\"upstream_disconnect\""), std::string::npos) << r->body;
+  // The next request on the same gateway still works.
+  EXPECT_EQ(env.chat().status, 200);
 }
 
 }  // namespace
