@@ -25,18 +25,27 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian starts the services it installs; Cutline's scripts start their own instances.
+  for svc in nginx redis-server; do
+    if [[ " ${missing[*]} " == *" ${svc}"* ]] && command -v systemctl >/dev/null 2>&1; then
+      $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
-SUDO=""
-if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# Debian starts the services it installs; Cutline's scripts start their own instances.
-for svc in nginx redis-server; do
-  if [[ " ${missing[*]} " == *" ${svc}"* ]] && command -v systemctl >/dev/null 2>&1; then
-    $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
-  fi
-done
+# The official openai npm client for the gateway's client-compatibility test
+# (tests/integration/openai_npm, version pinned in its package-lock.json). Fetched here, at setup,
+# never at build or test time; the test is skipped where node/npm are absent.
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  npm install --prefix "$repo_root/tests/integration/openai_npm" --no-audit --no-fund
+else
+  echo "setup: node/npm not found: the openai npm client test will be skipped"
+fi

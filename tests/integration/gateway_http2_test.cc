@@ -3,7 +3,8 @@
 // cutline-fake-upstream, with the stop record in the body and the `cutline-stop` trailer; many
 // interleaved streams on one HTTP/2 connection with one of them cut by its deadline; a client
 // RST_STREAM cancelling the upstream request (client_cancel); old TLS and a certificate the
-// client cannot verify refused.
+// client cannot verify refused; the official `openai` npm client (tests/integration/openai_npm,
+// skipped until `npm install` put it there) streaming through TLS and cleartext.
 
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
@@ -37,9 +38,12 @@ std::string policy_yaml(uint16_t fake_port, const std::string& log_path,
 }
 
 // Runs argv to completion (stdout and stderr to files); returns its exit status (-1: signal).
-int run(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+// `env` entries ("NAME=value") are added to the child's environment.
+int run(const std::vector<std::string>& argv, const std::string& out, const std::string& err,
+        const std::vector<std::string>& env = {}) {
   const pid_t pid = fork();
   if (pid == 0) {
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(o, 1);
@@ -274,6 +278,34 @@ TEST_F(GatewayHttp2Test, ACertificateTheClientCannotVerifyIsRefused) {
   const CurlResult r = curl(*tls, {"--http2", "--cacert", other.cert}, url, "tokens=3");
   EXPECT_EQ(r.exit_code, 60) << r.err;  // CURLE_PEER_FAILED_VERIFICATION
   EXPECT_TRUE(r.body.empty()) << r.body;
+}
+
+// The official openai npm client (v4; Node's fetch speaks HTTP/1.1) streaming a chat completion
+// through the cleartext and the TLS listener; its raw chunks must carry the stop record.
+TEST_F(GatewayHttp2Test, OfficialOpenaiNpmClientStreamsThroughTlsAndCleartext) {
+  const std::string dir = CUTLINE_OPENAI_NPM_DIR;
+  if (read_file(dir + "/node_modules/openai/package.json").empty()) {
+    GTEST_SKIP() << "run `npm install --prefix " << dir << "` (deploy/setup.sh does) first";
+  }
+  struct Case {
+    GatewayEnv* env;
+    std::string base_url;
+  };
+  const std::vector<Case> cases = {
+      {plain, "http://127.0.0.1:" + std::to_string(plain->port) + "/v1"},
+      {tls, "https://localhost:" + std::to_string(tls->port) + "/v1"}};
+  for (const Case& c : cases) {
+    const std::string out = c.env->dir + "/node.out", err = c.env->dir + "/node.err";
+    const int code =
+        run({"/usr/bin/env", "node", dir + "/openai_stream.mjs", c.base_url, "tokens=3"}, out, err,
+            {"NODE_EXTRA_CA_CERTS=" + certs->cert});
+    if (code == 127) GTEST_SKIP() << "node is not installed";
+    const std::string result = read_file(out);
+    EXPECT_EQ(code, 0) << c.base_url << ": " << result << read_file(err);
+    EXPECT_NE(result.find("\"ok\":true"), std::string::npos) << result;
+    EXPECT_NE(result.find("\"cause\":\"eos\""), std::string::npos) << result;
+    EXPECT_NE(result.find("\"content\":\"t0 t1 t2 \""), std::string::npos) << result;
+  }
 }
 
 }  // namespace
