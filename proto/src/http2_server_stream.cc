@@ -63,6 +63,9 @@ void Http2ServerStream::resume() {
 }
 
 bool Http2ServerStream::send_body(std::string_view data) {
+  // A response without a body (HEAD, 204, 304) already ended with its head: like HTTP/1.1, the
+  // bytes are dropped and the producer is not told to wait.
+  if (complete_on_wire_ && head_sent_ && !finished_ && !closed_) return true;
   if (!active() || !head_sent_) return false;
   if (data.empty() || !has_body_) return writable();
   if (framing_.mode == BodyMode::kContentLength) {

@@ -346,6 +346,26 @@ TEST(Http2ServerTest, OversizedBodiesGet413AndNeverReachTheHandler) {
   EXPECT_EQ(handled.load(), 1);
 }
 
+TEST(Http2ServerTest, HeadRequestsEndWithTheHeadAndBodyBytesAreDropped) {
+  Notes notes;
+  std::vector<bool> results;
+  HttpServer server(one_worker(), [&](std::shared_ptr<ServerStream> s) {
+    std::vector<bool> r;
+    r.push_back(s->send_head(200, {}, BodyFraming::chunked()));
+    r.push_back(s->send_body("ignored"));
+    r.push_back(s->finish(HttpHeaders{{"cutline-stop", "x"}}));
+    notes.update([&] { results = r; });
+  });
+  ASSERT_TRUE(server.start().ok());
+  Http2TestClient client(server.port(), {});
+  const int32_t id = client.submit("HEAD", "/");
+  ASSERT_TRUE(client.wait_closed(id));
+  EXPECT_EQ(client.response(id).status, 200);
+  EXPECT_TRUE(client.response(id).body.empty());
+  EXPECT_TRUE(notes.wait_for([&] { return results.size() == 3; }));
+  EXPECT_EQ(results, (std::vector<bool>{true, true, true}));
+}
+
 class Http2TlsTest : public ::testing::Test {
  protected:
   static TlsServerConfig config(const testing::CertFiles& files) {
