@@ -90,7 +90,8 @@ std::unique_ptr<Loaded> load(const std::string& dir, const std::string& label,
   }
   out->file = std::shared_ptr<const model::GgufFile>(std::move(file).value());
   out->tokenizer = std::move(model::load_tokenizer(*out->file).value());
-  auto dev = device::make_device({.kind = device::DeviceKind::kCpu, .cpu_threads = threads});
+  auto dev = device::make_device(
+      {.kind = device::DeviceKind::kCpu, .cpu_threads = threads, .cpu_isa = ""});
   if (!dev.ok()) return nullptr;
   auto runner = model::LlamaRunner::load(
       out->file, std::shared_ptr<device::Device>(std::move(dev).value()), {.name = label});
@@ -124,17 +125,57 @@ engine::AddRequest request(std::vector<int32_t> prompt, int64_t max_tokens, uint
 
 // ---- stall-free chunked prefill ----
 
-void run_stall(Loaded& m, const std::vector<int>& budgets, int prompt_len) {
+// One scheduler setting of the stall scenario: "--budgets 16,64:256,4096" gives
+// max_step_tokens 16; 64 with attention_positions_per_token 256; 4096 (one-step prefill).
+struct StallConfig {
+  int budget = 0;
+  int attention_positions = 0;
+  std::string label() const {
+    return std::to_string(budget) +
+           (attention_positions > 0 ? ":" + std::to_string(attention_positions) : "");
+  }
+};
+
+std::vector<StallConfig> parse_stall_configs(const std::string& s) {
+  std::vector<StallConfig> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string item = s.substr(pos, comma - pos);
+    const size_t colon = item.find(':');
+    StallConfig c;
+    c.budget = std::atoi(item.substr(0, colon).c_str());
+    if (colon != std::string::npos)
+      c.attention_positions = std::atoi(item.substr(colon + 1).c_str());
+    out.push_back(c);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// Per setting: the 4 streams' ITL before the prompt arrived (steady, p50/p99), while it was
+// prefilled (during, p50/p99/max) and in the 24 steps after its first token (after, p50: the
+// same stream context lengths as at the end of the prefill, so it shows how much of "during"
+// is the streams' own longer context rather than the prompt), the ratios of during p99 to the
+// steady and after p50, and the prompt's TTFT.
+void run_stall(Loaded& m, const std::vector<StallConfig>& configs, int prompt_len) {
   const int32_t vocab = m.runner->info().vocab_size;
   std::printf("\n[stall] model %s: 4 decoding streams, a %d-token prompt arrives\n",
               m.label.c_str(), prompt_len);
-  std::printf("%16s %10s %10s %10s %10s %10s %8s %10s %7s\n", "max_step_tokens", "steady_p50",
-              "steady_p99", "during_p50", "during_p99", "during_max", "p99/p50", "ttft_ms",
-              "steps");
-  for (int budget : budgets) {
+  std::printf("%14s %9s %9s %9s %9s %9s %9s %11s %10s %9s %6s\n", "budget[:attn]", "steady50",
+              "steady99", "during50", "during99", "duringmx", "after50", "p99/steady", "p99/after",
+              "ttft_ms", "steps");
+  struct Row {
+    std::string label;
+    double steady = 0, p99 = 0, ttft = 0;
+  };
+  std::vector<Row> rows;
+  for (const StallConfig& sc : configs) {
     engine::EngineConfig cfg;
     cfg.num_blocks = (prompt_len + 4 * 1024) / 16 + 64;
-    cfg.max_step_tokens = budget;
+    cfg.max_step_tokens = sc.budget;
+    cfg.attention_positions_per_token = sc.attention_positions;
     cfg.prefix_caching = false;
     auto engine = engine::Engine::create(*m.runner, *m.tokenizer, cfg);
     if (!engine.ok()) {
@@ -147,10 +188,10 @@ void run_stall(Loaded& m, const std::vector<int>& budgets, int prompt_len) {
       streams.push_back(*e.add(request(random_prompt(10 + i, 16, vocab), 100000, i)));
     std::map<engine::SeqId, double> last;
     std::map<engine::SeqId, int> count;
-    std::vector<double> steady, during;
+    std::vector<double> steady, during, after;
     std::vector<engine::EngineEvent> events;
-    enum { kWarm, kSteady, kDuring, kDone } phase = kWarm;
-    int steady_steps = 0, during_steps = 0;
+    enum { kWarm, kSteady, kDuring, kAfter, kDone } phase = kWarm;
+    int steady_steps = 0, during_steps = 0, after_steps = 0;
     double arrival = 0, ttft = 0;
     engine::SeqId big = -1;
     while (phase != kDone) {
@@ -158,11 +199,13 @@ void run_stall(Loaded& m, const std::vector<int>& budgets, int prompt_len) {
       const double t = now_ms();
       events.clear();
       e.drain_events(events);
+      bool big_done = false;
       for (const auto& ev : events) {
-        if (ev.seq_id == big && !ev.tokens.empty()) {
-          ttft = t - arrival;
-          ++during_steps;  // the step that finished the prefill
-          phase = kDone;
+        if (ev.seq_id == big) {
+          if (!ev.tokens.empty()) {
+            ttft = t - arrival;
+            big_done = true;
+          }
           continue;
         }
         if (ev.tokens.empty()) continue;
@@ -170,34 +213,49 @@ void run_stall(Loaded& m, const std::vector<int>& budgets, int prompt_len) {
           const double gap = t - last[ev.seq_id];
           if (phase == kSteady) steady.push_back(gap);
           if (phase == kDuring) during.push_back(gap);
+          if (phase == kAfter) after.push_back(gap);
         }
         last[ev.seq_id] = t;
         ++count[ev.seq_id];
       }
       if (phase == kWarm && count.size() == 4 &&
-          std::all_of(count.begin(), count.end(), [](auto& kv) { return kv.second >= 4; }))
+          std::all_of(count.begin(), count.end(), [](auto& kv) { return kv.second >= 4; })) {
         phase = kSteady;
-      else if (phase == kSteady && ++steady_steps == 24) {
+      } else if (phase == kSteady && ++steady_steps == 24) {
         big = *e.add(request(random_prompt(99, prompt_len, vocab), 1, 99));
         arrival = now_ms();
         phase = kDuring;
       } else if (phase == kDuring) {
-        ++during_steps;
+        ++during_steps;  // the step that finished the prefill included
+        if (big_done) phase = kAfter;
+      } else if (phase == kAfter && ++after_steps == 24) {
+        phase = kDone;
       }
     }
     // The first gap of each stream after the arrival spans the step that took the prompt in.
-    const double s50 = percentile(steady, 50);
-    std::printf("%16d %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f %10.1f %7d\n", budget, s50,
-                percentile(steady, 99), percentile(during, 50), percentile(during, 99),
-                during.empty() ? 0.0 : *std::max_element(during.begin(), during.end()),
-                s50 > 0 ? percentile(during, 99) / s50 : 0.0, ttft, during_steps);
+    const double s50 = percentile(steady, 50), a50 = percentile(after, 50);
+    const double d99 = percentile(during, 99);
+    std::printf("%14s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f %10.2f %9.1f %6d\n",
+                sc.label().c_str(), s50, percentile(steady, 99), percentile(during, 50), d99,
+                during.empty() ? 0.0 : *std::max_element(during.begin(), during.end()), a50,
+                s50 > 0 ? d99 / s50 : 0.0, a50 > 0 ? d99 / a50 : 0.0, ttft, during_steps);
     std::fflush(stdout);
+    rows.push_back({sc.label(), s50, d99, ttft});
     for (auto id : streams) e.abort(id);
     while (!e.idle()) {
       e.step();
       events.clear();
       e.drain_events(events);
     }
+  }
+  if (rows.size() >= 2) {
+    // The first setting is the chunked one to judge, the last the one-step (unchunked) prefill.
+    const Row &c = rows.front(), &u = rows.back();
+    std::printf(
+        "summary %s: steady ITL p50 %.2f ms; chunked (%s) ITL p99 %.2f ms = %.2fx steady, TTFT "
+        "%.0f ms; unchunked (%s) ITL p99 %.2f ms = %.1fx steady, TTFT %.0f ms (target <= 1.5x)\n",
+        m.label.c_str(), c.steady, c.label.c_str(), c.p99, c.steady > 0 ? c.p99 / c.steady : 0.0,
+        c.ttft, u.label.c_str(), u.p99, u.steady > 0 ? u.p99 / u.steady : 0.0, u.ttft);
   }
 }
 
@@ -269,7 +327,7 @@ std::vector<int> parse_list(const std::string& s) {
 int main(int argc, char** argv) {
   std::string dir = "/tmp", scenario = "all", models = "tiny,medium,large";
   int threads = 0, gen = 32, prompt_len = 2048, large_layers = 12;
-  std::vector<int> budgets{16, 32, 64, 512, 4096};
+  std::vector<StallConfig> budgets = parse_stall_configs("16,32,64,512,4096");
   std::vector<int> levels{1, 2, 4, 8, 16};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -287,7 +345,7 @@ int main(int argc, char** argv) {
     else if (a == "--prompt")
       prompt_len = std::atoi(next().c_str());
     else if (a == "--budgets")
-      budgets = parse_list(next());
+      budgets = parse_stall_configs(next());
     else if (a == "--levels")
       levels = parse_list(next());
     else if (a == "--clock")
@@ -295,10 +353,11 @@ int main(int argc, char** argv) {
     else if (a == "--large-layers")
       large_layers = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr,
-                   "usage: engine_bench [--dir DIR] [--scenario all|stall|throughput] [--models "
-                   "tiny,medium,large] [--threads N] [--gen N] [--prompt N] [--budgets 16,512,..] "
-                   "[--levels 1,2,4,8,16] [--large-layers N] [--clock wall|cpu]\n");
+      std::fprintf(
+          stderr,
+          "usage: engine_bench [--dir DIR] [--scenario all|stall|throughput] [--models "
+          "tiny,medium,large] [--threads N] [--gen N] [--prompt N] [--budgets 16,64:256,4096] "
+          "[--levels 1,2,4,8,16] [--large-layers N] [--clock wall|cpu]\n");
       return 2;
     }
   }

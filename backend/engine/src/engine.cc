@@ -84,9 +84,9 @@ Engine::Engine(model::ModelRunner& runner, const model::Tokenizer& tokenizer, En
           kv::model_salt(runner.info().architecture + "/" + runner.info().name + "/" +
                          std::to_string(runner.info().weight_bytes)),
           config_.prefix_caching),
-      scheduler_(
-          SchedulerConfig{config_.max_step_tokens, config_.max_running, config_.max_preemptions},
-          kv_),
+      scheduler_(SchedulerConfig{config_.max_step_tokens, config_.max_running,
+                                 config_.max_preemptions, config_.attention_positions_per_token},
+                 kv_),
       seed_source_(config_.seed_source ? config_.seed_source : default_seed_source()) {
   refresh_stats();
   stats_ = local_stats_;

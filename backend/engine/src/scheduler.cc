@@ -39,9 +39,11 @@ void Scheduler::preempt(Sequence* victim, StepPlan& plan) {
   // A victim planned earlier in this step gives its tokens back to the budget.
   for (auto it = plan.chunks.begin(); it != plan.chunks.end(); ++it) {
     if (it->seq != victim) continue;
-    budget_ += it->n_tokens;
+    const bool decode = it->n_tokens == 1 && victim->is_decoding();
+    budget_ = static_cast<int32_t>(std::min<int64_t>(
+        config_.max_step_tokens, budget_ + (decode ? 1 : chunk_cost(it->start_pos, it->n_tokens))));
     plan.num_tokens -= it->n_tokens;
-    if (it->n_tokens == 1 && victim->is_decoding())
+    if (decode)
       --plan.decode_tokens;
     else
       plan.prefill_tokens -= it->n_tokens;
@@ -97,6 +99,30 @@ bool Scheduler::schedule_running(Sequence* seq, int32_t n_tokens, bool decode, S
   }
 }
 
+int64_t Scheduler::chunk_cost(int64_t start, int64_t n) const {
+  const int64_t per = config_.attention_positions_per_token;
+  if (per <= 0) return n;
+  // Token start + i attends to start + i + 1 positions.
+  const int64_t positions = n * start + n * (n + 1) / 2;
+  return n + (positions + per - 1) / per;
+}
+
+int32_t Scheduler::fit_chunk(int64_t start, int64_t max_n) const {
+  int64_t n = std::min<int64_t>(max_n, budget_);
+  if (config_.attention_positions_per_token > 0) {
+    int64_t lo = 1, hi = n;  // the largest n in [1, hi] with chunk_cost <= budget_ (or 1)
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (chunk_cost(start, mid) <= budget_)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    n = lo;
+  }
+  return static_cast<int32_t>(std::max<int64_t>(1, n));
+}
+
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   budget_ = config_.max_step_tokens;
@@ -112,8 +138,10 @@ StepPlan Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
     Sequence* seq = running_[i];
     if (seq->is_decoding()) continue;
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(seq->num_uncomputed(), budget_));
-    if (schedule_running(seq, n, /*decode=*/false, plan)) budget_ -= n;
+    const int32_t n = fit_chunk(seq->num_computed, seq->num_uncomputed());
+    const int64_t cost = chunk_cost(seq->num_computed, n);
+    if (schedule_running(seq, n, /*decode=*/false, plan))
+      budget_ -= static_cast<int32_t>(std::min<int64_t>(cost, budget_));
   }
   // 3. Admission.
   while (!waiting_.empty() && budget_ > 0 &&
@@ -130,7 +158,7 @@ StepPlan Scheduler::schedule() {
     }
     const int32_t cached = kv_.match_prefix(seq->id, seq->tokens);
     const int32_t cached_blocks = kv_.num_blocks_of(seq->id);
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(seq->num_tokens() - cached, budget_));
+    const int32_t n = fit_chunk(cached, seq->num_tokens() - cached);
     if (need_total - cached_blocks > kv_.num_free_blocks() || !kv_.allocate(seq->id, cached + n)) {
       kv_.cancel_match(seq->id);
       break;
@@ -149,7 +177,7 @@ StepPlan Scheduler::schedule() {
     else
       plan.prefill_tokens += n;
     update_peak(seq);
-    budget_ -= n;
+    budget_ -= static_cast<int32_t>(std::min<int64_t>(chunk_cost(cached, n), budget_));
   }
   return plan;
 }

@@ -45,7 +45,11 @@ class SchedulerTest : public ::testing::Test {
 };
 
 TEST_F(SchedulerTest, DecodesFirstThenPrefillChunkWithinBudget) {
-  init(64, 4, {.max_step_tokens = 16, .max_running = 8, .max_preemptions = 4});
+  init(64, 4,
+       {.max_step_tokens = 16,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   Sequence* a = add(5);
   Sequence* b = add(6);
   Sequence* c = add(3);
@@ -67,8 +71,54 @@ TEST_F(SchedulerTest, DecodesFirstThenPrefillChunkWithinBudget) {
   EXPECT_EQ(big->num_computed, 39);
 }
 
+// With attention-aware chunks a prefill token at position p costs 1 + p / 64 budget tokens:
+// with a decode taking 1 of 64, the first chunk of a 1,000-token prompt is 46 tokens (46 +
+// ceil(1081 / 64) = 63; 47 would cost 65), near position 1,000 at most 4, chunks shrink as the
+// prompt advances, every chunk is the largest that fits, a running decode still gets its token each
+// step, and the prompt completes.
+TEST_F(SchedulerTest, AttentionAwareChunksShrinkWithPositionAndFitTheBudget) {
+  init(256, 16,
+       {.max_step_tokens = 64,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 64});
+  Sequence* d = add(3);
+  run(sched_->schedule());  // d is decoding from now on
+  Sequence* s = add(1000);
+  auto cost = [](int64_t start, int64_t n) { return n + (n * start + n * (n + 1) / 2 + 63) / 64; };
+  int32_t prev = 1 << 30;
+  int steps = 0;
+  while (s->num_output() == 0) {
+    const int64_t start = s->num_computed;
+    StepPlan plan = sched_->schedule();
+    ASSERT_EQ(tokens_of(plan, d), 1);
+    const int32_t n = tokens_of(plan, s);
+    ASSERT_GE(n, 1);
+    if (steps == 0) {
+      EXPECT_EQ(n, 46);  // 63 budget tokens are left after the decode
+    }
+    if (start >= 900) {
+      EXPECT_LE(n, 4) << "at " << start;
+    }
+    EXPECT_LE(n, prev) << "at " << start;
+    if (n > 1) {
+      EXPECT_LE(cost(start, n), 63) << "at " << start;
+    }
+    if (start + n < 1000) {
+      EXPECT_GT(cost(start, n + 1), 63) << "at " << start;
+    }
+    prev = n;
+    run(plan);
+    ASSERT_LT(++steps, 1000);
+  }
+}
+
 TEST_F(SchedulerTest, BudgetIsNeverExceededAndPromptEventuallyCompletes) {
-  init(256, 16, {.max_step_tokens = 7, .max_running = 8, .max_preemptions = 4});
+  init(256, 16,
+       {.max_step_tokens = 7,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   Sequence* s = add(50);
   int steps = 0;
   while (s->num_output() == 0) {
@@ -81,7 +131,11 @@ TEST_F(SchedulerTest, BudgetIsNeverExceededAndPromptEventuallyCompletes) {
 }
 
 TEST_F(SchedulerTest, AdmissionWaitsUntilAllPromptBlocksAreFree) {
-  init(6, 4, {.max_step_tokens = 64, .max_running = 8, .max_preemptions = 4});
+  init(6, 4,
+       {.max_step_tokens = 64,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   Sequence* a = add(16);  // 4 blocks
   run(sched_->schedule());
   Sequence* b = add(12);  // needs 3, only 2 free
@@ -94,7 +148,11 @@ TEST_F(SchedulerTest, AdmissionWaitsUntilAllPromptBlocksAreFree) {
 }
 
 TEST_F(SchedulerTest, MaxRunningLimitsAdmission) {
-  init(64, 4, {.max_step_tokens = 64, .max_running = 2, .max_preemptions = 4});
+  init(64, 4,
+       {.max_step_tokens = 64,
+        .max_running = 2,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   add(3);
   add(3);
   Sequence* c = add(3);
@@ -106,7 +164,11 @@ TEST_F(SchedulerTest, MaxRunningLimitsAdmission) {
 
 TEST_F(SchedulerTest, PreemptsNewestFirstKeepsTokensAndRequeuesAtFront) {
   // 3 sequences of 4 prompt tokens in a pool of 4 blocks of 4 tokens.
-  init(4, 4, {.max_step_tokens = 64, .max_running = 8, .max_preemptions = 4});
+  init(4, 4,
+       {.max_step_tokens = 64,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   Sequence* a = add(4);
   Sequence* b = add(4);
   Sequence* c = add(4);
@@ -139,7 +201,11 @@ TEST_F(SchedulerTest, PreemptsNewestFirstKeepsTokensAndRequeuesAtFront) {
 }
 
 TEST_F(SchedulerTest, PreemptedTooOftenEndsWithBackendPreempted) {
-  init(2, 4, {.max_step_tokens = 64, .max_running = 8, .max_preemptions = 0});
+  init(2, 4,
+       {.max_step_tokens = 64,
+        .max_running = 8,
+        .max_preemptions = 0,
+        .attention_positions_per_token = 0});
   Sequence* a = add(4);
   Sequence* b = add(4);
   run(sched_->schedule());
@@ -153,7 +219,11 @@ TEST_F(SchedulerTest, PreemptedTooOftenEndsWithBackendPreempted) {
 }
 
 TEST_F(SchedulerTest, PromptThatCanNeverFitEndsWithBackendOom) {
-  init(4, 4, {.max_step_tokens = 64, .max_running = 8, .max_preemptions = 4});
+  init(4, 4,
+       {.max_step_tokens = 64,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   Sequence* big = add(17);  // 5 blocks > 4
   Sequence* ok = add(4);
   StepPlan plan = sched_->schedule();
@@ -165,7 +235,11 @@ TEST_F(SchedulerTest, PromptThatCanNeverFitEndsWithBackendOom) {
 }
 
 TEST_F(SchedulerTest, SequenceOutgrowingTheWholePoolEndsWithBackendOom) {
-  init(2, 4, {.max_step_tokens = 64, .max_running = 8, .max_preemptions = 4});
+  init(2, 4,
+       {.max_step_tokens = 64,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   Sequence* a = add(7);
   run(sched_->schedule());  // 8 tokens: both blocks
   StepPlan plan = sched_->schedule();
@@ -178,7 +252,11 @@ TEST_F(SchedulerTest, SequenceOutgrowingTheWholePoolEndsWithBackendOom) {
 }
 
 TEST_F(SchedulerTest, RemoveFreesBlocksImmediately) {
-  init(8, 4, {.max_step_tokens = 64, .max_running = 8, .max_preemptions = 4});
+  init(8, 4,
+       {.max_step_tokens = 64,
+        .max_running = 8,
+        .max_preemptions = 4,
+        .attention_positions_per_token = 0});
   Sequence* a = add(10);
   run(sched_->schedule());
   EXPECT_EQ(kv_->num_free_blocks(), 5);

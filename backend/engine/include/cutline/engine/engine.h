@@ -59,6 +59,9 @@ struct EngineConfig {
   int64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.5;
   int32_t max_step_tokens = 512;  // --max-step-tokens
+  // Charge each prefill token 1 + position / this many budget tokens (0: off); see
+  // SchedulerConfig::attention_positions_per_token.
+  int32_t attention_positions_per_token = 0;
   int32_t max_running = 256;
   int32_t max_preemptions = 8;
   bool prefix_caching = true;

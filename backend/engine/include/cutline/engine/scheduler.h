@@ -5,7 +5,8 @@
 //   1. Running sequences that decode (one token to feed) are scheduled first, oldest admission
 //      first, one token each.
 //   2. Running sequences still in prefill get the next chunk of their tokens, oldest first,
-//      within what is left of the per-step token budget (max_step_tokens).
+//      within what is left of the per-step token budget (max_step_tokens; optionally charging
+//      each prefill token for the cached positions it attends to).
 //   3. Waiting sequences are admitted, front of the queue first (preempted sequences are put
 //      back at the front), while the budget and max_running allow and the free blocks can hold
 //      all of the sequence's tokens (so that a new prompt does not evict itself halfway through
@@ -36,6 +37,12 @@ struct SchedulerConfig {
   int32_t max_step_tokens = 512;  // token budget of one forward step (decodes + prefill chunks)
   int32_t max_running = 256;      // sequences holding KV at once
   int32_t max_preemptions = 8;    // a sequence preempted more often ends with backend_preempted
+  // Attention-aware prefill chunks (0: off). A prefill token at position p also attends to p
+  // cached positions, so it is charged 1 + p / attention_positions_per_token budget tokens: a
+  // chunk late in a long prompt is smaller than one at its start and every step costs about
+  // the same. Decodes are charged 1 token each (they are never held back). A prefilling
+  // sequence that gets a turn always advances by at least one token.
+  int32_t attention_positions_per_token = 0;
 };
 
 struct ScheduledChunk {
@@ -88,6 +95,10 @@ class Scheduler {
   void preempt(Sequence* victim, StepPlan& plan);
   void end(Sequence* seq, proto::Cause cause, std::string message, StepPlan& plan);
   void update_peak(Sequence* seq);
+  // Budget tokens that computing positions [start, start + n) costs (see SchedulerConfig).
+  int64_t chunk_cost(int64_t start, int64_t n) const;
+  // The largest chunk from `start`, at most max_n tokens and at least 1, that fits budget_.
+  int32_t fit_chunk(int64_t start, int64_t max_n) const;
   void erase_running(Sequence* seq);
 
   int32_t budget_ = 0;  // tokens left in the step being planned
