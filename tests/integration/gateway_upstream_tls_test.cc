@@ -14,6 +14,7 @@
 #include "../unit/proto/tls_test_util.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http_server.h"
+#include "cutline/proto/tls_context.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {
@@ -232,9 +233,11 @@ TEST(GatewayUpstreamTls, CertificatesReloadWithThePolicyAndABadKeyKeepsTheOld) {
 // body mentions "reset-me" gets its head and one chunk, then RST_STREAM.
 class H2Upstream {
  public:
-  explicit H2Upstream(size_t hold) : hold_(hold) {
+  explicit H2Upstream(size_t hold, std::shared_ptr<const proto::TlsContext> tls = nullptr)
+      : hold_(hold) {
     proto::ServerOptions options;
     options.workers = 1;
+    options.tls = std::move(tls);  // ALPN h2 and http/1.1
     server_ = std::make_unique<proto::HttpServer>(
         options, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); });
   }
@@ -327,6 +330,30 @@ TEST(GatewayUpstreamH2c, UpstreamStreamResetIsUpstreamDisconnect) {
   EXPECT_NE(r->body.find("\"cause\":\"upstream_disconnect\""), std::string::npos) << r->body;
   // The next request on the same gateway still works.
   EXPECT_EQ(env.chat().status, 200);
+}
+
+TEST(GatewayUpstreamH2c, HttpsUpstreamNegotiatesH2ByAlpnUnlessForcedToHttp1) {
+  TempDir dir;
+  const CertFiles server = make_self_signed(dir, "server");
+  proto::TlsServerConfig config;
+  config.cert_file = server.cert;
+  config.key_file = server.key;
+  config.alpn = {"h2", "http/1.1"};
+  auto tls = proto::TlsContext::server(config);
+  ASSERT_TRUE(tls.ok()) << tls.error().message;
+  for (const std::string protocol : {"auto", "http1"}) {
+    H2Upstream upstream(1, tls.value());
+    ASSERT_TRUE(upstream.start());
+    TlsEnv env;
+    env.write_policy(policy("https://127.0.0.1:" + std::to_string(upstream.port()),
+                            "    protocol: " + protocol + "\n" + tls_block(server.cert)));
+    ASSERT_TRUE(env.start_gateway()) << env.error;
+    const proto::HttpResponse r = env.chat();
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find("\"cause\":\"eos\""), std::string::npos) << r.body;
+    ASSERT_EQ(upstream.protocols().size(), 1u);
+    EXPECT_EQ(upstream.protocols()[0], protocol == "auto" ? "h2" : "HTTP/1.1") << protocol;
+  }
 }
 
 }  // namespace
