@@ -274,8 +274,10 @@ TEST(Http2ServerTest, StopAcceptingSendsGoawayAndOpenStreamsFinish) {
   ASSERT_TRUE(client.wait_closed(id));
   EXPECT_EQ(client.response(id).body, "rest");
   EXPECT_EQ(client.response(id).trailers.get("cutline-stop"), "x");
-  // With its last stream done, the drained connection closes.
+  // With its last stream done, the drained connection closes (the server's side first; it
+  // lingers until the client closes its own).
   EXPECT_TRUE(client.run_until([&] { return client.eof(); }));
+  client.close();
   EXPECT_TRUE(eventually([&] { return server.open_connections() == 0; }));
 }
 

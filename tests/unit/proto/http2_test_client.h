@@ -57,8 +57,7 @@ class Http2TestClient {
       timeval tv{5, 0};
       setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
       if (SSL_connect(ssl_) != 1) {
-        close(fd_);
-        fd_ = -1;
+        close();
         return;
       }
       const unsigned char* alpn = nullptr;
@@ -97,12 +96,17 @@ class Http2TestClient {
     if (session_ != nullptr) nghttp2_session_del(session_);
     if (ssl_ != nullptr) SSL_free(ssl_);
     if (ctx_ != nullptr) SSL_CTX_free(ctx_);
-    if (fd_ >= 0) close(fd_);
+    close();
   }
   Http2TestClient(const Http2TestClient&) = delete;
   Http2TestClient& operator=(const Http2TestClient&) = delete;
 
   bool connected() const { return fd_ >= 0; }
+  // Closes the socket (the session stays for inspection).
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
   const std::string& alpn() const { return alpn_; }
   // The server certificate's CN (TLS).
   const std::string& peer_cn() const { return peer_cn_; }
