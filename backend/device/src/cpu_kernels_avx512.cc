@@ -380,6 +380,56 @@ TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, 
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(fmin[r]);
 }
 
+// Q6_K x int16 for NR activation rows of one weight row. Per 256-element block: the weights
+// (q - 32) * sc (|.| <= 32 * 128 = 4096) as int16, multiplied with the activations pairwise into
+// 16 int32 lanes and summed over the block exactly (16 products per lane: 16 * 4096 * 32767 <
+// 2^31), then scaled by d * d_x into 16 F32 lanes. The per-row sequence does not depend on NR.
+template <int NR>
+TARGET void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float* out,
+                       int64_t ldo) {
+  __m512 facc[NR];
+  for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3);
+  const __m512i bias = _mm512_set1_epi16(32);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const BlockQ6_K& b = w[bi];
+    const float d = _cvtsh_ss(b.d);
+    __m512i iacc[NR];
+    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b.ql + 64 * h;
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+      // Elements 32 * c .. 32 * c + 31 of this half: low or high nibbles of ql, 2 bits of qh.
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, low4),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4))};
+      const int8_t* sc = b.scales + 8 * h;
+      for (int c = 0; c < 4; ++c) {
+        const __m512i scv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * c])),
+                                               _mm256_set1_epi16(sc[2 * c + 1]), 1);
+        const __m512i wq =
+            _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q[c]), bias), scv);
+        for (int r = 0; r < NR; ++r) {
+          const __m512i xv = _mm512_loadu_si512(xs[r].q + bi * kQK_K + 128 * h + 32 * c);
+          iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(wq, xv));
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      facc[r] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * xs[r].d[bi]), facc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
+}
+
 // Q8_0 x int16: per 32-element block the int8 weights as int16, multiplied with the activations
 // pairwise into 16 int32 lanes (exact), converted and scaled by d_w into one of two F32 partial
 // sums (block parity) per kQBlock activation block, which is then scaled by d_x into the row's
@@ -450,11 +500,16 @@ TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, con
       // VNNI fuses each multiply-add pair; the integer sums, hence the bits, are the same.
       if (nr > 0 && has_vnni())
         dot_block_q_rows<BlockQ4_K, dot_q4_k_t<1, true>, dot_q4_k_t<2, true>, dot_q4_k_t<4, true>,
-                         dot_q4_k_t<8, true>>(wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
+                         dot_q4_k_t<4, true>>(wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
       else if (nr > 0)
         dot_block_q_rows<BlockQ4_K, dot_q4_k_t<1, false>, dot_q4_k_t<2, false>,
                          dot_q4_k_t<4, false>, dot_q4_k_t<4, false>>(wb, w_stride, nw, xs, nr,
                                                                      k / kQK_K, out, ldo);
+      return true;
+    case DType::kQ6_K:
+      if (nr > 0)
+        dot_block_q_rows<BlockQ6_K, dot_q6_k_t<1>, dot_q6_k_t<2>, dot_q6_k_t<4>, dot_q6_k_t<4>>(
+            wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
       return true;
     case DType::kQ8_0:
       if (nr > 0)
