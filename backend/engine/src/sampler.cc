@@ -48,40 +48,55 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p, 
   }
 
   candidates_.resize(vocab);
-  for (int32_t i = 0; i < vocab; ++i) candidates_[i] = {i, work_[i] / p.temperature};
+  for (int32_t i = 0; i < vocab; ++i) candidates_[i] = {i, work_[i] / p.temperature, 0.0};
   auto before = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
   size_t n = candidates_.size();
+  bool sorted = false;
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
     std::partial_sort(candidates_.begin(), candidates_.begin() + p.top_k, candidates_.end(),
                       before);
     n = static_cast<size_t>(p.top_k);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), before);
+    sorted = true;
   }
 
-  // Softmax over the kept candidates, in their fixed order, in double precision.
-  probs_.resize(n);
-  const double max_logit = candidates_[0].logit;
+  // Softmax over the kept candidates in their order (id order, or best first after top-k), in
+  // double precision. Plain temperature sampling needs no sort at all: O(vocab).
+  double max_logit = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i) max_logit = std::max<double>(max_logit, candidates_[i].logit);
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
     const double e = std::isfinite(candidates_[i].logit)
                          ? std::exp(static_cast<double>(candidates_[i].logit) - max_logit)
                          : 0.0;
-    probs_[i] = e;
+    candidates_[i].prob = e;
     sum += e;
   }
-  for (size_t i = 0; i < n; ++i) probs_[i] /= sum;
+  for (size_t i = 0; i < n; ++i) candidates_[i].prob /= sum;
 
-  if (p.top_p < 1.0f) {
-    // A small tolerance so that a nucleus of exactly top_p (0.5 + 0.3 for 0.8) is not widened
-    // by rounding.
-    const double target = static_cast<double>(p.top_p) - 1e-6;
+  // top-p and min-p keep a best-first prefix: sort only as much of the head as they can keep,
+  // growing it until the cut falls inside (rarely past the first 64 candidates).
+  const bool nucleus = p.top_p<1.0f, use_min_p = p.min_p> 0.0f;
+  // A small tolerance so that a nucleus of exactly top_p (0.5 + 0.3 for 0.8) is not widened by
+  // rounding.
+  const double target = static_cast<double>(p.top_p) - 1e-6;
+  if ((nucleus || use_min_p) && !sorted) {
+    for (size_t m = std::min<size_t>(n, 64);; m = std::min(n, m * 4)) {
+      std::partial_sort(candidates_.begin(), candidates_.begin() + m, candidates_.begin() + n,
+                        before);
+      if (m == n) break;
+      double cum = 0;
+      for (size_t i = 0; i < m; ++i) cum += candidates_[i].prob;
+      if (nucleus && cum >= target) break;
+      if (use_min_p && candidates_[m - 1].prob < p.min_p * candidates_[0].prob) break;
+    }
+  }
+  if (nucleus) {
     double cum = 0;
     size_t keep = n;
     for (size_t i = 0; i < n; ++i) {
-      cum += probs_[i];
+      cum += candidates_[i].prob;
       if (cum >= target) {
         keep = i + 1;
         break;
@@ -89,19 +104,19 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p, 
     }
     n = keep;
   }
-  if (p.min_p > 0.0f) {
-    const double threshold = p.min_p * probs_[0];
+  if (use_min_p) {
+    const double threshold = p.min_p * candidates_[0].prob;
     size_t keep = 1;
-    while (keep < n && probs_[keep] >= threshold) ++keep;
+    while (keep < n && candidates_[keep].prob >= threshold) ++keep;
     n = keep;
   }
 
   double total = 0;
-  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  for (size_t i = 0; i < n; ++i) total += candidates_[i].prob;
   const double u = counter_uniform(seed, static_cast<uint64_t>(token_index)) * total;
   double cum = 0;
   for (size_t i = 0; i < n; ++i) {
-    cum += probs_[i];
+    cum += candidates_[i].prob;
     if (u < cum) return candidates_[i].id;
   }
   return candidates_[n - 1].id;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -103,6 +104,43 @@ TEST(Sampler, TopPKeepsTheSmallestNucleus) {
   auto h = histogram(s, logits, p, 20000);
   EXPECT_EQ(h[2] + h[3], 0);
   EXPECT_NEAR(h[0] / 20000.0, 0.5 / 0.8, 0.02);
+}
+
+// A wide nucleus (hundreds of tokens of a 2,000-token vocabulary) is found past the first 64
+// candidates the sampler sorts: every sampled token is in the reference nucleus (full sort),
+// and most draws are tokens ranked past 64 (as the renormalized nucleus says they should be).
+TEST(Sampler, TopPFindsANucleusWiderThanTheFirstSortedBlock) {
+  Sampler s;
+  std::vector<float> logits(2000);
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>(counter_uniform(3, i)) * 0.5f;
+  SamplingParams p;
+  p.top_p = 0.5f;
+  const std::vector<double> probs = softmax(logits, 1.0);
+  std::vector<int> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<int> rank(logits.size());
+  double cum = 0;
+  size_t keep = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    rank[order[i]] = static_cast<int>(i);
+    if (keep == 0 && (cum += probs[order[i]]) >= 0.5 - 1e-6) keep = i + 1;
+  }
+  ASSERT_GT(keep, 256u);
+  const int n = 2000;
+  const std::vector<int> h = histogram(s, logits, p, n);
+  int past_64 = 0;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (rank[id] >= static_cast<int>(keep)) EXPECT_EQ(h[id], 0) << "token " << id;
+    if (rank[id] >= 64) past_64 += h[id];
+  }
+  double mass = 0, mass_past_64 = 0;
+  for (size_t i = 0; i < keep; ++i) (i < 64 ? mass : mass_past_64) += probs[order[i]];
+  const double expected = mass_past_64 / (mass + mass_past_64);
+  EXPECT_NEAR(past_64 / static_cast<double>(n), expected, 0.05);
 }
 
 TEST(Sampler, MinPDropsTokensBelowFractionOfTheBest) {

@@ -1,8 +1,10 @@
 #pragma once
 // Sampler: picks one token from a row of logits under SamplingParams. Deterministic: the result
-// depends only on (logits, params, seed, token_index, the sequence's own tokens). Candidates are
-// ordered by (logit desc, id asc) and probabilities are accumulated in that fixed order in double
-// precision, so equal inputs give the same token on any thread, batch or step.
+// depends only on (logits, params, seed, token_index, the sequence's own tokens). Probabilities
+// are accumulated in double precision in a fixed order — token id order for plain temperature
+// sampling (O(vocab), no sort), best first ((logit desc, id asc)) when top-k, top-p or min-p
+// keep a prefix of that order (only the head that can be kept is sorted) — so equal inputs give
+// the same token on any thread, batch or step.
 //
 // One Sampler per engine (it keeps scratch buffers); called on the engine thread only.
 
@@ -27,10 +29,10 @@ class Sampler {
   struct Candidate {
     int32_t id;
     float logit;
+    double prob;
   };
   std::vector<float> work_;
   std::vector<Candidate> candidates_;
-  std::vector<double> probs_;
   std::vector<int32_t> counts_;
   std::vector<int32_t> touched_;
 };
