@@ -2,9 +2,10 @@
 // (h2c) and curl --http2 over TLS (ALPN h2) streaming a chat completion from the scripted
 // cutline-fake-upstream, with the stop record in the body and the `cutline-stop` trailer; many
 // interleaved streams on one HTTP/2 connection with one of them cut by its deadline; a client
-// RST_STREAM cancelling the upstream request (client_cancel); old TLS and a certificate the
-// client cannot verify refused; the official `openai` npm client (tests/integration/openai_npm,
-// skipped until `npm install` put it there) streaming through TLS and cleartext.
+// RST_STREAM cancelling the upstream request (client_cancel); GOAWAY and a drain on SIGTERM; old
+// TLS and a certificate the client cannot verify refused; the official `openai` npm client
+// (tests/integration/openai_npm, skipped until `npm install` put it there) streaming through TLS
+// and cleartext.
 
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
@@ -278,6 +279,33 @@ TEST_F(GatewayHttp2Test, ACertificateTheClientCannotVerifyIsRefused) {
   const CurlResult r = curl(*tls, {"--http2", "--cacert", other.cert}, url, "tokens=3");
   EXPECT_EQ(r.exit_code, 60) << r.err;  // CURLE_PEER_FAILED_VERIFICATION
   EXPECT_TRUE(r.body.empty()) << r.body;
+}
+
+// SIGTERM drains: the gateway sends GOAWAY on the HTTP/2 connection (no new stream there) and the
+// stream in flight still completes with its stop record.
+TEST_F(GatewayHttp2Test, ShutdownSendsGoawayAndTheStreamInFlightFinishes) {
+  GatewayEnv env;
+  ASSERT_TRUE(env.start([](uint16_t fake_port, const std::string& log) {
+    return policy_yaml(fake_port, log, "");
+  })) << env.error;
+  Http2TestClient client(env.port, {});
+  const int32_t id = client.submit(
+      "POST", "/v1/chat/completions", chat(true),
+      {{"content-type", "application/json"}, {"x-fake-script", "tokens=40,interval_ms=10"}});
+  ASSERT_TRUE(
+      client.run_until([&] { return client.response(id).body.find("t1 ") != std::string::npos; }));
+  env.gateway.signal(SIGTERM);
+  ASSERT_TRUE(client.run_until([&] { return client.goaway(); }));
+  EXPECT_EQ(client.goaway_last_stream_id(), id);
+  EXPECT_FALSE(client.response(id).closed);
+  ASSERT_TRUE(client.run_until([&] { return client.response(id).closed; }, 10000));
+  const auto& r = client.response(id);
+  EXPECT_EQ(r.error_code, 0u);
+  const proto::StopRecord rec = record_of(r.body);
+  EXPECT_EQ(rec.cause, Cause::kEos) << r.body;
+  EXPECT_EQ(rec.output_tokens, 40);
+  EXPECT_EQ(trailer_cause(r.trailers), Cause::kEos);
+  env.stop();
 }
 
 // The official openai npm client (v4; Node's fetch speaks HTTP/1.1) streaming a chat completion
