@@ -309,6 +309,7 @@ void Http2ClientConnection::submit(const std::shared_ptr<Http2Exchange>& exchang
     return;
   }
   exchange->stream_id = id;
+  exchange->reused = completed_ > 0;
   StreamState& st = by_stream_[id];
   st.exchange = exchange;
 }
@@ -432,6 +433,7 @@ int Http2ClientConnection::on_frame_recv(nghttp2_session* /*session*/, const ngh
     if (again == self->by_stream_.end()) return 0;            // cancelled from a callback
     HttpHeaders trailers = std::move(again->second.headers);  // trailers (empty otherwise)
     self->by_stream_.erase(again);
+    ++self->completed_;
     exchange->end_stream(trailers);
   }
   return 0;
@@ -514,11 +516,12 @@ void Http2ClientConnection::on_closed(Connection::CloseReason reason, std::strin
     case Reason::kConnectFailed:
       return fail_all(ClientErrorKind::kConnectFailed, where);
     default:
-      return fail_all(ClientErrorKind::kClosedMidBody, "upstream connection lost: " + where);
+      return fail_all(ClientErrorKind::kClosedMidBody, "upstream connection lost: " + where,
+                      /*lost=*/true);
   }
 }
 
-void Http2ClientConnection::fail_all(ClientErrorKind kind, const std::string& message) {
+void Http2ClientConnection::fail_all(ClientErrorKind kind, const std::string& message, bool lost) {
   conn_->close();
   retire();
   auto waiting = std::move(pending_);
@@ -533,6 +536,15 @@ void Http2ClientConnection::fail_all(ClientErrorKind kind, const std::string& me
     std::shared_ptr<Http2Exchange> exchange = std::move(st.exchange);
     exchange->connection = nullptr;
     if (exchange->ended()) continue;  // complete, only waiting for a resume to deliver
+    if (lost && exchange->reused && !exchange->head_delivered() && !exchange->retried) {
+      exchange->retried = true;
+      exchange->stream_id = -1;
+      HttpClient::Http2Pool* pool = &pool_;
+      pool->loop.post([pool, exchange] {
+        if (exchange->active()) pool->place(exchange);
+      });
+      continue;
+    }
     ClientErrorKind k = kind;
     if (kind == ClientErrorKind::kClosedMidBody && !exchange->head_delivered()) {
       k = ClientErrorKind::kClosedBeforeHead;

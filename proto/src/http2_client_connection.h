@@ -17,7 +17,8 @@
 // Errors: RST_STREAM from the upstream, GOAWAY that drops a stream, or the connection lost:
 // kClosedMidBody once the head arrived, kClosedBeforeHead before. A stream the upstream refused
 // (GOAWAY above its last stream id, REFUSED_STREAM) never reached it and is retried once on
-// another connection.
+// another connection, and so is one whose connection (after serving earlier streams) closed
+// before any of its response arrived (the usual keep-alive race, as for HTTP/1.1).
 
 #include <nghttp2/nghttp2.h>
 #include <sys/socket.h>
@@ -69,6 +70,7 @@ class Http2Exchange : public std::enable_shared_from_this<Http2Exchange> {
   socklen_t addr_len = 0;
   int32_t stream_id = -1;  // -1 until submitted
   bool retried = false;    // refused by the upstream once already and sent again
+  bool reused = false;     // submitted on a connection that had already completed streams
   Http2ClientConnection* connection = nullptr;
   // kAuto over TLS that found an HTTP/1.1 upstream: the request continues on HTTP/1.1.
   ClientHandle fallback;
@@ -131,7 +133,9 @@ class Http2ClientConnection final : public Connection::Handler {
   // Writes what nghttp2 has to send; closes when the session is done.
   void flush();
   // Fails or re-routes every exchange and retires this connection.
-  void fail_all(ClientErrorKind kind, const std::string& message);
+  // `lost`: the connection closed under established streams (reused ones without a response
+  // byte are retried once elsewhere).
+  void fail_all(ClientErrorKind kind, const std::string& message, bool lost = false);
   void retire();
   void note_idle();
   std::shared_ptr<Http2Exchange> find(int32_t stream_id) const;
@@ -165,7 +169,8 @@ class Http2ClientConnection final : public Connection::Handler {
   bool connected_ = false;
   bool going_away_ = false;  // GOAWAY received or sent: no new streams
   bool retired_ = false;
-  bool in_recv_ = false;  // inside nghttp2_session_mem_recv (no send, no close)
+  bool in_recv_ = false;    // inside nghttp2_session_mem_recv (no send, no close)
+  uint64_t completed_ = 0;  // streams that ended normally on this connection
 };
 
 struct HttpClient::Http2Pool {

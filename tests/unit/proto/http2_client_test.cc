@@ -160,6 +160,10 @@ class H2Server {
       nghttp2_session_callbacks_set_on_frame_recv_callback(
           cb, [](nghttp2_session*, const nghttp2_frame* f, void* u) {
             auto* c = static_cast<Conn*>(u);
+            if (f->hd.type == NGHTTP2_HEADERS && c->index == 0 &&
+                c->stream(f->hd.stream_id).path == "/die") {
+              return static_cast<int>(NGHTTP2_ERR_CALLBACK_FAILURE);  // drops the connection
+            }
             if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
                 (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 && c->server.auto_reply_) {
               const std::string body = "ok " + c->stream(f->hd.stream_id).path;
@@ -583,6 +587,40 @@ TEST(Http2Client, ConnectionLostMidBodyFailsEveryOpenStream) {
     ha = ClientHandle();
     hb = ClientHandle();
   });
+}
+
+TEST(Http2Client, ReusedConnectionLostBeforeAnyResponseIsRetriedOnce) {
+  H2Server server(/*auto_reply=*/true);  // drops connection 0 when "/die" arrives on it
+  ClientThread client;
+  Outcome first, retried;
+  ClientHandle h1, h2;
+  client.run(
+      [&] { h1 = client.client().start(h2_request(server.port(), "/one"), first.callbacks()); });
+  ASSERT_TRUE(first.wait_done());
+  EXPECT_EQ(first.body, "ok /one");
+  client.run(
+      [&] { h2 = client.client().start(h2_request(server.port(), "/die"), retried.callbacks()); });
+  ASSERT_TRUE(retried.wait_done());
+  EXPECT_FALSE(retried.error) << retried.error->message;
+  EXPECT_EQ(retried.body, "ok /die");  // answered on a second connection
+  EXPECT_EQ(server.connections(), 2);
+  client.run([&] {
+    h1 = ClientHandle();
+    h2 = ClientHandle();
+  });
+}
+
+TEST(Http2Client, FreshConnectionLostBeforeTheHeadIsNotRetried) {
+  H2Server server(/*auto_reply=*/true);
+  ClientThread client;
+  Outcome o;
+  ClientHandle h;
+  client.run([&] { h = client.client().start(h2_request(server.port(), "/die"), o.callbacks()); });
+  ASSERT_TRUE(o.wait_done());
+  ASSERT_TRUE(o.error);
+  EXPECT_EQ(o.error->kind, ClientErrorKind::kClosedBeforeHead) << o.error->message;
+  EXPECT_EQ(server.connections(), 1);
+  client.run([&] { h = ClientHandle(); });
 }
 
 class Http2ClientTlsTest : public ::testing::Test {
