@@ -348,6 +348,24 @@ TEST(Http2ServerTest, OversizedBodiesGet413AndNeverReachTheHandler) {
   EXPECT_EQ(handled.load(), 1);
 }
 
+// A body larger than the initial stream and connection windows arrives whole: the server
+// reopens its windows as it buffers.
+TEST(Http2ServerTest, RequestBodiesLargerThanTheWindowsArriveWhole) {
+  ServerOptions options = one_worker();
+  options.http2_initial_window_bytes = 64 * 1024;  // connection window: 16 times that
+  HttpServer server(options, [](std::shared_ptr<ServerStream> s) {
+    s->send_simple(200, {}, std::to_string(s->request().body.size()));
+  });
+  ASSERT_TRUE(server.start().ok());
+  Http2TestClient client(server.port(), {});
+  const int32_t a = client.submit("POST", "/a", std::string(3 * 1024 * 1024, 'a'));
+  const int32_t b = client.submit("POST", "/b", std::string(300 * 1024, 'b'));
+  ASSERT_TRUE(client.wait_closed(a));
+  ASSERT_TRUE(client.wait_closed(b));
+  EXPECT_EQ(client.response(a).body, std::to_string(3 * 1024 * 1024));
+  EXPECT_EQ(client.response(b).body, std::to_string(300 * 1024));
+}
+
 TEST(Http2ServerTest, HeadRequestsEndWithTheHeadAndBodyBytesAreDropped) {
   Notes notes;
   std::vector<bool> results;
