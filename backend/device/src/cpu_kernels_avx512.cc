@@ -13,6 +13,9 @@
 
 #define CUTLINE_KQ_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 #define TARGET CUTLINE_KQ_TARGET
+// The Q4_K kernel template is compiled with VNNI enabled for both of its variants; the kVnni =
+// false one, run on AVX-512 CPUs without VNNI, uses vpmaddwd + vpaddd intrinsics only, which GCC
+// does not fuse into vpdpwssd (checked in the object code: no vpdpw* in dot_q4_k_t<*, false>).
 #define TARGET_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 
