@@ -6,9 +6,9 @@
 #include "cpu_attention.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__)
 // GCC 12 flags its own AVX-512 intrinsics headers (the kernels files silence it the same way).
@@ -27,6 +27,13 @@ constexpr float kExpLo = -87.3f, kExpHi = 88.3f, kLog2e = 1.44269504088896341f;
 constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
 constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
                 kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+
+// kt[d * 16 + j] = krow[j][off + d] for the tile's keys j < nk; 0 for the others.
+inline void transpose_k_generic(const float* const* krow, int nk, int64_t off, int32_t d_head,
+                                float* kt) {
+  for (int j = 0; j < 16; ++j)
+    for (int32_t d = 0; d < d_head; ++d) kt[d * 16 + j] = j < nk ? krow[j][off + d] : 0.0f;
+}
 
 // One query row of a task: a (token, query head) pair.
 struct AttentionRow {
@@ -109,6 +116,9 @@ inline V16 exp16(const V16& x) {
   }
   return r;
 }
+inline void transpose_k(const float* const* krow, int nk, int64_t off, int32_t d_head, float* kt) {
+  transpose_k_generic(krow, nk, off, d_head, kt);
+}
 #include "cpu_attention_inl.h"
 #undef TARGET
 }  // namespace scalar
@@ -178,6 +188,9 @@ TARGET inline __m256 exp8(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 TARGET inline V16 exp16(V16 x) { return {exp8(x.lo), exp8(x.hi)}; }
+inline void transpose_k(const float* const* krow, int nk, int64_t off, int32_t d_head, float* kt) {
+  transpose_k_generic(krow, nk, off, d_head, kt);
+}
 #include "cpu_attention_inl.h"
 #undef TARGET
 }  // namespace avx2
@@ -220,6 +233,40 @@ TARGET inline V16 exp16(V16 x) {
       _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
 }
+// 16 x 16 blocks transposed in registers (unpack ps, unpack pd, two 128-bit lane shuffles).
+TARGET inline void transpose_k(const float* const* krow, int nk, int64_t off, int32_t d_head,
+                               float* kt) {
+  int32_t d0 = 0;
+  for (; d0 + 16 <= d_head; d0 += 16) {
+    __m512 r[16], t[16];
+    for (int j = 0; j < 16; ++j)
+      r[j] = j < nk ? _mm512_loadu_ps(krow[j] + off + d0) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
+                    c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+      r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+      r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+      r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+      r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 2; ++i) {
+      for (int k = 0; k < 4; ++k) {
+        t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
+        t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xdd);
+      }
+    }
+    for (int k = 0; k < 8; ++k) {
+      _mm512_storeu_ps(kt + (d0 + k) * 16, _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88));
+      _mm512_storeu_ps(kt + (d0 + 8 + k) * 16, _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd));
+    }
+  }
+  for (int j = 0; j < 16; ++j)
+    for (int32_t d = d0; d < d_head; ++d) kt[d * 16 + j] = j < nk ? krow[j][off + d] : 0.0f;
+}
 #include "cpu_attention_inl.h"
 #undef TARGET
 }  // namespace avx512
@@ -228,12 +275,12 @@ TARGET inline V16 exp16(V16 x) {
 // Query tokens of one sequence per task: enough rows to reuse each K/V tile, small enough that
 // a 16-token prefill chunk still spreads over the KV heads.
 constexpr int32_t kTokensPerTask = 16;
-constexpr int32_t kMaxGroup = 64;  // query heads per KV head (GQA group) a task holds
 
 struct Task {
   int32_t first_token = 0;
   int32_t n_tokens = 0;
-  int32_t kv_head = 0;
+  int32_t kv_head_begin = 0;
+  int32_t kv_head_end = 0;
 };
 
 }  // namespace
@@ -241,18 +288,31 @@ struct Task {
 void paged_attention(const AttentionArgs& a, ThreadPool& pool, const Kernels& kernels,
                      std::vector<std::vector<float>>& scratch_per_thread) {
   const int32_t group = a.n_heads / a.n_kv_heads;
-  assert(group <= kMaxGroup);
   const int64_t q_dim = static_cast<int64_t>(a.n_heads) * a.head_dim;
   // Runs of consecutive tokens that share a block table (one sequence's chunk), cut every
-  // kTokensPerTask tokens, times the KV heads.
-  std::vector<Task> tasks;
+  // kTokensPerTask tokens.
+  std::vector<std::pair<int32_t, int32_t>> runs;
   for (int32_t t = 0; t < a.n_tokens;) {
     int32_t end = t + 1;
     while (end < a.n_tokens && end - t < kTokensPerTask &&
            a.tokens[end].table_begin == a.tokens[t].table_begin)
       ++end;
-    for (int32_t kvh = 0; kvh < a.n_kv_heads; ++kvh) tasks.push_back({t, end - t, kvh});
+    runs.push_back({t, end - t});
     t = end;
+  }
+  // Each run's KV heads are split into only as many tasks as the threads need: a task reads
+  // whole cache rows (all its heads) rather than one head's slice of every row. Results do not
+  // depend on the split (attend_rows computes every row the same way).
+  const int64_t want = 2 * static_cast<int64_t>(pool.size());
+  const int32_t n_groups = static_cast<int32_t>(std::clamp<int64_t>(
+      (want + static_cast<int64_t>(runs.size()) - 1) / static_cast<int64_t>(runs.size()), 1,
+      a.n_kv_heads));
+  std::vector<Task> tasks;
+  for (auto [t, n] : runs) {
+    for (int32_t g = 0; g < n_groups; ++g) {
+      const int32_t h0 = a.n_kv_heads * g / n_groups, h1 = a.n_kv_heads * (g + 1) / n_groups;
+      if (h1 > h0) tasks.push_back({t, n, h0, h1});
+    }
   }
   // The longest contexts first, so that a long prefill tile does not start last.
   std::stable_sort(tasks.begin(), tasks.end(), [&](const Task& x, const Task& y) {
@@ -266,20 +326,22 @@ void paged_attention(const AttentionArgs& a, ThreadPool& pool, const Kernels& ke
 #endif
   pool.run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int32_t thread) {
     const Task& task = tasks[i];
-    const int n_rows = task.n_tokens * group;
+    const int n_rows = task.n_tokens * group * (task.kv_head_end - task.kv_head_begin);
     const int64_t floats = int64_t{a.head_dim} * (16 + n_rows) + 2 * int64_t{n_rows};
     std::vector<float>& s = scratch_per_thread[thread];
     if (static_cast<int64_t>(s.size()) < floats) s.resize(floats);
-    AttentionRow rows[kTokensPerTask * kMaxGroup];
-    int n = 0;
-    for (int32_t t = task.first_token; t < task.first_token + task.n_tokens; ++t) {
-      for (int32_t h = task.kv_head * group; h < (task.kv_head + 1) * group; ++h) {
-        const int64_t off = t * q_dim + static_cast<int64_t>(h) * a.head_dim;
-        rows[n++] = {a.q + off, a.out + off, a.tokens[t].pos};
+    std::vector<AttentionRow> rows;
+    rows.reserve(n_rows);
+    for (int32_t kvh = task.kv_head_begin; kvh < task.kv_head_end; ++kvh) {
+      for (int32_t t = task.first_token; t < task.first_token + task.n_tokens; ++t) {
+        for (int32_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          const int64_t off = t * q_dim + static_cast<int64_t>(h) * a.head_dim;
+          rows.push_back({a.q + off, a.out + off, a.tokens[t].pos});
+        }
       }
     }
-    attend(a, a.block_tables + a.tokens[task.first_token].table_begin, task.kv_head, rows, n_rows,
-           s.data());
+    attend(a, a.block_tables + a.tokens[task.first_token].table_begin, task.kv_head_begin,
+           task.kv_head_end, rows.data(), n_rows, s.data());
   });
 }
 
