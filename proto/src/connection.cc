@@ -20,6 +20,9 @@ namespace cutline::proto {
 
 namespace {
 
+// Direct reads: enough for many SSE events at once; one buffer per loop thread.
+constexpr size_t kDirectReadBytes = 64 * 1024;
+
 timeval to_timeval(int64_t ms) {
   timeval tv;
   tv.tv_sec = static_cast<time_t>(ms / 1000);
@@ -79,6 +82,7 @@ Connection::Connection(EventLoop& loop, int fd, ssl_st* ssl, Handler& handler,
                  handler, options) {
   // Clients that close without close_notify (common) end as EOF, not as an error.
   bufferevent_openssl_set_allow_dirty_shutdown(bev_, 1);
+  tls_ = true;  // the handshake's BEV_EVENT_CONNECTED must not turn on direct (plaintext) writes
   set_nodelay(fd);
   bufferevent_enable(bev_, EV_READ | EV_WRITE);
 }
@@ -98,6 +102,8 @@ std::unique_ptr<Connection> Connection::connect(EventLoop& loop, const sockaddr*
   if (ssl != nullptr) bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
   std::unique_ptr<Connection> conn(new Connection(loop, bev, handler, options));
   conn->connecting_ = true;
+  conn->tls_ = ssl != nullptr;
+  conn->direct_read_ = options.direct_read && !conn->tls_;
   if (connect_timeout_ms > 0) {
     // While connecting, libevent waits for writability: the write timeout is the connect timeout.
     const timeval tv = to_timeval(connect_timeout_ms);
@@ -112,6 +118,11 @@ std::unique_ptr<Connection> Connection::connect(EventLoop& loop, const sockaddr*
 }
 
 Connection::~Connection() { close(); }
+
+void Connection::Handler::on_bytes(Connection& conn, std::string_view data) {
+  conn.keep_input(data);
+  on_readable(conn.input());
+}
 
 void Connection::write(std::string_view data) {
   if (bev_ == nullptr || data.empty()) return;
@@ -139,6 +150,38 @@ void Connection::write_buffer(evbuffer* buffer) {
 
 evbuffer* Connection::output() { return bev_ != nullptr ? bufferevent_get_output(bev_) : nullptr; }
 
+evbuffer* Connection::input() { return bev_ != nullptr ? bufferevent_get_input(bev_) : nullptr; }
+
+void Connection::keep_input(std::string_view data) {
+  if (bev_ != nullptr && !data.empty()) {
+    evbuffer_add(bufferevent_get_input(bev_), data.data(), data.size());
+  }
+}
+
+void Connection::update_direct_read() {
+  if (bev_ == nullptr || connecting_ || flushing_) return;
+  if (read_event_ == nullptr) {
+    read_event_ = event_new(loop_.base(), bufferevent_getfd(bev_), EV_READ | EV_PERSIST,
+                            &Connection::direct_read_cb, this);
+  }
+  if (!reading_) {
+    event_del(read_event_);
+  } else if (read_timeout_ms_ > 0) {
+    const timeval tv = to_timeval(read_timeout_ms_);
+    event_add(read_event_, &tv);
+  } else {
+    // event_add() without a timeout keeps one set before: drop it first.
+    if (event_pending(read_event_, EV_TIMEOUT, nullptr) != 0) event_del(read_event_);
+    event_add(read_event_, nullptr);
+  }
+}
+
+void Connection::free_direct_read() {
+  if (read_event_ == nullptr) return;
+  event_free(read_event_);
+  read_event_ = nullptr;
+}
+
 void Connection::note_written() {
   if (bev_ != nullptr && output_bytes() > high_water_bytes_) above_high_water_ = true;
 }
@@ -152,6 +195,11 @@ size_t Connection::input_bytes() const {
 }
 
 void Connection::set_reading(bool enabled) {
+  if (direct_read_) {
+    if (reading_ == enabled) return;
+    reading_ = enabled;
+    return update_direct_read();
+  }
   reading_ = enabled;
   if (bev_ == nullptr || flushing_ || connecting_) return;
   if (enabled) {
@@ -165,6 +213,7 @@ void Connection::set_read_timeout(int64_t timeout_ms) {
   read_timeout_ms_ = timeout_ms;
   // While connecting, the write timeout is the connect timeout: apply this once connected.
   if (bev_ == nullptr || flushing_ || connecting_) return;
+  if (direct_read_) return update_direct_read();
   if (timeout_ms > 0) {
     const timeval tv = to_timeval(timeout_ms);
     bufferevent_set_timeouts(bev_, &tv, nullptr);
@@ -180,6 +229,7 @@ void Connection::trigger_read() {
 
 void Connection::close() {
   if (bev_ == nullptr) return;
+  free_direct_read();
   bufferevent_free(bev_);
   bev_ = nullptr;
 }
@@ -188,6 +238,7 @@ void Connection::close_after_flush(int64_t linger_ms) {
   if (bev_ == nullptr || flushing_) return;
   flushing_ = true;
   linger_ms_ = linger_ms;
+  free_direct_read();  // the bufferevent reads (and discards) from here on
   bufferevent_setcb(bev_, &Connection::flush_read_cb, &Connection::flush_write_cb,
                     &Connection::flush_event_cb, this);
   bufferevent_setwatermark(bev_, EV_WRITE, 0, 0);
@@ -225,6 +276,7 @@ std::string Connection::peer_address() const {
 }
 
 void Connection::closed_by_peer(CloseReason reason, std::string message) {
+  free_direct_read();
   bufferevent_free(bev_);
   bev_ = nullptr;
   flushing_ = false;
@@ -250,8 +302,17 @@ void Connection::event_cb(bufferevent* bev, short what, void* arg) {
   const int err = EVUTIL_SOCKET_ERROR();
   if ((what & BEV_EVENT_CONNECTED) != 0) {
     self->connecting_ = false;
-    self->set_read_timeout(self->read_timeout_ms_);
-    bufferevent_enable(bev, (self->reading_ ? EV_READ : 0) | EV_WRITE);
+    // Connected: a cleartext socket can take writes directly from now on (the request goes out
+    // in this loop turn instead of after the next epoll_wait).
+    self->direct_write_ = !self->tls_;
+    if (self->direct_read_) {
+      bufferevent_set_timeouts(bev, nullptr, nullptr);  // the connect timeout
+      bufferevent_enable(bev, EV_WRITE);
+      self->update_direct_read();
+    } else {
+      self->set_read_timeout(self->read_timeout_ms_);
+      bufferevent_enable(bev, (self->reading_ ? EV_READ : 0) | EV_WRITE);
+    }
     self->handler_->on_connected();
     return;
   }
@@ -278,6 +339,29 @@ void Connection::event_cb(bufferevent* bev, short what, void* arg) {
     self->closed_by_peer(CloseReason::kError,
                          tls_reason.empty() ? socket_error_message(err) : tls_reason);
   }
+}
+
+void Connection::direct_read_cb(int fd, short what, void* arg) {
+  auto* self = static_cast<Connection*>(arg);
+  if ((what & EV_TIMEOUT) != 0) {
+    return self->closed_by_peer(CloseReason::kTimeout, "read timed out");
+  }
+  // One buffer per loop thread: handlers consume the bytes (or keep_input() them) before
+  // returning, and no read callback runs inside another.
+  thread_local char buffer[kDirectReadBytes];
+  const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+  if (n > 0) {
+    const std::string_view data(buffer, static_cast<size_t>(n));
+    evbuffer* input = bufferevent_get_input(self->bev_);
+    if (evbuffer_get_length(input) == 0) return self->handler_->on_bytes(*self, data);
+    // Older bytes are still waiting: keep the order.
+    evbuffer_add(input, data.data(), data.size());
+    return self->handler_->on_readable(input);
+  }
+  if (n == 0) return self->closed_by_peer(CloseReason::kEof, "closed by peer");
+  const int err = errno;
+  if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) return;
+  self->closed_by_peer(CloseReason::kError, socket_error_message(err));
 }
 
 void Connection::flush_read_cb(bufferevent* bev, void* /*arg*/) {

@@ -51,8 +51,10 @@ void ClientExchange::resume() {
 
 void ClientExchange::deliver_head(int status, HttpHeaders& headers) {
   if (state_ == State::kDone) return;
-  // The request cannot be retried any more: free its body.
+  // The request cannot be retried any more: free its body and headers (a streaming exchange
+  // lives as long as its response).
   std::string().swap(request_.body);
+  request_.headers = HttpHeaders();
   if (!callbacks_.on_head) return;
   ++in_callback_;
   callbacks_.on_head(status, headers);
@@ -99,7 +101,9 @@ Http1ClientConnection::~Http1ClientConnection() = default;
 bool Http1ClientConnection::connect(const sockaddr* addr, socklen_t addr_len, ssl_st* ssl) {
   conn_ = Connection::connect(
       pool_.loop, addr, addr_len, pool_.options.connect_timeout_ms, *this,
-      ConnectionOptions{pool_.options.high_water_bytes, pool_.options.low_water_bytes}, ssl);
+      ConnectionOptions{pool_.options.high_water_bytes, pool_.options.low_water_bytes,
+                        /*direct_read=*/true},
+      ssl);
   return conn_ != nullptr;
 }
 
@@ -132,8 +136,9 @@ void Http1ClientConnection::send_request() {
   std::string head;
   write_request_head(head, req.method, req.target, headers,
                      has_body ? BodyFraming::length(req.body.size()) : BodyFraming::none());
+  // Head and body in one write: one send() and, with TCP_NODELAY, one segment for a small body.
+  head.append(req.body);
   conn_->write(head);
-  conn_->write(req.body);
 }
 
 void Http1ClientConnection::on_connected() {
@@ -182,6 +187,31 @@ void Http1ClientConnection::on_readable(evbuffer* input) {
   }
   // Everything buffered is consumed; read again if a resume() left reading off.
   if (!conn_->reading()) conn_->set_reading(true);
+}
+
+// The per-token path of a streaming response: the bytes of one recv(), parsed in place.
+void Http1ClientConnection::on_bytes(Connection& conn, std::string_view data) {
+  if (retired_ || !exchange_ || exchange_->paused()) {
+    conn.keep_input(data);
+    return on_readable(conn.input());
+  }
+  any_byte_ = true;
+  // Hold a reference: callbacks may cancel (and so drop) the exchange.
+  std::shared_ptr<ClientExchange> exchange = exchange_;
+  parser_.resume();
+  Result<size_t> consumed = parser_.feed(data);
+  if (!consumed.ok()) {
+    if (exchange_ == exchange) {
+      fail_exchange(ClientErrorKind::kParse,
+                    "malformed response from " + key_ + ": " + consumed.error().message);
+    }
+    return;
+  }
+  data.remove_prefix(*consumed);
+  if (retired_ || exchange_ != exchange || !exchange->active()) return;  // cancelled
+  if (message_done_) return complete_exchange(/*reusable=*/data.empty());
+  // Paused mid-read: the rest waits in the input buffer for resume_reading().
+  conn.keep_input(data);
 }
 
 bool Http1ClientConnection::on_head(Http1Head& head) {

@@ -91,6 +91,7 @@ class Http1ClientConnection final : public Connection::Handler, public Http1Pars
  private:
   void on_connected() override;
   void on_readable(evbuffer* input) override;
+  void on_bytes(Connection& conn, std::string_view data) override;
   void on_drained() override {}
   void on_closed(Connection::CloseReason reason, std::string_view message) override;
   bool on_head(Http1Head& head) override;
