@@ -61,6 +61,8 @@ void SseParser::reset() {
 
 void SseParser::clear_current_event() {
   data_.clear();
+  data_view_ = {};
+  data_in_input_ = false;
   event_type_.clear();
   raw_.clear();
   retry_ms_.reset();
@@ -132,6 +134,7 @@ SseParser::Step SseParser::next(std::string_view& in) {
       line_.append(in);
       if (options_.capture_raw) raw_.append(in);
       in = {};
+      keep_data();
       return Step::kNeedMore;
     }
 
@@ -158,22 +161,32 @@ SseParser::Step SseParser::next(std::string_view& in) {
     if (options_.capture_raw) raw_.append(in.data(), pos + terminator);
 
     std::string_view line;
-    if (line_.empty()) {
+    const bool in_input = line_.empty();
+    if (in_input) {
       line = in.substr(0, pos);  // the common case: the whole line is in this feed, no copy
     } else {
       line_.append(in.data(), pos);
       line = line_;
     }
-    const bool dispatched = on_line(line);
+    const bool dispatched = on_line(line, in_input);
     lf_in_event_ = !line.empty();  // a blank line ended (or dropped) the event
     line_.clear();
     in.remove_prefix(pos + terminator);
     if (dispatched) return Step::kEvent;
   }
+  keep_data();
   return Step::kNeedMore;
 }
 
-bool SseParser::on_line(std::string_view line) {
+void SseParser::keep_data() {
+  if (!data_in_input_) return;
+  data_.assign(data_view_);
+  data_.push_back('\n');
+  data_view_ = {};
+  data_in_input_ = false;
+}
+
+bool SseParser::on_line(std::string_view line, bool in_input) {
   if (line.empty()) return dispatch();
   if (line.front() == ':') return false;  // comment
 
@@ -187,8 +200,16 @@ bool SseParser::on_line(std::string_view line) {
   }
 
   if (field == "data") {
-    data_.append(value);
-    data_.push_back('\n');
+    if (!have_data_ && in_input) {
+      // The usual event, one data line that came whole in this feed: the event views it in the
+      // caller's bytes (no copy), unless the feed ends before the blank line (keep_data()).
+      data_view_ = value;
+      data_in_input_ = true;
+    } else {
+      keep_data();
+      data_.append(value);
+      data_.push_back('\n');
+    }
     have_data_ = true;
   } else if (field == "event") {
     event_type_.assign(value);
@@ -205,11 +226,15 @@ bool SseParser::dispatch() {
     clear_current_event();
     return false;
   }
-  data_out_.swap(data_);
+  if (data_in_input_) {
+    event_.data = data_view_;
+  } else {
+    data_out_.swap(data_);
+    event_.data = std::string_view(data_out_.data(), data_out_.size() - 1);  // drop the last '\n'
+  }
   event_type_out_.swap(event_type_);
   raw_out_.swap(raw_);
 
-  event_.data = std::string_view(data_out_.data(), data_out_.size() - 1);  // drop the last '\n'
   event_.event = event_type_out_;
   event_.id = last_id_;
   event_.retry_ms = retry_ms_;

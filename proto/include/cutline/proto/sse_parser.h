@@ -22,7 +22,9 @@
 //
 // Allocation: the parser keeps its buffers between events (cleared, capacity kept), so a
 // steady-state stream of similar events allocates nothing. The views in an SseEvent point into
-// those buffers and stay valid until the next call to next()/feed()/reset().
+// those buffers, or (an event whose one data line came whole in a single feed: the usual token
+// event, not copied at all) into the bytes given to that next()/feed(); they stay valid until
+// the next call to next()/feed()/reset(), and while those bytes are.
 
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +45,8 @@ struct SseOptions {
   bool capture_raw = false;
 };
 
-// One dispatched event. Views are valid until the parser is next called.
+// One dispatched event. Views are valid until the parser is next called (and while the bytes it
+// was fed are: `data` may point into them).
 struct SseEvent {
   std::string_view event;  // the `event:` field; empty when absent ("message" by the spec)
   std::string_view data;   // the `data:` lines joined with '\n' (no trailing '\n')
@@ -115,7 +118,10 @@ class SseParser {
 
  private:
   // Handles one complete line (without its terminator). Returns true when it dispatched an event.
-  bool on_line(std::string_view line);
+  // `in_input`: `line` points into the caller's bytes (not into line_).
+  bool on_line(std::string_view line, bool in_input);
+  // Copies a data line still viewed in the caller's bytes into data_ (the feed is ending).
+  void keep_data();
   bool dispatch();
   bool fail(SseErrorCode code);
 
@@ -126,6 +132,9 @@ class SseParser {
   // dispatched event's views stay valid while the next one is read, and both keep capacity.
   std::string line_;  // partial line carried across feeds
   std::string data_;  // data lines of the current event, each followed by '\n'
+  // The current event's one data line while it is still in the caller's bytes (data_ empty).
+  std::string_view data_view_;
+  bool data_in_input_ = false;
   std::string event_type_;
   std::string raw_;  // raw bytes of the current event (capture_raw only)
   std::optional<uint64_t> retry_ms_;
