@@ -73,7 +73,7 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
   if (c.error || event.event == "error") {
     error_event_ = true;
     error_message_ = c.error ? std::string(c.error->message) : std::string(event.data);
-    if (c.cutline) backend_record_ = *c.cutline;
+    if (c.cutline) keep_backend_record(*c.cutline);
     done_ = true;
     return {};
   }
@@ -82,7 +82,7 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
     model_ = c.model;
     created_ = c.created;
   }
-  if (c.cutline) backend_record_ = *c.cutline;
+  if (c.cutline) keep_backend_record(*c.cutline);
   if (c.usage) usage_ = *c.usage;
   for (const proto::ChunkChoice& choice : c.choices) {
     if (choice.index != 0) continue;
@@ -111,12 +111,20 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
   return {};
 }
 
+void Relay::keep_backend_record(const proto::StopRecord& record) {
+  if (backend_record_) {
+    *backend_record_ = record;
+  } else {
+    backend_record_ = std::make_unique<proto::StopRecord>(record);
+  }
+}
+
 void Relay::on_error_status(int status, std::string_view body) {
   error_status_ = status;
   auto parsed = proto::parse_error_body(body);
   if (parsed.ok()) {
     error_message_ = parsed->error.message;
-    if (parsed->cutline) backend_record_ = parsed->cutline;
+    if (parsed->cutline) keep_backend_record(*parsed->cutline);
   } else {
     error_message_ = std::string(body.substr(0, 200));
   }

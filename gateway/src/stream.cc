@@ -27,6 +27,14 @@ std::string_view route_of(proto::Endpoint e) {
   return e == proto::Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
 }
 
+// The bytes for the client that one upstream read produced: one buffer per worker thread,
+// emptied by send_client_bytes() before the read callback returns (a per-stream buffer would keep
+// its capacity, ~0.5 KiB, on every open stream).
+std::string& client_out() {
+  thread_local std::string out;
+  return out;
+}
+
 bool is_json_content_type(std::optional<std::string_view> ct) {
   if (!ct) return false;
   std::string_view v = *ct;
@@ -308,8 +316,8 @@ void Stream::route() {
   proto::ClientRequest req;
   req.method = "POST";
   if (Status s = fill_upstream_target(*upstream_, gw_.upstream_tls(), req); !s.ok()) {
-    return on_upstream_error(proto::ClientError{proto::ClientErrorKind::kConnectFailed,
-                                                s.error().message});
+    return on_upstream_error(
+        proto::ClientError{proto::ClientErrorKind::kConnectFailed, s.error().message});
   }
   req.target = upstream_->base_path + std::string(route_of(endpoint_));
   req.headers = client_->request().headers;
@@ -332,6 +340,23 @@ void Stream::route() {
   cb.on_complete = [this](proto::HttpHeaders&) { on_upstream_complete(); };
   cb.on_error = [this](const proto::ClientError& e) { on_upstream_error(e); };
   upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
+  release_request();
+}
+
+// The upstream request is built (and holds its own copy of the body for a retry): the client's
+// body, what was parsed out of it and the client's headers are not needed any more. What the
+// record, the log and the metrics use stays (model, stream, include_usage, max tokens, method,
+// path).
+void Stream::release_request() {
+  std::string().swap(body_);
+  parsed_.body = {};
+  decltype(parsed_.messages)().swap(parsed_.messages);
+  decltype(parsed_.prompts)().swap(parsed_.prompts);
+  decltype(parsed_.prompt_tokens)().swap(parsed_.prompt_tokens);
+  decltype(parsed_.text_parts)().swap(parsed_.text_parts);
+  decltype(parsed_.stop)().swap(parsed_.stop);
+  std::string().swap(parsed_.user);
+  client_->request().headers = proto::HttpHeaders();
 }
 
 void Stream::start_client_head() {
@@ -350,11 +375,11 @@ void Stream::on_upstream_head(int status, proto::HttpHeaders&) {
   start_client_head();
 }
 
-void Stream::send_client_bytes() {
-  if (out_.empty()) return;
-  bytes_out_ += static_cast<int64_t>(out_.size());
-  const bool more = client_->send_body(out_);
-  out_.clear();
+void Stream::send_client_bytes(std::string& out) {
+  if (out.empty()) return;
+  bytes_out_ += static_cast<int64_t>(out.size());
+  const bool more = client_->send_body(out);
+  out.clear();
   if (!more && !client_->closed() && !upstream_paused_) {
     // Back-pressure: the client reads slower than the upstream writes. Stop reading the upstream
     // (its sends back up into the socket buffers); the timers keep running.
@@ -378,12 +403,13 @@ void Stream::on_upstream_body(std::string_view data) {
     return;
   }
   const bool had_first = timing_.has_first_token();
-  auto fed = relay_.feed(data, now_ns(), timing_, out_);
+  std::string& out = client_out();
+  auto fed = relay_.feed(data, now_ns(), timing_, out);
   if (!had_first && timing_.has_first_token()) {
     ttft_timer_.cancel();
     if (decision_.idle_timeout.ms) idle_timer_.arm(*decision_.idle_timeout.ms);
   }
-  send_client_bytes();
+  send_client_bytes(out);
   if (!fed.ok()) {
     upstream_call_.cancel();
     end_from_upstream(false);

@@ -192,42 +192,77 @@ void Stream::finish(Ending e) {
   grant_.settle(record.output_tokens);
   const std::string stop_header = proto::stop_header_value(record);
 
+  // The client's last bytes are prepared first (their size is logged), then the stream is
+  // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
+  // /metrics or reads the log right after its answer must find its request counted.
+  enum class LastBytes { kNone, kError, kStreamEnd, kBody };
+  LastBytes last = LastBytes::kNone;
   int status = 200;
+  std::string error_body;
+  std::string out;  // the last bytes of a completion
   if (e.cause != Cause::kClientCancel && !client_->closed()) {
     if (e.error && !client_->head_sent()) {
+      last = LastBytes::kError;
       status = e.status != 0 ? e.status : e.error->status();
       proto::ErrorBodyFields fields;
       fields.param = e.param;
       fields.cutline = &record;
-      const std::string body = proto::error_body(*e.error, fields);
-      proto::HttpHeaders h{{"Content-Type", "application/json"},
-                           {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_}};
-      if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
-      bytes_out_ += static_cast<int64_t>(body.size());
-      client_->send_simple(status, h, body);
+      error_body = proto::error_body(*e.error, fields);
+      bytes_out_ += static_cast<int64_t>(error_body.size());
     } else if (parsed_.stream && parsed_ok_) {
-      start_client_head();
+      last = LastBytes::kStreamEnd;
       if (e.error) {
-        relay_.write_error_event(*e.error, record, out_);
+        relay_.write_error_event(*e.error, record, out);
       } else {
-        relay_.write_end(record, client_finish_reason(e), out_);
+        relay_.write_end(record, client_finish_reason(e), out);
       }
-      send_client_bytes();
-      client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
+      bytes_out_ += static_cast<int64_t>(out.size());
     } else {
-      relay_.write_end(record, client_finish_reason(e), out_);
-      proto::HttpHeaders h{{"Content-Type", "application/json"},
-                           {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_}};
-      bytes_out_ += static_cast<int64_t>(out_.size());
-      client_->send_simple(200, h, out_);
-      out_.clear();
+      last = LastBytes::kBody;
+      relay_.write_end(record, client_finish_reason(e), out);
+      bytes_out_ += static_cast<int64_t>(out.size());
     }
   } else {
     status = 499;  // nginx's "client closed request"
   }
 
+  record_outcome(record, status);
+
+  switch (last) {
+    case LastBytes::kNone:
+      break;
+    case LastBytes::kError: {
+      proto::HttpHeaders h{{"Content-Type", "application/json"},
+                           {"Cutline-Stop", stop_header},
+                           {"Cutline-Request-Id", request_id_}};
+      if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
+      client_->send_simple(status, h, error_body);
+      break;
+    }
+    case LastBytes::kStreamEnd:
+      start_client_head();
+      if (!out.empty()) client_->send_body(out);
+      client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
+      break;
+    case LastBytes::kBody: {
+      proto::HttpHeaders h{{"Content-Type", "application/json"},
+                           {"Cutline-Stop", stop_header},
+                           {"Cutline-Request-Id", request_id_}};
+      client_->send_simple(200, h, out);
+      break;
+    }
+  }
+
+  phase_ = Phase::kDone;
+  // Drop the worker's reference later, never inside a callback of this stream.
+  Worker* w = &worker_;
+  const uint64_t id = id_;
+  worker_.loop.post([w, id] { w->streams.erase(id); });
+}
+
+// The access-log line and the metrics of a finished stream (once, from finish, before the
+// client's last bytes go out).
+void Stream::record_outcome(const proto::StopRecord& record, int status) {
   if (AccessLog* log = gw_.access_log()) {
     AccessLogEntry entry;
     entry.ts_unix_s = arrival_unix_s_;
@@ -255,12 +290,6 @@ void Stream::finish(Ending e) {
   outcome.clamp_rule = clamp_rule_;
   gw_.metrics().record(outcome);
   gw_.metrics().stream_closed();
-
-  phase_ = Phase::kDone;
-  // Drop the worker's reference later, never inside a callback of this stream.
-  Worker* w = &worker_;
-  const uint64_t id = id_;
-  worker_.loop.post([w, id] { w->streams.erase(id); });
 }
 
 void Stream::describe(proto::JsonWriter& w, int64_t now) const {

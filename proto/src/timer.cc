@@ -19,14 +19,16 @@ timeval to_timeval(int64_t ms) {
 }  // namespace
 
 Timer::Timer(EventLoop& loop, std::function<void()> on_fire)
-    : on_fire_(std::move(on_fire)), loop_(loop) {
-  event_ = event_new(loop_.base(), -1, 0, &Timer::on_event, this);
+    : on_fire_(std::move(on_fire)), loop_(loop) {}
+
+Timer::~Timer() {
+  if (event_ != nullptr) event_free(event_);
 }
 
-Timer::~Timer() { event_free(event_); }
-
 void Timer::arm(int64_t delay_ms) {
-  if (periodic_) {
+  if (event_ == nullptr) {
+    event_ = event_new(loop_.base(), -1, 0, &Timer::on_event, this);
+  } else if (periodic_) {
     event_del(event_);
     event_assign(event_, loop_.base(), -1, 0, &Timer::on_event, this);
     periodic_ = false;
@@ -36,16 +38,24 @@ void Timer::arm(int64_t delay_ms) {
 }
 
 void Timer::arm_periodic(int64_t period_ms) {
-  event_del(event_);
+  if (event_ == nullptr) {
+    event_ = event_new(loop_.base(), -1, EV_PERSIST, &Timer::on_event, this);
+  } else {
+    event_del(event_);
+  }
   event_assign(event_, loop_.base(), -1, EV_PERSIST, &Timer::on_event, this);
   periodic_ = true;
   const timeval tv = to_timeval(period_ms > 0 ? period_ms : 1);
   event_add(event_, &tv);
 }
 
-void Timer::cancel() { event_del(event_); }
+void Timer::cancel() {
+  if (event_ != nullptr) event_del(event_);
+}
 
-bool Timer::armed() const { return event_pending(event_, EV_TIMEOUT, nullptr) != 0; }
+bool Timer::armed() const {
+  return event_ != nullptr && event_pending(event_, EV_TIMEOUT, nullptr) != 0;
+}
 
 void Timer::on_event(int /*fd*/, short /*what*/, void* arg) {
   auto* self = static_cast<Timer*>(arg);

@@ -71,8 +71,8 @@ class Relay {
   int64_t output_tokens() const;
   proto::CountMethod count_method() const;
   const std::optional<proto::Usage>& usage() const { return usage_; }
-  // The upstream's own stop record (a Cutline backend), when it sent one.
-  const std::optional<proto::StopRecord>& backend_record() const { return backend_record_; }
+  // The upstream's own stop record (a Cutline backend), when it sent one; null otherwise.
+  const proto::StopRecord* backend_record() const { return backend_record_.get(); }
 
   // Writes the end of the response for the client into `out` (appended): see the header
   // comment. `finish_reason` is what the client sees.
@@ -86,6 +86,7 @@ class Relay {
  private:
   Status on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming& timing,
                   std::string& out, FeedResult& result);
+  void keep_backend_record(const proto::StopRecord& record);
 
   RelayOptions options_;
   proto::SseParser sse_;
@@ -102,7 +103,8 @@ class Relay {
   std::string held_finish_;  // streaming: the finish chunk's JSON, held until the end
   std::string held_usage_;   // streaming: the usage-only chunk's JSON, held until the end
   std::optional<proto::Usage> usage_;
-  std::optional<proto::StopRecord> backend_record_;
+  // On the heap: most upstreams never send one, and a StopRecord is ~0.5 KiB of every stream.
+  std::unique_ptr<proto::StopRecord> backend_record_;
   int64_t content_chunks_ = 0;
   bool done_ = false;
   bool error_event_ = false;

@@ -117,9 +117,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // ---- helpers -----------------------------------------------------------------------------
   proto::StopRecord build_record(const Ending& ending) const;
   std::string client_finish_reason(const Ending& ending) const;
-  void send_client_bytes();
+  // Sends `out` to the client (emptying it); pauses the upstream when the client is slow.
+  void send_client_bytes(std::string& out);
+  void release_request();
   void start_client_head();
   void release_admission();
+  void record_outcome(const proto::StopRecord& record, int status);
   int64_t now_ns() const;
   double elapsed_ms() const;
   Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
@@ -156,7 +159,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::string upstream_error_body_;  // body of a non-200 upstream answer (bounded)
   Relay relay_;
   TokenTiming timing_;
-  std::string out_;  // reused buffer of bytes for the client
   bool upstream_paused_ = false;
   int64_t bytes_out_ = 0;
   int64_t bytes_in_ = 0;

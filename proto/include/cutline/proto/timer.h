@@ -8,7 +8,8 @@
 // Threading and lifetime: construct, arm, cancel and destroy on the loop's thread (or before
 // the loop runs). The callback runs on the loop thread. The callback may arm(), cancel() or
 // destroy its own Timer. Destroying a Timer cancels it; the callback never runs afterwards.
-// Cost: one libevent `event` (~130 bytes) plus the std::function.
+// Cost: the std::function, plus one libevent `event` (~130 bytes) allocated at the first arm (a
+// stream's queue timer, armed only when the request waits for a slot, usually costs nothing).
 
 #include <cstdint>
 #include <functional>
