@@ -9,7 +9,7 @@ Result<std::shared_ptr<const proto::TlsContext>> listener_tls_context(
   config.key_file = tls.key_file;
   config.min_version = tls.min_version == policy::TlsVersion::kTls13 ? proto::TlsMinVersion::kTls13
                                                                      : proto::TlsMinVersion::kTls12;
-  config.alpn = {"http/1.1"};
+  config.alpn = {"h2", "http/1.1"};  // HTTP/2 by ALPN (ServerOptions::http2)
   auto context = proto::TlsContext::server(config);
   if (!context.ok()) {
     const std::string where = tls.ref.path.empty() ? std::string("listen tls") : tls.ref.path;

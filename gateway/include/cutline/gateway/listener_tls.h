@@ -12,8 +12,8 @@
 
 namespace cutline::gateway {
 
-// ALPN offered: "http/1.1" (HTTP/2 on the client side is not implemented yet, so "h2" is not
-// offered; a client asking for h2 falls back to HTTP/1.1). Errors (kIo) name the YAML path of
+// ALPN offered: "h2" then "http/1.1" (the HTTP server serves HTTP/2 when h2 is negotiated; a
+// client that offers only http/1.1, or none, gets HTTP/1.1). Errors (kIo) name the YAML path of
 // the listener and the file.
 Result<std::shared_ptr<const proto::TlsContext>> listener_tls_context(
     const policy::ListenerTls& tls);
