@@ -172,8 +172,11 @@ bool Stream::classify() {
     finish(bad_input(parsed.error().kind, parsed.error().message, ""));
     return false;
   }
-  parsed_ = std::move(parsed).value();
+  parsed_ = std::make_unique<proto::ParsedRequest>(std::move(parsed).value());
   parsed_ok_ = true;
+  model_ = parsed_->model;
+  client_stream_ = parsed_->stream;
+  requested_max_tokens_ = parsed_->requested_max_tokens();
   if (auto h = req.headers.get("Cutline-Deadline-Ms")) {
     int64_t ms = 0;
     auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
@@ -186,13 +189,13 @@ bool Stream::classify() {
     }
     client_deadline_ms_ = ms;
   }
-  if (!policy_->upstream_for_model(parsed_.model)) {
+  if (!policy_->upstream_for_model(model_)) {
     finish(bad_input(ErrorKind::kNotFound,
-                     "model \"" + parsed_.model + "\" is not served by any upstream", "model"));
+                     "model \"" + model_ + "\" is not served by any upstream", "model"));
     return false;
   }
-  relay_ = Relay(RelayOptions{endpoint_, parsed_.stream, parsed_.include_usage, request_id_,
-                              parsed_.model, &worker_.chunk_parser});
+  relay_ = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
+                              model_, &worker_.chunk_parser});
   return true;
 }
 
@@ -203,10 +206,10 @@ bool Stream::decide() {
   const proto::HttpHeaders& headers = client_->request().headers;
   policy::RequestFacts facts;
   facts.tenant = tenant_;
-  facts.model = parsed_.model;
+  facts.model = model_;
   facts.route = route_of(endpoint_);
   facts.header = [&headers](std::string_view name) { return headers.get(name); };
-  facts.client_max_tokens = parsed_.requested_max_tokens();
+  facts.client_max_tokens = requested_max_tokens_;
   facts.client_deadline_ms = client_deadline_ms_;
   policy::LiveState live;
   if (auto idx = policy::match_rule(*policy_, facts)) {
@@ -299,10 +302,10 @@ bool Stream::on_admitted(int64_t queue_wait_ns) {
 // clamped to the Decision, stream: true, include_usage), and the upstream request started.
 void Stream::route() {
   phase_ = Phase::kRoute;
-  upstream_ = policy_->route(*decision_.rule, parsed_.model);
+  upstream_ = policy_->route(*decision_.rule, model_);
   if (!upstream_) {
     finish(bad_input(ErrorKind::kNotFound,
-                     "model \"" + parsed_.model + "\" is not served by any upstream", "model"));
+                     "model \"" + model_ + "\" is not served by any upstream", "model"));
     return;
   }
   proto::RewriteOptions rw;
@@ -329,7 +332,7 @@ void Stream::route() {
   if (policy_->requires_auth()) req.headers.remove("Authorization");
   req.headers.set("Content-Type", "application/json");
   req.headers.set("Accept", "text/event-stream");
-  proto::rewrite_request(parsed_, rw, req.body);
+  proto::rewrite_request(*parsed_, rw, req.body);
 
   if (!decision_.ttft_timeout.ms && decision_.idle_timeout.ms) {
     idle_timer_.arm(*decision_.idle_timeout.ms);
@@ -348,19 +351,13 @@ void Stream::route() {
 // record, the log and the metrics use stays (model, stream, include_usage, max tokens, method,
 // path).
 void Stream::release_request() {
+  parsed_.reset();
   std::string().swap(body_);
-  parsed_.body = {};
-  decltype(parsed_.messages)().swap(parsed_.messages);
-  decltype(parsed_.prompts)().swap(parsed_.prompts);
-  decltype(parsed_.prompt_tokens)().swap(parsed_.prompt_tokens);
-  decltype(parsed_.text_parts)().swap(parsed_.text_parts);
-  decltype(parsed_.stop)().swap(parsed_.stop);
-  std::string().swap(parsed_.user);
   client_->request().headers = proto::HttpHeaders();
 }
 
 void Stream::start_client_head() {
-  if (client_->head_sent() || !parsed_.stream) return;
+  if (client_->head_sent() || !client_stream_) return;
   proto::HttpHeaders h{{"Content-Type", "text/event-stream"},
                        {"Cache-Control", "no-cache"},
                        {"Trailer", "cutline-stop"},
@@ -445,7 +442,7 @@ void Stream::on_upstream_error(const proto::ClientError& error) {
 // The upstream ended (normally, with an error status or event, or by closing): classify.
 void Stream::end_from_upstream(bool transport_closed) {
   TokenLimits limits;
-  limits.requested_max_tokens = parsed_.requested_max_tokens();
+  limits.requested_max_tokens = requested_max_tokens_;
   limits.effective_max_tokens = decision_.max_output_tokens.tokens;
   limits.output_tokens = relay_.output_tokens();
   limits.exact_count = relay_.count_method() == proto::CountMethod::kUsage;

@@ -130,7 +130,7 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   r.limit = e.limit;
   r.observed = e.observed;
   r.unit = e.unit;
-  if (parsed_ok_) r.requested_max_tokens = parsed_.requested_max_tokens();
+  if (parsed_ok_) r.requested_max_tokens = requested_max_tokens_;
   if (decision_.matched) r.effective_max_tokens = decision_.max_output_tokens.tokens;
   if (relay_.usage()) r.input_tokens = relay_.usage()->prompt_tokens;
   r.output_tokens = relay_.output_tokens();
@@ -209,7 +209,7 @@ void Stream::finish(Ending e) {
       fields.cutline = &record;
       error_body = proto::error_body(*e.error, fields);
       bytes_out_ += static_cast<int64_t>(error_body.size());
-    } else if (parsed_.stream && parsed_ok_) {
+    } else if (client_stream_ && parsed_ok_) {
       last = LastBytes::kStreamEnd;
       if (e.error) {
         relay_.write_error_event(*e.error, record, out);
@@ -270,18 +270,18 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
     entry.method = client_->request().method;
     entry.path = client_->request().path();
     entry.tenant = tenant_;
-    entry.model = parsed_.model;
+    entry.model = model_;
     entry.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
     entry.status = status;
     entry.bytes_in = bytes_in_;
     entry.bytes_out = bytes_out_;
-    entry.stream = parsed_.stream;
+    entry.stream = client_stream_;
     entry.stop = &record;
     log->write(entry);
   }
   RequestOutcome outcome;
   outcome.route = route_of(endpoint_);
-  outcome.model = parsed_.model;
+  outcome.model = model_;
   outcome.tenant = tenant_;
   outcome.policy = decision_.policy_name;
   outcome.code = status;
@@ -299,9 +299,9 @@ void Stream::describe(proto::JsonWriter& w, int64_t now) const {
     return static_cast<double>(*limit_ms) - (now - from_ns) / 1e6;
   };
   w.begin_object();
-  w.field("request_id", request_id_).field("tenant", tenant_).field("model", parsed_.model);
+  w.field("request_id", request_id_).field("tenant", tenant_).field("model", model_);
   w.field("policy", decision_.policy_name).field("phase", to_string(phase_));
-  w.field("stream", parsed_.stream).field("tokens", timing_.tokens());
+  w.field("stream", client_stream_).field("tokens", timing_.tokens());
   w.field("upstream_paused", upstream_paused_).field("bytes_out", bytes_out_);
   w.field("elapsed_ms", (now - timing_.arrival_ns()) / 1e6);
   w.optional_field("deadline_left_ms",

@@ -223,6 +223,8 @@ bool Http1ClientConnection::on_head(Http1Head& head) {
   head_delivered_ = true;
   std::shared_ptr<ClientExchange> exchange = exchange_;
   exchange->deliver_head(head.status, head.headers);
+  // Delivered: a streaming response keeps this connection (and its parser) for its whole life.
+  head.headers = HttpHeaders();
   return !should_pause();
 }
 

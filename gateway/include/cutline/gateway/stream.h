@@ -136,9 +136,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Phase phase_ = Phase::kAccept;
   double arrival_unix_s_ = 0;
 
-  // The request (body owned here; parsed_ refers into it).
+  // The request (body owned here; parsed_ refers into it). Both are freed once the upstream
+  // request is built (release_request); what later phases, the record and the log need is
+  // copied out at classify.
   std::string body_;
-  proto::ParsedRequest parsed_;
+  std::unique_ptr<proto::ParsedRequest> parsed_;
+  std::string model_;                            // the request's "model"
+  bool client_stream_ = false;                   // the request's "stream"
+  std::optional<int64_t> requested_max_tokens_;  // max_completion_tokens, else max_tokens
   bool parsed_ok_ = false;
   std::string tenant_;
   std::optional<int64_t> client_deadline_ms_;
