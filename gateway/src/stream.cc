@@ -190,8 +190,8 @@ bool Stream::classify() {
     client_deadline_ms_ = ms;
   }
   if (!policy_->upstream_for_model(model_)) {
-    finish(bad_input(ErrorKind::kNotFound,
-                     "model \"" + model_ + "\" is not served by any upstream", "model"));
+    finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
+                     "model"));
     return false;
   }
   relay_ = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
@@ -304,8 +304,8 @@ void Stream::route() {
   phase_ = Phase::kRoute;
   upstream_ = policy_->route(*decision_.rule, model_);
   if (!upstream_) {
-    finish(bad_input(ErrorKind::kNotFound,
-                     "model \"" + model_ + "\" is not served by any upstream", "model"));
+    finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
+                     "model"));
     return;
   }
   proto::RewriteOptions rw;

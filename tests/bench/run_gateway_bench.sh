@@ -6,6 +6,10 @@
 # one JSON line per run plus a table of ratios.
 #
 #   tests/bench/run_gateway_bench.sh [BUILD_DIR] ["100 1000"] [TOKENS] [INTERVAL_MS]
+#
+# SYSCALLS=1 also counts each proxy's system calls during its run (perf stat on the
+# raw_syscalls:sys_enter tracepoint; needs perf and tracepoint access) and prints them per relayed
+# token: a figure that, unlike latency, holds up on a busy machine.
 set -euo pipefail
 BUILD=${1:-build}
 LEVELS=${2:-"100 1000"}
@@ -83,10 +87,22 @@ run() {  # name port streams pids...
   local name=$1 port=$2 n=$3; shift 3
   local args=()
   for p in "$@"; do args+=(--pid "$p"); done
-  local out
+  local out perf_pid="" syscalls=null
+  if [[ "${SYSCALLS:-0}" = 1 ]]; then
+    perf stat -x, -e raw_syscalls:sys_enter -p "$(echo "$@" | tr ' ' ',')" \
+      -o "$WORK/syscalls.$name.$n" 2>/dev/null &
+    perf_pid=$!
+    sleep 0.3
+  fi
   out=$("$BUILD/tests/bench/gateway_load" --port "$port" --streams "$n" --tokens "$TOKENS" \
         --interval-ms "$INTERVAL" "${args[@]}" || true)
-  echo "{\"path\":\"$name\",\"result\":$out}" | tee -a "$WORK/results.jsonl"
+  if [[ -n "$perf_pid" ]]; then
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    syscalls=$(awk -F, '/sys_enter/{print $1}' "$WORK/syscalls.$name.$n" 2>/dev/null)
+    [[ "$syscalls" =~ ^[0-9]+$ ]] || syscalls=null
+  fi
+  echo "{\"path\":\"$name\",\"syscalls\":$syscalls,\"result\":$out}" | tee -a "$WORK/results.jsonl"
 }
 
 for n in $LEVELS; do
@@ -100,17 +116,21 @@ python3 - "$WORK/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {}
+syscalls = {}
 for r in rows:
     by.setdefault(r["result"]["streams"], {})[r["path"]] = r["result"]
-print("\nstreams  path     done/fail  ttft p50/p99 ms   token lat p50/p99 ms  streams/s  cpu us/token  rss KiB/stream")
+    syscalls[(r["result"]["streams"], r["path"])] = r.get("syscalls")
+print("\nstreams  path     done/fail  ttft p50/p99 ms   token lat p50/p99 ms  streams/s  cpu us/token  rss KiB/stream  syscalls/token")
 for n, paths in sorted(by.items()):
     for name in ("direct", "gateway", "nginx"):
         r = paths.get(name)
         if not r: continue
         rss = (r["proxy_rss_kb_mid"] - r["proxy_rss_kb_before"]) / max(1, n)
+        calls = syscalls.get((n, name))
+        sc = f"{calls / r['tokens']:.2f}" if calls is not None and r["tokens"] else "-"
         print(f"{n:7d}  {name:8s} {r['completed']:5d}/{r['failed']:<4d} {r['ttft_p50_ms']:7.2f}/{r['ttft_p99_ms']:<8.2f} "
               f"{r['token_latency_p50_ms']:8.3f}/{r['token_latency_p99_ms']:<9.3f} {r['streams_per_s']:9.1f} "
-              f"{r['cpu_us_per_token']:12.2f} {rss:14.2f}")
+              f"{r['cpu_us_per_token']:12.2f} {rss:14.2f}  {sc}")
     d, g, x = paths.get("direct"), paths.get("gateway"), paths.get("nginx")
     if d and g and x:
         add = lambda r, k: r[k] - d[k]
