@@ -1,14 +1,12 @@
 #pragma once
 // Harness for cutline-backend integration tests: starts the real binary on a free port (--port 0,
 // the port read from its "listening on" line) with its cache directory in a fresh temp dir, and
-// talks to it the way a user's client would (blocking http_fetch, or a raw socket to disconnect).
+// talks to it the way a user's client would (blocking http_fetch, or process_harness.h's
+// RawClient to disconnect).
 // The temp dir is removed afterwards unless CUTLINE_KEEP_TEST_DIRS is set.
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,53 +146,5 @@ inline double metric_value(const std::string& text, const std::string& series) {
   if (at == std::string::npos) return -1;
   return std::atof(text.c_str() + at + 1 + series.size() + 1);
 }
-
-// A loopback socket for a client that disconnects mid-stream.
-class RawClient {
- public:
-  explicit RawClient(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~RawClient() { close(); }
-  bool connected() const { return connected_; }
-  void post(const std::string& path, const std::string& body) {
-    const std::string req = "POST " + path +
-                            " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                            "Content-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
-    size_t off = 0;
-    while (off < req.size()) {
-      ssize_t n = ::send(fd_, req.data() + off, req.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-  std::string read_until(const std::string& needle, int timeout_ms) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    timeval tv{0, 20000};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < end && got_.find(needle) == std::string::npos) {
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n == 0) break;
-      if (n > 0) got_.append(buf, static_cast<size_t>(n));
-    }
-    return got_;
-  }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string got_;
-};
 
 }  // namespace cutline::test

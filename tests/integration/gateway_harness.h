@@ -1,14 +1,11 @@
 #pragma once
 // Test harness for gateway integration tests: starts the real cutline-fake-upstream and
 // cutline-gateway binaries on loopback (free ports), writes the policy file, and offers a client
-// the way a user would have one (blocking http_fetch, or a raw socket for disconnects and slow
-// reads), plus readers for the access log and /metrics.
+// the way a user would have one (blocking http_fetch, or process_harness.h's RawClient for
+// disconnects and slow reads), plus readers for the SSE bodies.
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,70 +57,6 @@ inline std::vector<std::string> sse_payloads(const std::string& sse_body, bool* 
     }
   }
   return out;
-}
-
-// A raw loopback connection for clients that misbehave (disconnect, read slowly).
-class RawClient {
- public:
-  explicit RawClient(uint16_t port, int rcvbuf = 0) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~RawClient() { close(); }
-  bool connected() const { return connected_; }
-  void send_all(const std::string& data) {
-    size_t off = 0;
-    while (off < data.size()) {
-      ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-  // Reads until `needle` appears in what was received or timeout; returns everything read.
-  std::string read_until(const std::string& needle, int timeout_ms) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    timeval tv{0, 20000};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < end && received_.find(needle) == std::string::npos) {
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n == 0) break;
-      if (n > 0) received_.append(buf, static_cast<size_t>(n));
-    }
-    return received_;
-  }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string received_;
-};
-
-inline std::string http_post_raw(const std::string& path, const std::string& body,
-                                 const std::string& extra_headers = "") {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
-         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
-inline uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 // A fake upstream and a gateway in front of it, in a fresh temp dir. `yaml` writes the policy

@@ -1,10 +1,16 @@
 #pragma once
 // What every integration test needs to run the real binaries: a child process with its output in
 // files, polling for a condition with a timeout (no sleeps to wait for events), reading a file,
-// and a fresh temp dir. Used by gateway_harness.h and backend_harness.h.
+// a fresh temp dir, a free loopback port, and a raw loopback client for the clients that
+// misbehave (disconnect mid-stream, read slowly). Used by gateway_harness.h and
+// backend_harness.h.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +93,85 @@ class Process {
 
  private:
   pid_t pid_ = -1;
+};
+
+// A loopback port nothing listens on right now (for a process that must be told its port).
+inline uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// An HTTP/1.1 POST with a JSON body, as bytes for RawClient::send_all.
+inline std::string http_post_raw(const std::string& path, const std::string& body,
+                                 const std::string& extra_headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// A raw loopback connection for clients that misbehave: disconnect mid-stream (close()), read
+// slowly (a small `rcvbuf` and no reads), or send bytes no HTTP library would.
+class RawClient {
+ public:
+  // Connects at once; `rcvbuf` > 0 sets SO_RCVBUF first (a slow reader's small window).
+  explicit RawClient(uint16_t port, int rcvbuf = 0) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawClient() { close(); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  bool connected() const { return connected_; }
+  // Sends every byte (stops early if the peer is gone).
+  void send_all(const std::string& data) {
+    size_t off = 0;
+    while (fd_ >= 0 && off < data.size()) {
+      ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+  // POSTs a JSON body (http_post_raw).
+  void post(const std::string& path, const std::string& body,
+            const std::string& extra_headers = "") {
+    send_all(http_post_raw(path, body, extra_headers));
+  }
+  // Reads until `needle` appears in everything received so far, the peer closes, or
+  // `timeout_ms` passes; returns everything received on this connection.
+  std::string read_until(const std::string& needle, int timeout_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    timeval tv{0, 20000};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[4096];
+    while (fd_ >= 0 && std::chrono::steady_clock::now() < end &&
+           received_.find(needle) == std::string::npos) {
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0) break;
+      if (n > 0) received_.append(buf, static_cast<size_t>(n));
+    }
+    return received_;
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string received_;
 };
 
 }  // namespace cutline::test

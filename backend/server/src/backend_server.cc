@@ -284,7 +284,14 @@ void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
   }
   ++active_;
   ++waiting_for_model_;
-  load_waiters_.emplace_back([this, pending = std::move(pending)]() mutable {
+  // Join the waiters that are done: a finished thread keeps its stack until it is joined.
+  std::erase_if(load_waiters_, [](LoadWaiter& w) {
+    if (!w.done->load()) return false;
+    w.thread.join();
+    return true;
+  });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  auto waiter = [this, done, pending = std::move(pending)]() mutable {
     auto lease = residency_->acquire(pending->parsed.model);
     {
       std::lock_guard<std::mutex> lock(active_mu_);
@@ -308,7 +315,9 @@ void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
       --active_;
       active_cv_.notify_all();
     });
-  });
+    done->store(true);
+  };
+  load_waiters_.push_back({std::thread(std::move(waiter)), std::move(done)});
 }
 
 void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease) {
@@ -372,42 +381,65 @@ void BackendServer::wait_for_flush(int64_t timeout_ms) {
 }
 
 void BackendServer::shutdown(int64_t drain_timeout_ms) {
+  // Each phase is timed: the line at the end says where a slow stop spent its time.
+  const int64_t begin_us = steady_us();
+  int64_t mark_us = begin_us;
+  std::string phases;
+  auto phase_done = [&](const char* name) {
+    const int64_t now = steady_us();
+    phases += std::string(phases.empty() ? "" : ", ") + name + " " +
+              std::to_string((now - mark_us) / 1000) + " ms";
+    mark_us = now;
+  };
+  size_t cut = 0;
+  // Once: a second call (the destructor after main's) returns here.
+  if (draining_.exchange(true)) return;
+  // Stop accepting: new connections are refused; open ones may finish (new requests on them
+  // get 503 "draining"). Not under active_mu_: this waits for every loop, and a loop may be
+  // waiting for active_mu_ (state(), stream_done(), a load's completion) - holding it here
+  // deadlocked the shutdown.
+  if (http_) http_->stop_accepting();
   {
     std::unique_lock<std::mutex> lock(active_mu_);
-    if (shut_down_) return;
-    draining_.store(true);
-    // Stop accepting: new connections are refused; open ones may finish (new requests on them
-    // get 503 "draining").
-    if (http_) http_->stop_accepting();
     active_cv_.wait_for(lock, std::chrono::milliseconds(drain_timeout_ms),
                         [this] { return active_ == 0; });
+    phase_done("drain");
     // Drain timeout: end what is still running with a labeled stop.
     std::vector<std::shared_ptr<CompletionStream>> rest;
     for (auto& [ptr, weak] : streams_)
       if (auto s = weak.lock()) rest.push_back(std::move(s));
+    cut = rest.size();
     lock.unlock();
     for (auto& s : rest) s->abort_for_shutdown();
     lock.lock();
     active_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return streams_.empty(); });
+    phase_done("abort");
     shut_down_ = true;
   }
   residency_->shutdown();  // wakes requests waiting for a load slot
-  std::vector<std::thread> waiters;
+  std::vector<LoadWaiter> waiters;
   {
     std::lock_guard<std::mutex> lock(active_mu_);
     waiters.swap(load_waiters_);
   }
-  for (auto& t : waiters) t.join();
+  for (auto& w : waiters) w.thread.join();
+  phase_done("load waiters");
   wait_for_flush(2000);
+  phase_done("flush");
   if (http_) http_->stop();
   if (workers_) workers_->stop();
+  phase_done("close");
   // No engine may wake a loop that is about to be destroyed.
   for (const auto& name : residency_->model_names())
     residency_->visit_resident(
         name, [](residency::ResidentModel& m) { static_cast<ServedModel&>(m).stop(); });
+  phase_done("engines");
   http_.reset();
   workers_.reset();  // destroys posted work, releasing any lease it held
   residency_->unload_all_idle();
+  phase_done("unload");
+  std::fprintf(stderr, "cutline-backend: shut down in %lld ms (%s; %zu streams cut)\n",
+               static_cast<long long>((steady_us() - begin_us) / 1000), phases.c_str(), cut);
 }
 
 }  // namespace cutline::server

@@ -89,7 +89,13 @@ class BackendServer {
   int64_t active_ = 0;  // admitted streams + requests waiting for a load
   int64_t waiting_for_model_ = 0;
   std::unordered_map<CompletionStream*, std::weak_ptr<CompletionStream>> streams_;
-  std::vector<std::thread> load_waiters_;
+  // Threads waiting for a model load (wait_for_load); `done` once a thread has nothing left to
+  // do, so the next wait_for_load joins it.
+  struct LoadWaiter {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<LoadWaiter> load_waiters_;
   // Streams answered while draining: shutdown waits for their bytes to reach the kernel before
   // closing the connections.
   std::vector<std::shared_ptr<proto::ServerStream>> drained_http_;

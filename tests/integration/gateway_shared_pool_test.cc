@@ -1,0 +1,152 @@
+// Two gateway replicas with the same `budget_store: redis://…` draw from one tenant pool: while
+// a request on the first holds the whole pool, the second refuses the same tenant (429 with a
+// stop record naming the pool and Retry-After); once the first ends, its refund is seen by the
+// second. With `budget_store: memory` (the control) each replica has its own pool and the
+// second request passes. Redis unreachable at start: the gateway still serves (fail open).
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../support/redis_server.h"
+#include "gateway_harness.h"
+
+namespace cutline::test {
+namespace {
+
+// printf %s sk-alice-example | sha256sum
+constexpr const char* kAliceDigest =
+    "d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd";
+
+// A tenant pool of 600 tokens per minute that one request (max_tokens 600) empties; rejected
+// requests get 429 rather than a clamp.
+std::string policy_yaml(uint16_t fake_port, const std::string& log,
+                        const std::string& budget_store) {
+  return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
+         "access_log: " +
+         log + "\nbudget_store: " + budget_store +
+         "\n"
+         "upstreams:\n  - name: fake\n    url: http://127.0.0.1:" +
+         std::to_string(fake_port) +
+         "\n    models: [\"fake\"]\n"
+         "tenants:\n  - name: alice\n    api_keys: [\"sha256:" +
+         kAliceDigest +
+         "\"]\n"
+         "policies:\n  - name: default\n    match: {}\n"
+         "    budget:\n      max_output_tokens: 600\n      tenant_tokens_per_minute: 600\n"
+         "      on_pool_exhausted: reject\n";
+}
+
+std::string chat_body() {
+  return R"({"model":"fake","max_tokens":600,"stream":true,"messages":[{"role":"user","content":"hi"}]})";
+}
+
+proto::HttpResponse post(const GatewayEnv& env, const std::string& script) {
+  proto::HttpHeaders h{{"Content-Type", "application/json"},
+                       {"Authorization", "Bearer sk-alice-example"},
+                       {"X-Fake-Script", script}};
+  auto r = proto::http_fetch(env.url("/v1/chat/completions"), "POST", h, chat_body(), 10000);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(r).value() : proto::HttpResponse{};
+}
+
+// Starts a stream on `env` that has sent its first token and then stalls (so it holds its
+// reservation of the whole pool) and returns once that token arrived.
+void hold_the_pool(RawClient& client) {
+  client.post("/v1/chat/completions", chat_body(),
+              "Authorization: Bearer sk-alice-example\r\n"
+              "X-Fake-Script: tokens=50,stall_at=1,stall_ms=20000\r\n");
+  const std::string got = client.read_until("\"content\":\"", 10000);
+  ASSERT_NE(got.find("\"content\":\""), std::string::npos) << got;
+}
+
+class GatewaySharedPool : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    redis_ = new RedisServer();
+    if (!redis_->start()) {
+      skip_why_ = new std::string(redis_->error());
+    }
+  }
+  static void TearDownTestSuite() {
+    delete redis_;
+    redis_ = nullptr;
+    delete skip_why_;
+    skip_why_ = nullptr;
+  }
+  void SetUp() override {
+    if (skip_why_ != nullptr) GTEST_SKIP() << *skip_why_;
+    redis_->command({"FLUSHALL"});
+  }
+  static std::string redis_url() { return "redis://127.0.0.1:" + std::to_string(redis_->port()); }
+  static RedisServer* redis_;
+  static std::string* skip_why_;
+};
+RedisServer* GatewaySharedPool::redis_ = nullptr;
+std::string* GatewaySharedPool::skip_why_ = nullptr;
+
+TEST_F(GatewaySharedPool, ASecondReplicaSeesWhatTheFirstTookAndGaveBack) {
+  GatewayEnv a, b;
+  const std::string store = redis_url();
+  auto yaml = [&](uint16_t port, const std::string& log) { return policy_yaml(port, log, store); };
+  ASSERT_TRUE(a.start(yaml)) << a.error;
+  ASSERT_TRUE(b.start(yaml)) << b.error;
+  EXPECT_NE(read_file(a.dir + "/gateway.err").find("token pools in " + store), std::string::npos);
+
+  RawClient holder(a.port);
+  ASSERT_TRUE(holder.connected());
+  hold_the_pool(holder);
+  // Replica a's reservation is in Redis: replica b refuses the same tenant.
+  proto::HttpResponse refused = post(b, "tokens=5");
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_NE(refused.body.find("admission_rejected"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("tenant_tokens_per_minute"), std::string::npos) << refused.body;
+  EXPECT_TRUE(refused.headers.get("Retry-After").has_value());
+
+  // The client of replica a goes away after one token: a refunds the rest, and b serves the
+  // tenant again (the pool needs 600; 599 came back, one more refills within 100 ms).
+  holder.close();
+  bool served = false;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        served = post(b, "tokens=5").status == 200;
+        return served;
+      },
+      5000));
+  a.stop();
+  b.stop();
+}
+
+// The control: without a shared store each replica has a full pool of its own.
+TEST_F(GatewaySharedPool, WithMemoryPoolsEachReplicaHasItsOwn) {
+  GatewayEnv a, b;
+  auto yaml = [](uint16_t port, const std::string& log) {
+    return policy_yaml(port, log, "memory");
+  };
+  ASSERT_TRUE(a.start(yaml)) << a.error;
+  ASSERT_TRUE(b.start(yaml)) << b.error;
+  RawClient holder(a.port);
+  ASSERT_TRUE(holder.connected());
+  hold_the_pool(holder);
+  EXPECT_EQ(post(b, "tokens=5").status, 200);
+  EXPECT_EQ(post(a, "tokens=5").status, 429);  // a's own pool is held
+  holder.close();
+  a.stop();
+  b.stop();
+}
+
+TEST_F(GatewaySharedPool, AnUnreachableRedisFailsOpen) {
+  GatewayEnv a;
+  const std::string store = "redis://127.0.0.1:" + std::to_string(free_port());
+  auto yaml = [&](uint16_t port, const std::string& log) { return policy_yaml(port, log, store); };
+  ASSERT_TRUE(a.start(yaml)) << a.error;
+  proto::HttpResponse r = post(a, "tokens=5");
+  EXPECT_EQ(r.status, 200) << r.body;
+  const std::string err = read_file(a.dir + "/gateway.err");
+  EXPECT_NE(err.find("not answering yet"), std::string::npos) << err;
+  EXPECT_NE(err.find("fail open"), std::string::npos) << err;
+  a.stop();
+}
+
+}  // namespace
+}  // namespace cutline::test
