@@ -353,11 +353,11 @@ int main(int argc, char** argv) {
     else if (a == "--large-layers")
       large_layers = std::atoi(next().c_str());
     else {
-      std::fprintf(
-          stderr,
-          "usage: engine_bench [--dir DIR] [--scenario all|stall|throughput] [--models "
-          "tiny,medium,large] [--threads N] [--gen N] [--prompt N] [--budgets 16,64:256,4096] "
-          "[--levels 1,2,4,8,16] [--large-layers N] [--clock wall|cpu]\n");
+      std::fprintf(stderr,
+                   "usage: engine_bench [--dir DIR] [--scenario all|stall|throughput] [--models "
+                   "tiny,medium,large,large_q8] [--threads N] [--gen N] [--prompt N] [--budgets "
+                   "16,64:256,4096] "
+                   "[--levels 1,2,4,8,16] [--large-layers N] [--clock wall|cpu]\n");
       return 2;
     }
   }
@@ -368,7 +368,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "note: --clock cpu counts this thread only; use --threads 1\n");
 
   // tiny: the built-in default; medium: a model whose 2,048-token prefill is long next to a
-  // decode step; large: >= 1 GiB of F16 weights (12 layers of dim 2048).
+  // decode step; large: >= 1 GiB of F16 weights (12 layers of dim 2048); large_q8: Q8_0.
   std::map<std::string, model::SynthOptions> specs;
   specs["tiny"] = model::SynthOptions{};
   specs["tiny"].context = 4096;
@@ -387,6 +387,11 @@ int main(int argc, char** argv) {
   large.ffn = 5632;
   large.context = 4096;
   specs["large"] = large;
+  // large_q8: >= 1 GiB of Q8_0 weights (24 layers of dim 2048), for the integer matmul kernels.
+  model::SynthOptions large_q8 = large;
+  large_q8.layers = 2 * large_layers;
+  large_q8.type = model::TensorType::kQ8_0;
+  specs["large_q8"] = large_q8;
 
   for (const std::string& name : [&] {
          std::vector<std::string> v;
