@@ -22,7 +22,10 @@
 // cutline_budget_store_errors_total) and logged at most once per log_interval_ms. After a
 // connection failure Redis is not tried again for retry_after_failure_ms, so an unreachable
 // Redis costs one timeout per interval, not one per request. Tokens taken from Redis and
-// refunded while it is down go to the local buckets (they are not replayed later).
+// refunded while it is down go to the local buckets (they are not replayed later); a take
+// whose reply timed out after Redis ran it stays taken there (the bucket refills within a
+// minute). Host names are resolved on each new connection (getaddrinfo, not bounded by the
+// connect timeout).
 //
 // Thread-safety: every method may be called from any thread.
 
