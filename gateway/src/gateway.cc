@@ -11,6 +11,7 @@
 #include "cutline/gateway/upstream_target.h"
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
+#include "cutline/policy/redis_pool_store.h"
 #include "cutline/proto/openai_error.h"
 #include "cutline/proto/stop_record.h"
 
@@ -42,13 +43,6 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
   if (loaded.policy->listen.empty()) {
     return make_error(ErrorKind::kBadRequest, options.config_path + ": no listen address");
   }
-  if (loaded.policy->budget_store.kind == policy::BudgetStoreKind::kRedis) {
-    // Not implemented yet: pools stay per process. Said loudly rather than silently.
-    std::fprintf(stderr,
-                 "cutline-gateway: budget_store %s is not supported yet; token pools are kept in "
-                 "this process's memory\n",
-                 loaded.policy->budget_store.url.c_str());
-  }
   // Upstream TLS files (CA, client certificate, key) are read now: a bad one stops the start.
   auto upstream_tls = UpstreamTlsContexts::build(*loaded.policy);
   if (!upstream_tls.ok()) return upstream_tls.error();
@@ -59,6 +53,21 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
     auto opened = AccessLog::open(log.kind == policy::AccessLogKind::kFile ? log.path : "-");
     if (!opened.ok()) return opened.error();
     gw->access_log_ = std::move(opened).value();
+  }
+  if (const auto& store = loaded.policy->budget_store;
+      store.kind == policy::BudgetStoreKind::kRedis) {
+    // Token pools shared by every replica; an unreachable Redis fails open to this process's
+    // own pools (redis_pool_store.h). Changing budget_store takes a restart.
+    policy::RedisPoolStoreOptions redis_options;
+    redis_options.host = store.host;
+    redis_options.port = store.port;
+    redis_options.db = store.db;
+    auto redis = std::make_unique<policy::RedisPoolStore>(std::move(redis_options), gw->clock_);
+    const bool answered = redis->ping();
+    std::fprintf(
+        stderr, "cutline-gateway: token pools in %s%s\n", store.url.c_str(),
+        answered ? "" : " (not answering yet: this process uses its own pools until it does)");
+    gw->pools_ = std::move(redis);
   }
   return gw;
 }
