@@ -6,7 +6,8 @@
 // --port / --admin-port override the policy's listen and admin ports (0 = any free port).
 // --ready-file: once serving, writes {"port":P,"admin_port":A} there (tests and scripts read it).
 // Reloads the policy on SIGHUP and whenever the file changes (inotify on its directory, so
-// editors that replace the file are seen); an invalid file keeps the policy in force.
+// editors that replace the file are seen, and so is a Kubernetes ConfigMap update, which swaps
+// the directory's "..data" link); an invalid file keeps the policy in force.
 //
 // SIGINT / SIGTERM: graceful shutdown. The client listener closes at once, streams in flight may
 // finish for --drain-timeout (default 30s), the rest end with cause gateway_deadline (rule
@@ -128,7 +129,11 @@ int main(int argc, char** argv) {
       while ((n = read(ifd, buf, sizeof buf)) > 0) {
         for (char* p = buf; p < buf + n;) {
           auto* ev = reinterpret_cast<inotify_event*>(p);
-          if (ev->len > 0 && base == ev->name) changed = true;
+          // The file itself, or Kubernetes' "..data" symlink: a mounted ConfigMap is updated by
+          // renaming a new "..data" over the old one, and the file is a link through it.
+          if (ev->len > 0 && (base == ev->name || std::strcmp(ev->name, "..data") == 0)) {
+            changed = true;
+          }
           p += sizeof(inotify_event) + ev->len;
         }
       }
