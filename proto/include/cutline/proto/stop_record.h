@@ -69,8 +69,8 @@ struct TtftPhases {
   double queue_ms = 0;         // waiting for admission into the running batch
   double load_ms = 0;          // reading, converting and uploading weights of a non-resident model
   double warmup_ms = 0;        // device context, kernels, KV allocation after a load
-  double prefill_ms = 0;       // sum of the prompt's prefill chunks
-  double first_decode_ms = 0;  // the step that produced the first output token
+  double prefill_ms = 0;       // the forward steps of the prompt's chunks, the last one included
+  double first_decode_ms = 0;  // end of that last step -> first token sampled and queued
   bool operator==(const TtftPhases&) const = default;
 };
 
