@@ -38,6 +38,9 @@ void Admin::stop() { server_->stop(); }
 void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
   const std::string_view path = s->request().path();
   if (path == "/metrics") {
+    if (const auto* redis = gw_.redis_pools()) {
+      gw_.metrics().set_budget_store_errors(redis->errors_total());
+    }
     s->send_simple(200, {{"Content-Type", "text/plain; version=0.0.4"}}, gw_.metrics().serialize());
   } else if (path == "/healthz") {
     s->send_simple(200, {{"Content-Type", "text/plain"}}, "ok\n");

@@ -67,6 +67,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
     std::fprintf(
         stderr, "cutline-gateway: token pools in %s%s\n", store.url.c_str(),
         answered ? "" : " (not answering yet: this process uses its own pools until it does)");
+    gw->redis_pools_ = redis.get();
     gw->pools_ = std::move(redis);
   }
   return gw;

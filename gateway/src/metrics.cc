@@ -92,6 +92,14 @@ GatewayMetrics::GatewayMetrics(LabelBounds bounds)
                            .Name("cutline_upstream_process_restarts_total")
                            .Help("Restarts of a supervised (spawned) upstream process")
                            .Register(r);
+  budget_store_errors_ =
+      &prometheus::BuildCounter()
+           .Name("cutline_budget_store_errors_total")
+           .Help(
+               "Token-pool calls served by this process's own pools because the shared "
+               "budget_store (Redis) failed or was marked down")
+           .Register(r)
+           .Add({});
   upstream_ready_ = &prometheus::BuildGauge()
                          .Name("cutline_upstream_ready")
                          .Help("1 when a supervised upstream process answers /healthz, else 0")
@@ -173,6 +181,11 @@ void GatewayMetrics::set_queue_depth(std::string_view policy, double depth) {
 void GatewayMetrics::upstream_error(std::string_view upstream, std::string_view kind) {
   upstream_errors_->Add({{"upstream", std::string(upstream)}, {"kind", std::string(kind)}})
       .Increment();
+}
+
+void GatewayMetrics::set_budget_store_errors(uint64_t total) {
+  const double delta = static_cast<double>(total) - budget_store_errors_->Value();
+  if (delta > 0) budget_store_errors_->Increment(delta);
 }
 
 void GatewayMetrics::policy_reload(bool ok) {

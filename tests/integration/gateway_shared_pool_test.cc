@@ -145,6 +145,13 @@ TEST_F(GatewaySharedPool, AnUnreachableRedisFailsOpen) {
   const std::string err = read_file(a.dir + "/gateway.err");
   EXPECT_NE(err.find("not answering yet"), std::string::npos) << err;
   EXPECT_NE(err.find("fail open"), std::string::npos) << err;
+  // The calls served locally are counted on /metrics (take and refund of that request).
+  auto m = proto::http_fetch(a.admin_url("/metrics"), "GET", {}, "", 5000);
+  ASSERT_TRUE(m.ok());
+  const std::string key = "\ncutline_budget_store_errors_total ";
+  const size_t at = m->body.find(key);
+  ASSERT_NE(at, std::string::npos) << m->body;
+  EXPECT_GE(std::atof(m->body.c_str() + at + key.size()), 1.0) << m->body.substr(at, 60);
   a.stop();
 }
 

@@ -24,6 +24,7 @@
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/policy_holder.h"
+#include "cutline/policy/redis_pool_store.h"
 #include "cutline/policy/token_pool.h"
 #include "cutline/proto/clock.h"
 #include "cutline/proto/http_server.h"
@@ -83,6 +84,8 @@ class Gateway {
   GatewayMetrics& metrics() { return metrics_; }
   AccessLog* access_log() { return access_log_.get(); }
   policy::PoolStore& pools() { return *pools_; }
+  // The Redis store when budget_store is redis://, else null (for its error counter).
+  const policy::RedisPoolStore* redis_pools() const { return redis_pools_; }
   // Client TLS contexts of the https:// upstreams of every policy in use (fill_upstream_target).
   const UpstreamTlsCache& upstream_tls() const { return upstream_tls_; }
   std::shared_ptr<const policy::Policy> policy() const { return holder_->snapshot(); }
@@ -121,6 +124,7 @@ class Gateway {
   GatewayMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;
   std::unique_ptr<policy::PoolStore> pools_;
+  const policy::RedisPoolStore* redis_pools_ = nullptr;  // pools_ when it is a RedisPoolStore
   proto::WorkerThreads workers_;
   std::vector<std::unique_ptr<Worker>> per_loop_;
   std::unique_ptr<proto::HttpServer> server_;

@@ -85,6 +85,11 @@ class GatewayMetrics {
   void upstream_process_restarted(std::string_view upstream);
   void set_upstream_ready(std::string_view upstream, bool ready);
 
+  // budget_store: redis (redis_pool_store.h): the store's running count of calls it served from
+  // the local fallback; the counter cutline_budget_store_errors_total follows it (call before a
+  // scrape).
+  void set_budget_store_errors(uint64_t total);
+
   // Prometheus text exposition format of every series.
   std::string serialize() const;
 
@@ -111,6 +116,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>* bad_requests_;
   prometheus::Family<prometheus::Counter>* process_restarts_;
   prometheus::Family<prometheus::Gauge>* upstream_ready_;
+  prometheus::Counter* budget_store_errors_;
   prometheus::Gauge* active_streams_;
 };
 
