@@ -154,6 +154,24 @@ TEST_F(GatewayTest, EosIsAModelStopWithFinishReasonStop) {
   EXPECT_EQ(streamed_record(r).count_method, proto::CountMethod::kUsage);
 }
 
+// finish records the stream (access-log line, metrics) before the client's last bytes go out:
+// a client that looks right after its answer finds it, with no waiting.
+TEST_F(GatewayTest, AnAnswerIsCountedBeforeItsLastByteArrives) {
+  for (bool stream : {true, false}) {
+    const std::string m0 = metrics();
+    auto r = post(chat(stream), "tokens=2");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto id = r.headers.get("Cutline-Request-Id");
+    ASSERT_TRUE(id.has_value());
+    EXPECT_NE(read_file(env->log_path).find("\"request_id\":\"" + std::string(*id) + "\""),
+              std::string::npos)
+        << "no access-log line for " << *id;
+    const std::string m1 = metrics();
+    EXPECT_NE(m1.find("cutline_active_streams 0"), std::string::npos) << m1;
+    EXPECT_NE(m1, m0);  // the request and stop counters moved
+  }
+}
+
 TEST_F(GatewayTest, UsageChunkIsKeptWhenTheClientAskedForIt) {
   auto r = post(chat(true, R"(,"stream_options":{"include_usage":true})"), "tokens=2");
   ASSERT_EQ(r.status, 200);
