@@ -75,6 +75,7 @@ Http2ServerConnection::Http2ServerConnection(ServerConnectionHost& host,
 }
 
 Http2ServerConnection::~Http2ServerConnection() {
+  if (flush_event_ != nullptr) event_free(flush_event_);
   end_streams();
   conn_.reset();
   nghttp2_session_del(session_);
@@ -178,11 +179,32 @@ void Http2ServerConnection::close_if_done() {
 // ---- Output
 // ---------------------------------------------------------------------------------------
 
+void Http2ServerConnection::flush_soon() {
+  if (flush_scheduled_ || ended_) return;
+  if (flush_event_ == nullptr) {
+    flush_event_ = event_new(loop().base(), -1, 0, &Http2ServerConnection::on_flush_soon, this);
+    if (flush_event_ == nullptr) return flush();
+  }
+  flush_scheduled_ = true;
+  event_active(flush_event_, 0, 0);
+}
+
+void Http2ServerConnection::on_flush_soon(evutil_socket_t, short, void* self) {
+  auto* conn = static_cast<Http2ServerConnection*>(self);
+  if (conn->flush_scheduled_) conn->flush();
+}
+
 void Http2ServerConnection::flush() {
   if (in_recv_ || in_flush_ || ended_ || !conn_->open()) return;
   in_flush_ = true;
+  flush_scheduled_ = false;
   bool failed = false;
-  while (!conn_->above_high_water()) {
+  // nghttp2 hands out a frame or a few at a time: gather them and write once. The scratch
+  // buffer is per thread and keeps its capacity (no allocation per flush once warm).
+  thread_local std::string out;
+  out.clear();
+  const size_t room = host_.options().high_water_bytes;
+  while (conn_->output_bytes() + out.size() < room) {
     const uint8_t* data = nullptr;
     const ssize_t n = nghttp2_session_mem_send(session_, &data);
     if (n < 0) {
@@ -190,8 +212,9 @@ void Http2ServerConnection::flush() {
       break;
     }
     if (n == 0) break;
-    conn_->write(as_view(data, static_cast<size_t>(n)));
+    out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
   }
+  if (!out.empty()) conn_->write(out);
   in_flush_ = false;
   if (failed) {
     end();

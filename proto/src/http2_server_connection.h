@@ -18,6 +18,7 @@
 // drain() sends GOAWAY with the last stream id processed; the connection closes once its streams
 // are done. With no open stream, the idle timeout applies.
 
+#include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 
 #include <memory>
@@ -59,8 +60,13 @@ class Http2ServerConnection final : public ServerConnection, public Connection::
   void reset_stream(int32_t stream_id, uint32_t error_code);
   // The stream's buffer drained to low water after send_body returned false.
   void queue_writable(Http2ServerStream& stream);
-  // Sends what nghttp2 has (up to the output's high-water mark); runs due on_writable callbacks.
+  // Sends what nghttp2 has (up to the output's high-water mark) in one write; runs due
+  // on_writable callbacks.
   void flush();
+  // flush() later in this loop turn, once: the body pieces that several streams of this
+  // connection send in one turn (one upstream read each) leave in one write, as frames of one
+  // segment, instead of one send() per piece.
+  void flush_soon();
 
  private:
   enum class EventKind { kRequest, kReject, kClosed };
@@ -91,6 +97,7 @@ class Http2ServerConnection final : public ServerConnection, public Connection::
   void close_if_done();
   void end();
   void end_streams();
+  static void on_flush_soon(evutil_socket_t fd, short what, void* self);
 
   ServerConnectionHost& host_;
   std::unique_ptr<Connection> conn_;
@@ -103,6 +110,8 @@ class Http2ServerConnection final : public ServerConnection, public Connection::
   // Scratch for response headers (lower-cased names) and the nghttp2_nv array pointing into it.
   std::string header_names_;
   std::vector<nghttp2_nv> nva_;
+  event* flush_event_ = nullptr;  // flush_soon's (created on first use)
+  bool flush_scheduled_ = false;
   bool in_recv_ = false;    // inside nghttp2_session_mem_recv: flush after it returns
   bool in_flush_ = false;   // inside flush's send loop
   bool in_events_ = false;  // inside run_events

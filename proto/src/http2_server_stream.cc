@@ -79,8 +79,7 @@ bool Http2ServerStream::send_body(std::string_view data) {
   append(data);
   body_sent_ += data.size();
   resume();
-  Http2ServerConnection* conn = conn_;
-  conn->flush();
+  conn_->flush_soon();
   return writable();
 }
 
