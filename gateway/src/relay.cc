@@ -70,6 +70,10 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
   }
   if (Status s = chunks_->parse(event.data); !s.ok()) return s;
   const proto::ParsedChunk& c = chunks_->chunk();
+  if (!options_.client_stream && !c.error && event.event != "error") {
+    if (!assembler_) assembler_ = std::make_unique<proto::CompletionAssembler>();
+    if (Status s = assembler_->add(event.data); !s.ok()) return s;
+  }
   if (c.error || event.event == "error") {
     error_event_ = true;
     error_message_ = c.error ? std::string(c.error->message) : std::string(event.data);
@@ -90,10 +94,6 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
       timing.on_token(now_ns);
       ++content_chunks_;
       ++result.tokens;
-    }
-    if (!options_.client_stream) {
-      content_.append(choice.content);
-      if (role_.empty() && !choice.role.empty()) role_ = choice.role;
     }
   }
   const std::string_view finish = c.finish_reason();
@@ -168,7 +168,7 @@ void Relay::write_end(const proto::StopRecord& record, std::string_view finish_r
     f.id = id;
     f.created = created;
     f.model = model;
-    f.content = content_;
+    if (assembler_) f.choices = &assembler_->choices();
     f.finish_reason = finish_reason;
     f.usage = usage_ ? &*usage_ : nullptr;
     f.cutline = &record;

@@ -78,10 +78,65 @@ void write_chunk(std::string& out, const ChunkFields& f) {
   end_body(w, f.usage, f.cutline);
 }
 
+static void write_assembled_choice(JsonWriter& w, bool chat, const AssembledChoice& c,
+                                   std::string_view finish_reason) {
+  w.begin_object().field("index", c.index);
+  if (!chat) {
+    w.field("text", c.content).field("finish_reason", finish_reason).end_object();
+    return;
+  }
+  w.key("message").begin_object().field("role", c.role.empty() ? "assistant" : c.role);
+  const bool calls = !c.tool_calls.empty() || c.has_function_call;
+  if (c.has_content || !calls) {
+    w.field("content", c.content);
+  } else {
+    w.key("content").null();  // as OpenAI answers a tool call
+  }
+  if (!c.reasoning_content.empty()) w.field("reasoning_content", c.reasoning_content);
+  if (c.has_refusal) w.field("refusal", c.refusal);
+  if (!c.tool_calls.empty()) {
+    w.key("tool_calls").begin_array();
+    for (const AssembledToolCall& t : c.tool_calls) {
+      w.begin_object()
+          .field("id", t.id)
+          .field("type", t.type.empty() ? "function" : t.type)
+          .key("function")
+          .begin_object()
+          .field("name", t.name)
+          .field("arguments", t.arguments)
+          .end_object()
+          .end_object();
+    }
+    w.end_array();
+  }
+  if (c.has_function_call) {
+    w.key("function_call")
+        .begin_object()
+        .field("name", c.function_call_name)
+        .field("arguments", c.function_call_arguments)
+        .end_object();
+  }
+  w.end_object();
+  if (!c.logprobs_items.empty()) {
+    std::string items = "{\"content\":[" + c.logprobs_items + "]}";
+    w.key("logprobs").raw(items);
+  }
+  w.field("finish_reason", finish_reason).end_object();
+}
+
 void write_completion(std::string& out, const CompletionFields& f) {
   const bool chat = f.endpoint == Endpoint::kChatCompletions;
   JsonWriter w(out);
   begin_body(w, f.id, chat ? "chat.completion" : "text_completion", f.created, f.model);
+  if (f.choices != nullptr && !f.choices->empty()) {
+    for (const AssembledChoice& c : *f.choices) {
+      const std::string_view finish =
+          c.index == 0 || c.finish_reason.empty() ? f.finish_reason : c.finish_reason;
+      write_assembled_choice(w, chat, c, finish);
+    }
+    end_body(w, f.usage, f.cutline);
+    return;
+  }
   w.begin_object().field("index", 0);
   if (chat) {
     w.key("message")

@@ -119,3 +119,43 @@ TEST(Relay, MalformedChunkIsAnUpstreamError) {
 
 }  // namespace
 }  // namespace cutline::gateway
+
+namespace cutline::gateway {
+namespace {
+
+// A non-streaming client asking for tools gets the tool call whole, as the upstream streamed it.
+TEST(Relay, NonStreamingAnswerKeepsToolCallsAndEveryChoice) {
+  const std::string stream =
+      "data: {\"id\":\"c9\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+      "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,"
+      "\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"lookup\",\"arguments\":"
+      "\"{\\\"q\\\":\"}}]},\"finish_reason\":null},{\"index\":1,\"delta\":{\"content\":\"no "
+      "tools\"},\"finish_reason\":null}]}\n\n"
+      "data: {\"id\":\"c9\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+      "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{"
+      "\"arguments\":\"\\\"cutline\\\"}\"}}]},\"finish_reason\":\"tool_calls\"},{\"index\":1,"
+      "\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+      "data: [DONE]\n\n";
+  Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, false, false, "id", "m"});
+  TokenTiming timing;
+  std::string out;
+  ASSERT_TRUE(relay.feed(stream, 0, timing, out).ok());
+  EXPECT_TRUE(out.empty());  // nothing is sent before the end
+  EXPECT_TRUE(relay.upstream_done());
+  relay.write_end(eos_record(), "tool_calls", out);
+  EXPECT_NE(
+      out.find(
+          R"("tool_calls":[{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{\"q\":\"cutline\"}"}}])"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find(R"("content":null)"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find(
+          R"({"index":1,"message":{"role":"assistant","content":"no tools"},"finish_reason":"stop"})"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"cutline\":{"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace cutline::gateway

@@ -20,6 +20,7 @@
 
 #include "cutline/gateway/stop_classifier.h"
 #include "cutline/gateway/token_timing.h"
+#include "cutline/proto/completion_assembler.h"
 #include "cutline/proto/openai_chunk.h"
 #include "cutline/proto/openai_request.h"
 #include "cutline/proto/result.h"
@@ -96,8 +97,8 @@ class Relay {
   std::string id_;
   std::string model_;
   int64_t created_ = 0;
-  std::string role_;
-  std::string content_;        // non-streaming: the assembled choices[0] content
+  // Non-streaming client: every choice rebuilt from the chunks (made at the first event).
+  std::unique_ptr<proto::CompletionAssembler> assembler_;
   std::string finish_reason_;  // the upstream's finish_reason, "" = none seen
   bool stop_reason_present_ = false;
   std::string held_finish_;  // streaming: the finish chunk's JSON, held until the end

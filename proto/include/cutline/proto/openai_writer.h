@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "cutline/proto/completion_assembler.h"
 #include "cutline/proto/openai_chunk.h"
 #include "cutline/proto/openai_request.h"
 #include "cutline/proto/result.h"
@@ -38,17 +39,22 @@ struct ChunkFields {
 };
 void write_chunk(std::string& out, const ChunkFields& fields);
 
-// A whole non-streaming response: chat.completion with choices[0].message{role:"assistant",
-// content}, or text_completion with choices[0].text.
+// A whole non-streaming response: chat.completion with choices[i].message{role, content,
+// tool_calls, ...}, or text_completion with choices[i].text. Without `choices` (or with none
+// assembled), one choice 0 with `content`.
 struct CompletionFields {
   Endpoint endpoint = Endpoint::kChatCompletions;
   std::string_view id;
   int64_t created = 0;
   std::string_view model;
   std::string_view content;
+  // Choice 0's finish_reason (the gateway's: a cut replaces the upstream's); another choice keeps
+  // its own, or takes this one when it has none (it was cut too).
   std::string_view finish_reason = "stop";
   const Usage* usage = nullptr;
   const StopRecord* cutline = nullptr;
+  // What the CompletionAssembler rebuilt from the stream (completion_assembler.h).
+  const std::vector<AssembledChoice>* choices = nullptr;
 };
 void write_completion(std::string& out, const CompletionFields& fields);
 
