@@ -62,16 +62,23 @@ Status CompletionAssembler::add(std::string_view chunk_json) {
     return malformed("choices must be an array");
   }
   // Validate first, so that a malformed chunk changes nothing.
+  thread_local std::vector<int64_t> indexes;
+  indexes.clear();
   for (dom::element c : choices) {
-    if (!c.is_object()) return malformed("choices[] must be objects");
-  }
-  for (dom::element c : choices) {
-    const dom::object co = c.get_object().value_unsafe();
+    dom::object co;
+    if (c.get_object().get(co) != SUCCESS) return malformed("choices[] must be objects");
     int64_t index = 0;
-    if (auto e = co.at_key("index"); !e.error() && e.get_int64().get(index) != SUCCESS) {
+    dom::element value;
+    if (co.at_key("index").get(value) == SUCCESS && value.get_int64().get(index) != SUCCESS) {
       return malformed("choices[].index must be an integer");
     }
     if (index < 0) return malformed("choices[].index must not be negative");
+    indexes.push_back(index);
+  }
+  size_t position = 0;
+  for (dom::element c : choices) {
+    const dom::object co = c.get_object().value_unsafe();
+    const int64_t index = indexes[position++];
     AssembledChoice& out = choice(index);
     std::string_view finish;
     if (co.at_key("finish_reason").get_string().get(finish) == SUCCESS) {

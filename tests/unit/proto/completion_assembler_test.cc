@@ -125,6 +125,8 @@ TEST(CompletionAssembler, AMalformedChunkIsAnErrorAndChangesNothing) {
   EXPECT_FALSE(a.add(chunk(R"({"index":0})")).ok());
   EXPECT_FALSE(a.add(chunk(R"([{"index":0,"delta":{"content":"b"}}, 7])")).ok());
   EXPECT_FALSE(a.add(chunk(R"([{"index":-1,"delta":{}}])")).ok());
+  // A bad choice after a good one: the good one is not applied either.
+  EXPECT_FALSE(a.add(chunk(R"([{"index":3,"delta":{"content":"c"}},{"index":{}}])")).ok());
   ASSERT_EQ(a.choices().size(), 1u);
   EXPECT_EQ(a.choices()[0].content, "a");
 }
