@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/free_port.h"
 namespace cutline::test {
 
 // Polls `cond` every few ms until it holds or `timeout_ms` passes.
@@ -94,19 +95,6 @@ class Process {
  private:
   pid_t pid_ = -1;
 };
-
-// A loopback port nothing listens on right now (for a process that must be told its port).
-inline uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // An HTTP/1.1 POST with a JSON body, as bytes for RawClient::send_all.
 inline std::string http_post_raw(const std::string& path, const std::string& body,

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "free_port.h"
 namespace cutline::test {
 
 // The path of redis-server on PATH, or "" when it is not installed.
@@ -38,19 +39,6 @@ inline std::string find_redis_server() {
     start = end + 1;
   }
   return "";
-}
-
-// A loopback port nothing listens on right now.
-inline uint16_t unused_loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 struct RedisReplyDeleter {
@@ -89,7 +77,7 @@ class RedisServer {
     }
     // A port picked free may be taken by someone else before redis binds it: try a few.
     for (int attempt = 0; attempt < 5; ++attempt) {
-      port_ = port != 0 ? port : unused_loopback_port();
+      port_ = port != 0 ? port : free_port();
       const std::vector<std::string> argv = {bin,
                                              "--port",
                                              std::to_string(port_),

@@ -365,7 +365,7 @@ TEST_F(RedisPoolStoreTest, RedisDownFailsOpenToLocalBucketsAndSaysSo) {
 
 TEST_F(RedisPoolStoreTest, ABackOffAvoidsAConnectionAttemptPerCall) {
   proto::ManualClock clock;
-  const uint16_t nobody = test::unused_loopback_port();
+  const uint16_t nobody = test::free_port();
   RedisPoolStore store(options(nobody), clock);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(store.take({"k", 600}, 1, 1).granted_tokens, 1);
   EXPECT_EQ(store.errors_total(), 100u);
