@@ -4,7 +4,8 @@
 //                   [--drain-timeout DUR]
 //
 // --port / --admin-port override the policy's listen and admin ports (0 = any free port).
-// --ready-file: once serving, writes {"port":P,"admin_port":A} there (tests and scripts read it).
+// --ready-file: once serving, writes {"port":P,"ports":[P,...],"admin_port":A} there (tests and
+// scripts read it; "ports" lists every listen[] entry's port in order).
 // Reloads the policy on SIGHUP and whenever the file changes (inotify on its directory, so
 // editors that replace the file are seen, and so is a Kubernetes ConfigMap update, which swaps
 // the directory's "..data" link); an invalid file keeps the policy in force.
@@ -95,7 +96,11 @@ int main(int argc, char** argv) {
   if (!ready_file.empty()) {
     const std::string tmp = ready_file + ".tmp";
     if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-      std::fprintf(f, "{\"port\":%u,\"admin_port\":%u}\n", gateway->port(), gateway->admin_port());
+      // "port" first and "admin_port" last: scripts and tests read them by position too.
+      std::string ports;
+      for (uint16_t p : gateway->ports()) ports += (ports.empty() ? "" : ",") + std::to_string(p);
+      std::fprintf(f, "{\"port\":%u,\"ports\":[%s],\"admin_port\":%u}\n", gateway->port(),
+                   ports.c_str(), gateway->admin_port());
       std::fclose(f);
       std::rename(tmp.c_str(), ready_file.c_str());
     }

@@ -90,16 +90,7 @@ Gateway::~Gateway() { stop(); }
 
 Status Gateway::start() {
   auto policy = holder_->snapshot();
-  const policy::Listener& l = policy->listen.front();
   proto::ServerOptions so;
-  so.address = l.host;
-  so.port = options_.port_override >= 0 ? static_cast<uint16_t>(options_.port_override) : l.port;
-  if (l.tls) {  // listen[0].tls: a bad cert/key stops the start here, naming the file
-    auto tls = listener_tls_context(*l.tls);
-    if (!tls.ok()) return tls.error();
-    so.tls = std::move(tls).value();
-    listener_tls_ = true;
-  }
   so.limits.max_body_bytes = static_cast<size_t>(policy->limits.max_body_bytes);
   so.limits.max_header_bytes = static_cast<size_t>(policy->limits.max_header_bytes);
   // The HTTP layer answers 400/413/431 itself; the hook gives that answer its stop record.
@@ -118,8 +109,23 @@ Status Gateway::start() {
     metrics_.bad_request(to_string(e.kind));
     answer_without_stream(req, e, std::move(rule), limit, h, body);
   };
-  server_ = std::make_unique<proto::HttpServer>(
-      so, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); }, workers_);
+  // One server per listen[] entry, all on the same workers and handler. --port overrides the
+  // first one's port only.
+  for (size_t i = 0; i < policy->listen.size(); ++i) {
+    const policy::Listener& l = policy->listen[i];
+    so.address = l.host;
+    so.port = i == 0 && options_.port_override >= 0 ? static_cast<uint16_t>(options_.port_override)
+                                                    : l.port;
+    so.tls = nullptr;
+    if (l.tls) {  // a bad cert/key stops the start here, naming the file
+      auto tls = listener_tls_context(*l.tls);
+      if (!tls.ok()) return tls.error();
+      so.tls = std::move(tls).value();
+    }
+    listener_tls_.push_back(l.tls.has_value());
+    servers_.push_back(std::make_unique<proto::HttpServer>(
+        so, [this](std::shared_ptr<proto::ServerStream> s) { handle(std::move(s)); }, workers_));
+  }
   workers_.start();
   started_ = true;
   // One client per worker serves every upstream: it takes the longest connect timeout configured
@@ -144,14 +150,16 @@ Status Gateway::start() {
   }
   supervisor_ = std::make_unique<Supervisor>(*policy, metrics_, options_.supervisor);
   if (Status s = supervisor_->start(); !s.ok()) return s;
-  if (Status s = server_->start(); !s.ok()) return s;
+  for (auto& server : servers_) {
+    if (Status s = server->start(); !s.ok()) return s;
+  }
   return {};
 }
 
 void Gateway::stop() {
   if (!started_) return;
   started_ = false;
-  if (server_) server_->stop();
+  for (auto& server : servers_) server->stop();
   if (admin_) admin_->stop();
   workers_.run_on_all_and_wait([this](proto::EventLoop& loop) {
     Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
@@ -165,7 +173,7 @@ void Gateway::stop() {
 
 void Gateway::begin_drain() {
   if (!started_ || draining_.exchange(true)) return;
-  if (server_) server_->stop_accepting();
+  for (auto& server : servers_) server->stop_accepting();
 }
 
 size_t Gateway::open_streams() {
@@ -230,7 +238,13 @@ void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& 
   metrics_.record(o);
 }
 
-uint16_t Gateway::port() const { return server_ ? server_->port() : 0; }
+uint16_t Gateway::port() const { return servers_.empty() ? 0 : servers_.front()->port(); }
+
+std::vector<uint16_t> Gateway::ports() const {
+  std::vector<uint16_t> out;
+  for (const auto& server : servers_) out.push_back(server->port());
+  return out;
+}
 uint16_t Gateway::admin_port() const { return admin_ ? admin_->port() : 0; }
 
 Status Gateway::reload() {
@@ -239,7 +253,7 @@ Status Gateway::reload() {
   // The certificates and keys the new policy names are loaded before it is swapped in: an
   // unreadable or mismatched file refuses the reload and the old policy and contexts stay.
   std::shared_ptr<const UpstreamTlsContexts> upstream_tls;
-  std::shared_ptr<const proto::TlsContext> listener_tls;
+  std::vector<std::shared_ptr<const proto::TlsContext>> listener_tls;  // by listen[] index
   if (r.ok()) {
     auto built = UpstreamTlsContexts::build(*r.policy);
     if (built.ok()) {
@@ -248,11 +262,13 @@ Status Gateway::reload() {
       error_text = built.error().message;
     }
   }
-  if (error_text.empty() && !r.policy->listen.empty() && r.policy->listen.front().tls) {
-    const policy::ListenerTls& tls = *r.policy->listen.front().tls;
+  for (size_t i = 0; error_text.empty() && i < r.policy->listen.size(); ++i) {
+    listener_tls.emplace_back();
+    if (!r.policy->listen[i].tls) continue;
+    const policy::ListenerTls& tls = *r.policy->listen[i].tls;
     auto built = listener_tls_context(tls);
     if (built.ok()) {
-      listener_tls = std::move(built).value();
+      listener_tls.back() = std::move(built).value();
     } else {
       error_text =
           r.policy->source_file + ":" + std::to_string(tls.ref.line) + ": " + built.error().message;
@@ -267,16 +283,25 @@ Status Gateway::reload() {
   }
   upstream_tls_.add(r.policy, std::move(upstream_tls));
   holder_->replace(r.policy);
-  // New handshakes use the reloaded certificate; open connections keep theirs. Turning TLS on or
-  // off on the listener needs a restart.
-  if (server_ && listener_tls_ && listener_tls) {
-    server_->set_tls(std::move(listener_tls));
-  } else if (server_ && listener_tls_ != (listener_tls != nullptr)) {
+  // New handshakes use the reloaded certificates; open connections keep theirs. Turning TLS on
+  // or off on a listener, or adding, removing or moving listeners, needs a restart.
+  const auto& listen = r.policy->listen;
+  for (size_t i = 0; i < servers_.size() && i < listen.size(); ++i) {
+    if (listener_tls_[i] && listener_tls[i]) {
+      servers_[i]->set_tls(std::move(listener_tls[i]));
+    } else if (listener_tls_[i] != (listener_tls[i] != nullptr)) {
+      std::fprintf(stderr,
+                   "cutline-gateway: listen[%zu].tls was %s in %s; the listener keeps %s until a "
+                   "restart\n",
+                   i, listener_tls[i] ? "added" : "removed", options_.config_path.c_str(),
+                   listener_tls_[i] ? "TLS" : "cleartext");
+    }
+  }
+  if (listen.size() != servers_.size()) {
     std::fprintf(stderr,
-                 "cutline-gateway: listen[0].tls was %s in %s; the listener keeps %s until a "
+                 "cutline-gateway: %s lists %zu listener(s); the %zu open keep serving until a "
                  "restart\n",
-                 listener_tls ? "added" : "removed", options_.config_path.c_str(),
-                 listener_tls_ ? "TLS" : "cleartext");
+                 options_.config_path.c_str(), listen.size(), servers_.size());
   }
   loaded_unix_s_ = unix_now_s();
   metrics_.set_bounds(bounds_of(*r.policy));

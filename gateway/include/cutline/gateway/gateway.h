@@ -69,11 +69,13 @@ class Gateway {
   void cut_remaining(int64_t drain_timeout_ms, double drained_ms);
   // The supervised upstream processes (null before start()).
   const Supervisor* supervisor() const { return supervisor_.get(); }
-  uint16_t port() const;
+  uint16_t port() const;  // listen[0]'s bound port
+  // Every listener's bound port, in listen[] order.
+  std::vector<uint16_t> ports() const;
   uint16_t admin_port() const;
 
   // Reloads the policy file: new requests use it, in-flight streams keep their snapshot. The
-  // certificates it names are loaded first (listen[0].tls: new handshakes use the new one;
+  // certificates it names are loaded first (listen[i].tls: new handshakes use the new one;
   // upstreams[i].tls: new upstream connections). On error (the file, or an unreadable or
   // mismatched certificate/key) the old policy and certificates stay; the error text is returned
   // and counted.
@@ -127,11 +129,11 @@ class Gateway {
   const policy::RedisPoolStore* redis_pools_ = nullptr;  // pools_ when it is a RedisPoolStore
   proto::WorkerThreads workers_;
   std::vector<std::unique_ptr<Worker>> per_loop_;
-  std::unique_ptr<proto::HttpServer> server_;
+  std::vector<std::unique_ptr<proto::HttpServer>> servers_;  // one per listen[] entry
   std::unique_ptr<Admin> admin_;
   std::unique_ptr<Supervisor> supervisor_;
   std::atomic<bool> draining_{false};
-  bool listener_tls_ = false;  // the client listener was started with TLS (listen[0].tls)
+  std::vector<bool> listener_tls_;  // by listen[] index: that listener was started with TLS
   std::atomic<uint64_t> next_id_{1};
 
   std::mutex queues_mu_;
