@@ -103,6 +103,8 @@ std::string backend_usage() {
                            minus the KV pools); least-recently-used idle models are evicted
   --keep-resident NAME     pin a model: loaded at start-up and never evicted (repeatable)
   --max-step-tokens N      tokens per engine step (prefill chunk budget, default 512)
+  --prefill-attention N    charge a prefill token at position p 1 + p/N budget tokens, so late
+                           chunks of a long prompt are smaller (default 0: off)
   --block-size N           tokens per KV block (default 16)
   --chat-template NAME     override the chat template (llama3, chatml, mistral, gemma, phi3)
   --cache-dir DIR          where builtin models are synthesized
@@ -132,11 +134,13 @@ Result<BackendOptions> parse_backend_options(int argc, const char* const* argv,
       val = arg.substr(eq + 1);
       have_val = true;
     }
-    static constexpr std::string_view kKnown[] = {
-        "--host",         "--port",           "--model",         "--device",
-        "--kv-memory",    "--weights-memory", "--keep-resident", "--max-step-tokens",
-        "--block-size",   "--chat-template",  "--cache-dir",     "--threads",
-        "--drain-timeout"};
+    static constexpr std::string_view kKnown[] = {"--host",          "--port",
+                                                  "--model",         "--device",
+                                                  "--kv-memory",     "--weights-memory",
+                                                  "--keep-resident", "--max-step-tokens",
+                                                  "--block-size",    "--chat-template",
+                                                  "--cache-dir",     "--threads",
+                                                  "--drain-timeout", "--prefill-attention"};
     bool known = false;
     for (std::string_view k : kKnown) known = known || k == opt;
     if (!known) return bad("unknown option '" + std::string(opt) + "'");
@@ -188,6 +192,10 @@ Result<BackendOptions> parse_backend_options(int argc, const char* const* argv,
       auto v = parse_int(opt, val, 1, 1 << 20);
       if (!v.ok()) return std::move(v).error();
       o.max_step_tokens = *v;
+    } else if (opt == "--prefill-attention") {
+      auto v = parse_int(opt, val, 0, 1 << 24);
+      if (!v.ok()) return std::move(v).error();
+      o.attention_positions_per_token = *v;
     } else if (opt == "--block-size") {
       auto v = parse_int(opt, val, 1, 4096);
       if (!v.ok()) return std::move(v).error();

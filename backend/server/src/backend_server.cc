@@ -86,6 +86,7 @@ Result<std::unique_ptr<BackendServer>> BackendServer::create(BackendOptions opti
   model_options.kv_memory_bytes = s.options_.kv_memory_bytes;
   model_options.block_size = s.options_.block_size;
   model_options.max_step_tokens = s.options_.max_step_tokens;
+  model_options.attention_positions_per_token = s.options_.attention_positions_per_token;
   model_options.chat_template = s.options_.chat_template;
   BackendMetrics* metrics = &s.metrics_;
   model_options.on_drained = [metrics](engine::Engine& engine, int64_t& last_steps) {

@@ -91,6 +91,7 @@ Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
   config_e.block_size = options.block_size;
   config_e.kv_memory_bytes = options.kv_memory_bytes;
   config_e.max_step_tokens = options.max_step_tokens;
+  config_e.attention_positions_per_token = options.attention_positions_per_token;
   recorder.begin(LoadPhase::kKvAlloc);
   auto engine = engine::Engine::create(*served->runner_, *served->tokenizer_, config_e);
   if (!engine.ok()) {

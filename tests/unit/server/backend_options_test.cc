@@ -77,7 +77,9 @@ TEST(BackendOptions, EveryOptionParses) {
                   "--threads",
                   "3",
                   "--drain-timeout",
-                  "2s"});
+                  "2s",
+                  "--prefill-attention",
+                  "128"});
   ASSERT_TRUE(o.ok()) << o.error().message;
   EXPECT_EQ(o->port, 0);
   EXPECT_EQ(o->host, "0.0.0.0");
@@ -95,6 +97,7 @@ TEST(BackendOptions, EveryOptionParses) {
   EXPECT_EQ(o->cache_dir, "/tmp/c");
   EXPECT_EQ(o->threads, 3);
   EXPECT_EQ(o->drain_timeout_ms, 2000);
+  EXPECT_EQ(o->attention_positions_per_token, 128);
 }
 
 TEST(BackendOptions, CacheDirFromEnvironment) {

@@ -32,6 +32,7 @@ struct BackendOptions {
   std::optional<int64_t> weights_memory_bytes;  // --weights-memory; default: device - KV
   std::vector<std::string> keep_resident;       // --keep-resident NAME (repeatable)
   int32_t max_step_tokens = 512;                // --max-step-tokens
+  int32_t attention_positions_per_token = 0;    // --prefill-attention (0: off)
   int32_t block_size = 16;                      // --block-size (tokens per KV block)
   std::string chat_template;                    // --chat-template NAME (empty = detect)
   std::string cache_dir;                        // --cache-dir; default $CUTLINE_CACHE_DIR

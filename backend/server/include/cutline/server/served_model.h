@@ -30,7 +30,8 @@ struct ServedModelOptions {
   int64_t kv_memory_bytes = 256ll << 20;
   int32_t block_size = 16;
   int32_t max_step_tokens = 512;
-  std::string chat_template;  // override by name; empty = detect from the GGUF
+  int32_t attention_positions_per_token = 0;  // engine::EngineConfig's
+  std::string chat_template;                  // override by name; empty = detect from the GGUF
   // Runs on the dispatch loop after each drain of this model's events (metrics sampling);
   // `last_steps` is per-model state for the callback (the engine step count it saw last).
   std::function<void(engine::Engine&, int64_t& last_steps)> on_drained;
