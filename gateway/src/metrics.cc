@@ -138,39 +138,82 @@ std::string GatewayMetrics::policy_label(std::string_view policy) const {
 void GatewayMetrics::record(const RequestOutcome& o) {
   const std::string model = model_label(o.model);
   const std::string policy = policy_label(o.policy);
-  requests_
-      ->Add({{"route", std::string(o.route)},
-             {"model", model},
-             {"tenant", tenant_label(o.tenant)},
-             {"policy", policy},
-             {"code", std::to_string(o.code)}})
-      .Increment();
+  const std::string tenant = tenant_label(o.tenant);
+  const std::string code = std::to_string(o.code);
+  // Label values never hold '\x1f' (routes, codes and causes are ours; tenants, models and
+  // policies come bounded from the config), so it separates the parts of a cache key.
+  thread_local std::string key;
+  prometheus::Counter* request = nullptr;
+  StopSeries stop{nullptr, nullptr};
+  ModelPolicySeries mp{};
+  {
+    std::lock_guard lock(series_mu_);
+    key.assign(o.route).append(1, '\x1f').append(model).append(1, '\x1f').append(tenant);
+    key.append(1, '\x1f').append(policy).append(1, '\x1f').append(code);
+    auto r = request_series_.find(key);
+    if (r == request_series_.end()) {
+      r = request_series_
+              .emplace(key, &requests_->Add({{"route", std::string(o.route)},
+                                             {"model", model},
+                                             {"tenant", tenant},
+                                             {"policy", policy},
+                                             {"code", code}}))
+              .first;
+    }
+    request = r->second;
+    if (o.stop) {
+      const proto::StopRecord& s = *o.stop;
+      const std::string cause(proto::to_string(s.cause));
+      const std::string origin(proto::to_string(s.origin()));
+      key.assign(cause).append(1, '\x1f').append(origin).append(1, '\x1f').append(policy);
+      key.append(1, '\x1f').append(model);
+      auto st = stop_series_.find(key);
+      if (st == stop_series_.end()) {
+        StopSeries fresh{
+            &stops_->Add(
+                {{"cause", cause}, {"origin", origin}, {"policy", policy}, {"model", model}}),
+            nullptr};
+        if (proto::is_serving_cut(s.cause)) {
+          fresh.truncations =
+              &truncations_->Add({{"cause", cause}, {"policy", policy}, {"model", model}});
+        }
+        st = stop_series_.emplace(key, fresh).first;
+      }
+      stop = st->second;
+      key.assign(model).append(1, '\x1f').append(policy);
+      auto m = model_policy_series_.find(key);
+      if (m == model_policy_series_.end()) {
+        const prometheus::Labels labels = {{"model", model}, {"policy", policy}};
+        m = model_policy_series_
+                .emplace(key, ModelPolicySeries{&ttft_->Add(labels, kLatencyBounds),
+                                                &queue_wait_->Add(labels, kLatencyBounds),
+                                                &duration_->Add(labels, kDurationBounds),
+                                                &output_tokens_->Add(labels, kTokenBounds),
+                                                &itl_->Add(labels, itl_bounds())})
+                .first;
+      }
+      mp = m->second;
+    }
+  }
+  request->Increment();
   if (!o.clamp_rule.empty())
     budget_clamped_->Add({{"rule", std::string(o.clamp_rule)}}).Increment();
   if (!o.stop) return;
   const proto::StopRecord& s = *o.stop;
-  const std::string cause(proto::to_string(s.cause));
-  stops_
-      ->Add({{"cause", cause},
-             {"origin", std::string(proto::to_string(s.origin()))},
-             {"policy", policy},
-             {"model", model}})
-      .Increment();
-  if (proto::is_serving_cut(s.cause)) {
-    truncations_->Add({{"cause", cause}, {"policy", policy}, {"model", model}}).Increment();
-  }
-  const prometheus::Labels mp = {{"model", model}, {"policy", policy}};
-  if (s.ttft_ms) ttft_->Add(mp, kLatencyBounds).Observe(*s.ttft_ms / 1000.0);
-  if (s.queue_ms) queue_wait_->Add(mp, kLatencyBounds).Observe(*s.queue_ms / 1000.0);
-  if (s.duration_ms) duration_->Add(mp, kDurationBounds).Observe(*s.duration_ms / 1000.0);
+  stop.stops->Increment();
+  if (stop.truncations != nullptr) stop.truncations->Increment();
+  if (s.ttft_ms) mp.ttft->Observe(*s.ttft_ms / 1000.0);
+  if (s.queue_ms) mp.queue_wait->Observe(*s.queue_ms / 1000.0);
+  if (s.duration_ms) mp.duration->Observe(*s.duration_ms / 1000.0);
   if (s.cause != proto::Cause::kAdmissionRejected) {
-    output_tokens_->Add(mp, kTokenBounds).Observe(static_cast<double>(s.output_tokens));
+    mp.output_tokens->Observe(static_cast<double>(s.output_tokens));
   }
   if (o.itl && o.itl->count() > 0) {
     const auto& c = o.itl->counts();
     // One increment per bucket, +Inf included (prometheus-cpp's ObserveMultiple contract).
-    const std::vector<double> increments(c.begin(), c.end());
-    itl_->Add(mp, itl_bounds()).ObserveMultiple(increments, o.itl->sum_seconds());
+    thread_local std::vector<double> increments;
+    increments.assign(c.begin(), c.end());
+    mp.itl->ObserveMultiple(increments, o.itl->sum_seconds());
   }
 }
 

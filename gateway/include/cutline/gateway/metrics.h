@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -96,6 +97,25 @@ class GatewayMetrics {
  private:
   std::string bounded(const std::vector<std::string>& allowed, std::string_view value,
                       std::string_view fallback) const;
+
+  // The series record() touches, found once per label combination: prometheus-cpp's Family::Add
+  // builds and hashes a label map under the family's lock on every call. Series are never
+  // removed, so the pointers stay valid for the registry's life.
+  struct ModelPolicySeries {
+    prometheus::Histogram* ttft;
+    prometheus::Histogram* queue_wait;
+    prometheus::Histogram* duration;
+    prometheus::Histogram* output_tokens;
+    prometheus::Histogram* itl;
+  };
+  struct StopSeries {
+    prometheus::Counter* stops;
+    prometheus::Counter* truncations;  // null for a cause that is not a serving cut
+  };
+  std::mutex series_mu_;
+  std::unordered_map<std::string, prometheus::Counter*> request_series_;
+  std::unordered_map<std::string, StopSeries> stop_series_;
+  std::unordered_map<std::string, ModelPolicySeries> model_policy_series_;
 
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex bounds_mu_;
