@@ -208,7 +208,7 @@ bool Http1ServerStream::send_body(std::string_view data) {
         c.write(data.substr(0, static_cast<size_t>(room)));
         body_sent_ += room;
         closed_ = true;
-        close_notified_ = true;                   // the owner's own error: no on_close
+        callbacks_.suppress_close();              // the owner's own error: no on_close
         end_exchange(/*close_connection=*/true);  // last: may drop the last reference
         return false;
       }
@@ -271,9 +271,8 @@ void Http1ServerStream::reset() {
   Http1ServerConnection* conn = conn_;
   conn_ = nullptr;
   closed_ = true;
-  close_notified_ = true;  // reset() never triggers on_close
-  on_writable_ = nullptr;
-  on_close_ = nullptr;
+  callbacks_.suppress_close();  // reset() never triggers on_close
+  callbacks_.drop();
   conn->stream_reset();
 }
 
@@ -281,47 +280,27 @@ void Http1ServerStream::end_exchange(bool close_connection) {
   Http1ServerConnection* conn = conn_;
   conn_ = nullptr;
   // Drop the callbacks: they may hold this stream's shared_ptr.
-  on_writable_ = nullptr;
-  on_close_ = nullptr;
+  callbacks_.drop();
   conn->stream_finished(close_connection);
 }
 
 void Http1ServerStream::on_writable(std::function<void()> callback) {
-  if (conn_ == nullptr) return;
-  on_writable_ = std::move(callback);
+  if (conn_ != nullptr) callbacks_.set_writable(std::move(callback));
 }
 
 void Http1ServerStream::on_close(std::function<void()> callback) {
-  if (finished_) return;
-  if (closed_) {
-    if (!close_notified_ && callback) {
-      close_notified_ = true;
-      callback();
-    }
-    return;
-  }
-  on_close_ = std::move(callback);
+  if (!finished_) callbacks_.set_close(std::move(callback), closed_);
 }
 
 void Http1ServerStream::notify_writable() {
-  if (conn_ == nullptr || !on_writable_) return;
-  auto callback = std::move(on_writable_);
-  callback();
-  // Keep it unless the callback replaced it or the exchange ended meanwhile.
-  if (conn_ != nullptr && !on_writable_) on_writable_ = std::move(callback);
+  if (conn_ != nullptr) callbacks_.run_writable([this] { return conn_ != nullptr; });
 }
 
 void Http1ServerStream::notify_closed() {
   if (conn_ == nullptr) return;
   conn_ = nullptr;
   closed_ = true;
-  on_writable_ = nullptr;
-  auto callback = std::move(on_close_);
-  on_close_ = nullptr;
-  if (callback) {
-    close_notified_ = true;
-    callback();
-  }
+  callbacks_.run_close();
 }
 
 }  // namespace cutline::proto

@@ -18,6 +18,7 @@
 #include "cutline/proto/http_server.h"
 #include "cutline/proto/server_stream.h"
 #include "server_connection.h"
+#include "stream_callbacks.h"
 
 namespace cutline::proto {
 
@@ -113,9 +114,7 @@ class Http1ServerStream final : public ServerStream {
   bool head_sent_ = false;
   bool finished_ = false;
   bool closed_ = false;
-  bool close_notified_ = false;
-  std::function<void()> on_writable_;
-  std::function<void()> on_close_;
+  StreamCallbacks callbacks_;
 };
 
 }  // namespace cutline::proto

@@ -130,7 +130,7 @@ bool Http2ServerStream::send_simple(int status, const HttpHeaders& headers, std:
 void Http2ServerStream::cancel(uint32_t error_code) {
   if (conn_ == nullptr || closed_) return;
   closed_ = true;
-  close_notified_ = true;  // the owner's own end: no on_close
+  callbacks_.suppress_close();  // the owner's own end: no on_close
   drop_callbacks();
   Http2ServerConnection* conn = conn_;
   conn->reset_stream(id_, error_code);
@@ -142,27 +142,14 @@ void Http2ServerStream::reset() {
   cancel(NGHTTP2_CANCEL);
 }
 
-void Http2ServerStream::drop_callbacks() {
-  // They may hold this stream's shared_ptr.
-  on_writable_ = nullptr;
-  on_close_ = nullptr;
-}
+void Http2ServerStream::drop_callbacks() { callbacks_.drop(); }
 
 void Http2ServerStream::on_writable(std::function<void()> callback) {
-  if (!active()) return;
-  on_writable_ = std::move(callback);
+  if (active()) callbacks_.set_writable(std::move(callback));
 }
 
 void Http2ServerStream::on_close(std::function<void()> callback) {
-  if (finished_) return;
-  if (closed_) {
-    if (!close_notified_ && callback) {
-      close_notified_ = true;
-      callback();
-    }
-    return;
-  }
-  on_close_ = std::move(callback);
+  if (!finished_) callbacks_.set_close(std::move(callback), closed_);
 }
 
 ssize_t Http2ServerStream::read_body(uint8_t* buf, size_t length, uint32_t* data_flags) {
@@ -195,11 +182,7 @@ ssize_t Http2ServerStream::read_body(uint8_t* buf, size_t length, uint32_t* data
 }
 
 void Http2ServerStream::notify_writable() {
-  if (!active() || !on_writable_) return;
-  auto callback = std::move(on_writable_);
-  callback();
-  // Keep it unless the callback replaced it or the exchange ended meanwhile.
-  if (active() && !on_writable_) on_writable_ = std::move(callback);
+  if (active()) callbacks_.run_writable([this] { return active(); });
 }
 
 void Http2ServerStream::notify_closed() {
@@ -208,13 +191,7 @@ void Http2ServerStream::notify_closed() {
   if (finished_ || closed_) return;
   if (complete_on_wire_ && head_sent_) return;  // the response ended with its head; finish() ok
   closed_ = true;
-  on_writable_ = nullptr;
-  auto callback = std::move(on_close_);
-  on_close_ = nullptr;
-  if (callback) {
-    close_notified_ = true;
-    callback();
-  }
+  callbacks_.run_close();
 }
 
 }  // namespace cutline::proto

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "cutline/proto/server_stream.h"
+#include "stream_callbacks.h"
 
 namespace cutline::proto {
 
@@ -101,9 +102,7 @@ class Http2ServerStream final : public ServerStream {
   bool complete_on_wire_ = false;  // END_STREAM went with the head (no body)
   bool finished_ = false;
   bool closed_ = false;
-  bool close_notified_ = false;
-  std::function<void()> on_writable_;
-  std::function<void()> on_close_;
+  StreamCallbacks callbacks_;
 };
 
 }  // namespace cutline::proto
