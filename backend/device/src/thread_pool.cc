@@ -1,8 +1,20 @@
 #include "cutline/device/thread_pool.h"
 
 #include <cassert>
+#include <chrono>
 
 namespace cutline::device {
+namespace {
+
+constexpr auto kSpin = std::chrono::microseconds(300);
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int32_t n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   for (int32_t t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
@@ -37,6 +49,15 @@ void ThreadPool::drain(uint32_t generation, int64_t n_tasks,
 void ThreadPool::worker(int32_t thread) {
   uint32_t seen = 0;
   for (;;) {
+    // A forward pass is a chain of short runs (a decode step's matmuls take 50-300 us each) with
+    // microseconds between them, while a condition-variable wake-up takes tens of microseconds
+    // on a virtual machine: a sleeping worker would find each run already drained by the caller.
+    // So a worker first watches for the next run for kSpin, then sleeps.
+    const auto spin_end = std::chrono::steady_clock::now() + kSpin;
+    while (static_cast<uint32_t>(next_.load(std::memory_order_acquire) >> 32) == seen) {
+      for (int i = 0; i < 32; ++i) cpu_relax();
+      if (std::chrono::steady_clock::now() >= spin_end) break;
+    }
     uint32_t generation;
     int64_t n_tasks;
     const std::function<void(int64_t, int32_t)>* fn;
@@ -73,9 +94,7 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int32_t)
   // Wait only for tasks other threads claimed; workers that never woke are not waited for.
   for (int spin = 0; spin < 4000; ++spin) {
     if (completed_.load(std::memory_order_acquire) == n_tasks) return;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
+    cpu_relax();
   }
   std::unique_lock<std::mutex> lock(mu_);
   waiting_ = true;
