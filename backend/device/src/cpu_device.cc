@@ -126,6 +126,8 @@ class CpuDevice final : public Device {
   // matmul_quantized's activations (cpu_kernels.h QuantRow), reused across calls.
   std::vector<int16_t> xq_;
   std::vector<float> xd_;
+  std::vector<int8_t> xq8_;
+  std::vector<float> xd8_;
   std::vector<cpu::QuantRow> qrows_;
 };
 
@@ -243,6 +245,13 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
     xd_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
   float* d = xd_.data();
   float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
+  const bool x8 = kernels_.reads_x8 != nullptr && kernels_.reads_x8(w.type);
+  if (x8 && static_cast<int64_t>(xq8_.size()) < n_rows * kp) {
+    xq8_.resize(n_rows * kp);
+    xd8_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
+  }
+  float* d8 = xd8_.data();
+  float* sums8 = xd8_.data() + n_rows * (kp / cpu::kQBlock);
   qrows_.resize(n_rows);
   parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
                  [&](int64_t r0, int64_t r1, int32_t) {
@@ -252,6 +261,15 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
                      float* sr = sums + r * (kp / cpu::kQGroup);
                      kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
                      qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
+                     if (x8) {
+                       int8_t* q8 = xq8_.data() + r * kp;
+                       float* d8r = d8 + r * (kp / cpu::kQBlock);
+                       float* s8r = sums8 + r * (kp / cpu::kQGroup);
+                       kernels_.quantize_row_x8(x + r * k, k, q8, d8r, s8r);
+                       qrows_[r].q8 = q8;
+                       qrows_[r].d8 = d8r;
+                       qrows_[r].sums8 = s8r;
+                     }
                    }
                  });
   pool_.run(n_tasks, [&](int64_t task, int32_t) {

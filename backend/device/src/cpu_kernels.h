@@ -19,10 +19,19 @@ namespace cutline::device::cpu {
 // sums[g] = d * (sum of q over the 32 elements of group g) for the K-quants' min terms. q is
 // zero from k up to the next multiple of kQBlock. Relative error of a dot product against the
 // F32 one: about 1e-5 (half a step of amax / 32767 per element).
+//
+// Kernels that read int8 activations (Kernels::reads_x8) also get q8, d8 and sums8: the same row
+// as int8 per kQBlock elements, x[i] ~= d8[i / kQBlock] * q8[i] (d8 = amax / 127, round to
+// nearest), zero-padded like q, and sums8[g] = d8 * (sum of q8 over group g), so that a K-quant's
+// min term sees the same activations as its scale term and their rounding errors cancel.
+// Relative error of a dot product against the F32 one: about 1e-4 of sum|w*x|.
 struct QuantRow {
   const int16_t* q = nullptr;
   const float* d = nullptr;
   const float* sums = nullptr;
+  const int8_t* q8 = nullptr;
+  const float* d8 = nullptr;
+  const float* sums8 = nullptr;
 };
 constexpr int64_t kQBlock = 256;
 constexpr int64_t kQGroup = 32;
@@ -53,6 +62,11 @@ struct Kernels {
   // Optional integer path: quantizes one activation row (k elements) as QuantRow describes, into
   // q[qrow_padded(k)], d[qrow_padded(k) / kQBlock], sums[qrow_padded(k) / kQGroup].
   void (*quantize_row_x)(const float* x, int64_t k, int16_t* q, float* d, float* sums) = nullptr;
+  // Optional: which weight types' dot_block_q reads QuantRow::q8, d8 and sums8, and the quantizer
+  // that writes them (q8[qrow_padded(k)], d8[qrow_padded(k) / kQBlock], sums8[qrow_padded(k) /
+  // kQGroup]). Both set or both null.
+  bool (*reads_x8)(DType type) = nullptr;
+  void (*quantize_row_x8)(const float* x, int64_t k, int8_t* q8, float* d8, float* sums8) = nullptr;
   // Optional integer path: out[r * ldo + n] = dot(weight row n, xs[r]) for n < nw, r < nr <=
   // kTileRows, with the weight blocks read in place and the activations quantized by
   // quantize_row_x. Each weight block is decoded once for all nr rows; each (n, r) pair gets the

@@ -216,7 +216,7 @@ TARGET void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, float
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ4_K& b = w[bi];
     alignas(16) uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) q4_k_scale_min(j, b.scales, &sc[j], &mn[j]);
+    q4_k_scales_mins(b.scales, sc, mn);
     const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
     const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(dmin),
                                     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(

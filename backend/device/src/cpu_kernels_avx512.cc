@@ -148,29 +148,61 @@ TARGET inline __m512 load_w16_q4_0(const void* w, int64_t i) {
   return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), _mm512_cvtepi32_ps(v));
 }
 
+// Bytes of a weight row per 64 elements, for each in-place loader (k is a multiple of 64).
+template <__m512 (*Load)(const void*, int64_t)>
+constexpr int64_t kBytesPer64 = 0;
+template <>
+constexpr int64_t kBytesPer64<load_w16_f32> = 256;
+template <>
+constexpr int64_t kBytesPer64<load_w16_f16> = 128;
+template <>
+constexpr int64_t kBytesPer64<load_w16_bf16> = 128;
+template <>
+constexpr int64_t kBytesPer64<load_w16_q8_0> = 2 * sizeof(BlockQ8_0);
+template <>
+constexpr int64_t kBytesPer64<load_w16_q4_0> = 2 * sizeof(BlockQ4_0);
+
 // W weight rows x NR activation rows. The reduction of dot_rows_t (16-element chunk c into
 // accumulator c % 4, then (a0 + a1) + (a2 + a3), reduce, + 0 tail) is done one accumulator
 // ("stripe" j) at a time, so only W * NR accumulators are live: the same operations on the same
 // values in the same order per (row, x) pair, hence the same bits, with each weight vector
-// loaded once per NR rows and each activation vector once per W weight rows.
+// loaded once per NR rows and each activation vector once per W weight rows. The stripes take
+// turns over segments of kSeg elements (the partial sums wait in `part` between turns), so the
+// rows are read front to back in L1-sized pieces, the next piece prefetched, instead of in four
+// strided passes over the whole row that leave the hardware prefetcher half of every line.
 template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_tile_t(const uint8_t* w, int64_t w_stride, const float* const* xs, int64_t k,
                        float* out, int64_t ldo) {
+  constexpr int64_t kSeg = 256;
   __m512 part[4][W][NR];
-  for (int j = 0; j < 4; ++j) {
-    __m512 acc[W][NR];
+  for (int j = 0; j < 4; ++j)
     for (int a = 0; a < W; ++a)
-      for (int r = 0; r < NR; ++r) acc[a][r] = _mm512_setzero_ps();
-    for (int64_t i = 16 * j; i < k; i += 64) {
-      __m512 wv[W];
-      for (int a = 0; a < W; ++a) wv[a] = Load(w + a * w_stride, i);
-      for (int r = 0; r < NR; ++r) {
-        const __m512 xv = _mm512_loadu_ps(xs[r] + i);
-        for (int a = 0; a < W; ++a) acc[a][r] = _mm512_fmadd_ps(wv[a], xv, acc[a][r]);
-      }
+      for (int r = 0; r < NR; ++r) part[j][a][r] = _mm512_setzero_ps();
+  for (int64_t s0 = 0; s0 < k; s0 += kSeg) {
+    const int64_t s1 = std::min(k, s0 + kSeg);
+    if (s1 < k) {
+      // The next segment's weight lines.
+      constexpr int64_t kPer64 = kBytesPer64<Load>;
+      const int64_t b0 = s1 / 64 * kPer64, b1 = std::min(k, s1 + kSeg) / 64 * kPer64;
+      for (int a = 0; a < W; ++a)
+        for (int64_t l = b0; l < b1; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(w + a * w_stride + l), _MM_HINT_T0);
     }
-    for (int a = 0; a < W; ++a)
-      for (int r = 0; r < NR; ++r) part[j][a][r] = acc[a][r];
+    for (int j = 0; j < 4; ++j) {
+      __m512 acc[W][NR];
+      for (int a = 0; a < W; ++a)
+        for (int r = 0; r < NR; ++r) acc[a][r] = part[j][a][r];
+      for (int64_t i = s0 + 16 * j; i < s1; i += 64) {
+        __m512 wv[W];
+        for (int a = 0; a < W; ++a) wv[a] = Load(w + a * w_stride, i);
+        for (int r = 0; r < NR; ++r) {
+          const __m512 xv = _mm512_loadu_ps(xs[r] + i);
+          for (int a = 0; a < W; ++a) acc[a][r] = _mm512_fmadd_ps(wv[a], xv, acc[a][r]);
+        }
+      }
+      for (int a = 0; a < W; ++a)
+        for (int r = 0; r < NR; ++r) part[j][a][r] = acc[a][r];
+    }
   }
   for (int a = 0; a < W; ++a) {
     for (int r = 0; r < NR; ++r) {
@@ -331,11 +363,49 @@ TARGET inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// Q4_K x int16 for NR activation rows of one weight row. Per 256-element block: the weights
-// q * sc (<= 945) as int16, multiplied with the activations pairwise into 16 int32 lanes and
-// summed over the block exactly (a lane stays below 8 * 2 * 945 * 32767 < 2^31), then scaled by
-// d * d_x into 16 F32 lanes; the min terms dmin * m_j * sum_j(x) go to 8 F32 lanes. The
-// per-row sequence does not depend on NR.
+// The int8 form of an activation row (cpu_kernels.h QuantRow::q8, d8, sums8): per kQBlock
+// elements d8 = amax / 127 (NaN when the block holds a NaN or Inf, as in quantize_row_x) and
+// q8 = x / d8 rounded to nearest; per kQGroup elements sums8 = d8 * sum(q8).
+TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8, float* sums8) {
+  const int64_t kp = qrow_padded(k);
+  for (int64_t b0 = 0; b0 < kp; b0 += kQBlock) {
+    const int64_t n = std::min<int64_t>(kQBlock, k - b0);
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 non_finite = 0;
+    for (int64_t i = 0; i < kQBlock; i += 16) {
+      const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, n - i));
+      const __mmask16 m = left == 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + b0 + i);
+      non_finite |= _mm512_fpclass_ps_mask(v, 0x99);  // NaN or +-Inf
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+    }
+    const float mx = _mm512_reduce_max_ps(amax);
+    const float db = non_finite != 0 ? std::numeric_limits<float>::quiet_NaN() : mx / 127.0f;
+    d8[b0 / kQBlock] = db;
+    const __m512 id = _mm512_set1_ps(non_finite == 0 && mx > 0 ? 127.0f / mx : 0.0f);
+    for (int64_t g = 0; g < kQBlock; g += kQGroup) {
+      __m512i gs = _mm512_setzero_si512();
+      for (int64_t i = g; i < g + kQGroup; i += 16) {
+        const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, n - i));
+        const __mmask16 m = left == 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+        const __m512i v =
+            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + b0 + i), id));
+        gs = _mm512_add_epi32(gs, v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + b0 + i), _mm512_cvtsepi32_epi8(v));
+      }
+      sums8[(b0 + g) / kQGroup] = db * static_cast<float>(_mm512_reduce_add_epi32(gs));
+    }
+  }
+}
+
+// Q4_K x int8 for NR activation rows of one weight row, as llama.cpp's K-quant dot products do
+// it: per 64 elements (two 32-element sub-blocks) the 4-bit weights as bytes times the int8
+// activations, pairwise into 32 int16 lanes (vpmaddubsw; |.| <= 2 * 15 * 127, no saturation),
+// then times the sub-blocks' 6-bit scales pairwise into 16 int32 lanes, summed over the block
+// exactly; scaled by d * d8 into 16 F32 lanes. The min terms dmin * m_j * sum_j(x) use the int8
+// row's group sums (QuantRow::sums8) and go to 8 F32 lanes. The per-row sequence does not
+// depend on NR. This is 6 vector operations per 64 weights for one row against 10 for int16
+// activations, which is what batch-1 decode of a Q4_K model is bound by.
 template <int NR, bool kVnni>
 TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, float* out,
                             int64_t ldo) {
@@ -345,39 +415,51 @@ TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, 
     facc[r] = _mm512_setzero_ps();
     fmin[r] = _mm256_setzero_ps();
   }
-  const __m256i mask = _mm256_set1_epi8(0xF);
+  const __m512i low4 = _mm512_set1_epi8(0xF);
+  // vpermw indices: int16 lanes 0-15 take scale 2c, lanes 16-31 scale 2c + 1.
+  __m512i scale_idx[4];
+  for (int c = 0; c < 4; ++c)
+    scale_idx[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(2 * c)),
+                                      _mm256_set1_epi16(2 * c + 1), 1);
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ4_K& b = w[bi];
     alignas(16) uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) q4_k_scale_min(j, b.scales, &sc[j], &mn[j]);
+    q4_k_scales_mins(b.scales, sc, mn);
     const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
     const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(dmin),
                                     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
-    __m512i iacc[NR];
-    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    const __m512i sc16 = _mm512_castsi128_si512(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    // Integer sums are exact in any order: one row spreads its products over two accumulators
+    // to keep the multiply-add latency off a single chain.
+    constexpr int kAcc = NR <= 2 ? 2 : 1;
+    __m512i iacc[NR][kAcc];
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < kAcc; ++j) iacc[r][j] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-      const __m512i lo = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(_mm256_and_si256(v, mask)),
-                                            _mm512_set1_epi16(sc[2 * c]));
-      const __m512i hi =
-          _mm512_mullo_epi16(_mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask)),
-                             _mm512_set1_epi16(sc[2 * c + 1]));
+      // 32 bytes hold elements 64c..64c+31 (low nibbles) and 64c+32..64c+63 (high nibbles):
+      // both halves of one register, low nibbles first, to line up with the activations.
+      const __m512i v = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
+      const __m512i wq = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), low4);
+      const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc16);
       for (int r = 0; r < NR; ++r) {
-        const int16_t* xq = xs[r].q + bi * kQK_K + 64 * c;
-        const __m512i x0 = _mm512_loadu_si512(xq), x1 = _mm512_loadu_si512(xq + 32);
+        const __m512i p =
+            _mm512_maddubs_epi16(wq, _mm512_loadu_si512(xs[r].q8 + bi * kQK_K + 64 * c));
+        __m512i& acc = iacc[r][c % kAcc];
         if constexpr (kVnni) {
-          iacc[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(iacc[r], lo, x0), hi, x1);
+          acc = _mm512_dpwssd_epi32(acc, p, scv);
         } else {
-          iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(lo, x0));
-          iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(hi, x1));
+          acc = _mm512_add_epi32(acc, _mm512_madd_epi16(p, scv));
         }
       }
     }
     for (int r = 0; r < NR; ++r) {
-      facc[r] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * xs[r].d[bi]), facc[r]);
-      fmin[r] = _mm256_fmadd_ps(mf, _mm256_loadu_ps(xs[r].sums + 8 * bi), fmin[r]);
+      __m512i sum = iacc[r][0];
+      for (int j = 1; j < kAcc; ++j) sum = _mm512_add_epi32(sum, iacc[r][j]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
+      fmin[r] = _mm256_fmadd_ps(mf, _mm256_loadu_ps(xs[r].sums8 + 8 * bi), fmin[r]);
     }
   }
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(fmin[r]);
@@ -469,6 +551,8 @@ TARGET void dot_q8_0_t(const BlockQ8_0* w, const QuantRow* xs, int64_t nb, float
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
 
+bool reads_x8(DType type) { return type == DType::kQ4_K; }
+
 bool has_vnni() {
   static const bool yes = [] {
     __builtin_cpu_init();
@@ -500,7 +584,8 @@ TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, con
   const auto* wb = static_cast<const uint8_t*>(w);
   switch (type) {
     case DType::kQ4_K:
-      // VNNI fuses each multiply-add pair; the integer sums, hence the bits, are the same.
+      // Reads QuantRow::q8 (reads_x8). VNNI fuses each multiply-add pair; the integer sums,
+      // hence the bits, are the same.
       if (nr > 0 && has_vnni())
         dot_block_q_rows<BlockQ4_K, dot_q4_k_t<1, true>, dot_q4_k_t<2, true>, dot_q4_k_t<4, true>,
                          dot_q4_k_t<4, true>>(wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
@@ -622,6 +707,8 @@ const Kernels& avx512_kernels() {
                          .dot_rows_typed = &dot_rows_typed,
                          .dot_block = &dot_tile,
                          .quantize_row_x = &quantize_row_x,
+                         .reads_x8 = &reads_x8,
+                         .quantize_row_x8 = &quantize_row_x8,
                          .dot_block_q = &dot_block_q,
                          .axpy_rows = &axpy_rows};
   return k;

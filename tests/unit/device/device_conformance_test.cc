@@ -89,9 +89,12 @@ class DeviceConformance : public testing::TestWithParam<Config> {
 
 // Matmul of F32 activations by weights of every type vs dequantize-then-F32 in double, with
 // rows of 512 and of 288 elements (not whole 256-element activation blocks: Q8_0's integer path
-// pads the last one). Tolerance: CPU 1e-5 x sum|w*x| (F32 accumulation), except Q8_0, Q4_K and
-// Q6_K on AVX-512 and Q8_0, Q4_K on AVX2, whose integer kernels quantize the activations to int16
-// per 256 elements: 2e-5 x sum|w*x| (measured below 5e-6); CUDA 3e-3 x sum|w*x| (F16 GEMM inputs).
+// pads the last one). Tolerance: CPU 1e-5 x sum|w*x| (F32 accumulation), except Q8_0 and Q6_K on
+// AVX-512 and Q8_0, Q4_K on AVX2, whose integer kernels quantize the activations to int16 per 256
+// elements: 2e-5 x sum|w*x| (measured below 5e-6); Q4_K on AVX-512, whose kernel reads them as
+// int8 per 256 elements (as llama.cpp's K-quant kernels do): 1e-3 x sum|w*x| (measured below
+// 2e-4, against the 4-bit weights' own error of several percent); CUDA 3e-3 x sum|w*x| (F16 GEMM
+// inputs).
 TEST_P(DeviceConformance, MatmulEveryTypeMatchesDequantizedReference) {
   for (const int64_t cols : {512, 288})
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
@@ -113,10 +116,10 @@ TEST_P(DeviceConformance, MatmulEveryTypeMatchesDequantizedReference) {
       dev_->matmul(dx.as<float>(), batch, *w, dy.as<float>());
       const std::vector<float> y = get(dy, batch * rows);
       const bool int16_x =
-          (GetParam().isa == "avx512" &&
-           (type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K)) ||
+          (GetParam().isa == "avx512" && (type == DType::kQ8_0 || type == DType::kQ6_K)) ||
           (GetParam().isa == "avx2" && (type == DType::kQ8_0 || type == DType::kQ4_K));
-      const double rel = cuda_ ? 3e-3 : int16_x ? 2e-5 : 1e-5;
+      const bool int8_x = GetParam().isa == "avx512" && type == DType::kQ4_K;
+      const double rel = cuda_ ? 3e-3 : int8_x ? 1e-3 : int16_x ? 2e-5 : 1e-5;
       for (int64_t b = 0; b < batch; ++b) {
         for (int64_t r = 0; r < rows; ++r) {
           double ref = 0, mag = 0;

@@ -7,6 +7,7 @@
 // DType values are the GGML type ids stored in GGUF tensor infos.
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -88,6 +89,21 @@ inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
     *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
     *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// All eight (scale, min) pairs of a Q4_K block at once, with word operations instead of eight
+// q4_k_scale_min calls: sc[j] and m[j] equal what q4_k_scale_min(j, q, ...) gives.
+inline void q4_k_scales_mins(const uint8_t* q, uint8_t sc[8], uint8_t m[8]) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, q, 12);
+  const uint32_t sc_lo = u[0] & kLow6, m_lo = u[1] & kLow6;
+  const uint32_t sc_hi = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(m, &m_lo, 4);
+  std::memcpy(m + 4, &m_hi, 4);
 }
 
 // Reference dequantization of `n` elements (a multiple of block_elems(type)) from `src`.
