@@ -169,7 +169,7 @@ void Http1ClientConnection::on_readable(evbuffer* input) {
     evbuffer_iovec vec;
     if (evbuffer_peek(input, -1, nullptr, &vec, 1) < 1) break;
     Result<size_t> consumed =
-        parser_.feed(std::string_view(static_cast<const char*>(vec.iov_base), vec.iov_len));
+        feed_batched(std::string_view(static_cast<const char*>(vec.iov_base), vec.iov_len));
     if (!consumed.ok()) {
       if (exchange_ == exchange) {
         fail_exchange(ClientErrorKind::kParse,
@@ -199,7 +199,7 @@ void Http1ClientConnection::on_bytes(Connection& conn, std::string_view data) {
   // Hold a reference: callbacks may cancel (and so drop) the exchange.
   std::shared_ptr<ClientExchange> exchange = exchange_;
   parser_.resume();
-  Result<size_t> consumed = parser_.feed(data);
+  Result<size_t> consumed = feed_batched(data);
   if (!consumed.ok()) {
     if (exchange_ == exchange) {
       fail_exchange(ClientErrorKind::kParse,
@@ -228,10 +228,62 @@ bool Http1ClientConnection::on_head(Http1Head& head) {
   return !should_pause();
 }
 
+namespace {
+
+// The joined body pieces of the read being parsed (feed_batched); one per thread: a batch never
+// outlives the feed_batched() call that fills it.
+std::string& body_batch_buffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+
+}  // namespace
+
 bool Http1ClientConnection::on_body(std::string_view data) {
+  if (batching_) {
+    if (!batch_joined_ && batch_first_.empty()) {
+      batch_first_ = data;
+    } else {
+      std::string& joined = body_batch_buffer();
+      if (!batch_joined_) {
+        joined.assign(batch_first_);
+        batch_first_ = {};
+        batch_joined_ = true;
+      }
+      joined.append(data);
+    }
+    return true;
+  }
   std::shared_ptr<ClientExchange> exchange = exchange_;
   exchange->deliver_body(data);
   return !should_pause();
+}
+
+Result<size_t> Http1ClientConnection::feed_batched(std::string_view data) {
+  batching_ = true;
+  Result<size_t> consumed = parser_.feed(data);
+  batching_ = false;
+  flush_body_batch();
+  return consumed;
+}
+
+void Http1ClientConnection::flush_body_batch() {
+  std::string_view piece = batch_first_;
+  std::string joined;
+  if (batch_joined_) {
+    joined = std::move(body_batch_buffer());  // the callee may parse another connection's read
+    piece = joined;
+  }
+  batch_first_ = {};
+  batch_joined_ = false;
+  if (!piece.empty() && exchange_) {
+    std::shared_ptr<ClientExchange> exchange = exchange_;
+    exchange->deliver_body(piece);
+  }
+  if (!joined.empty()) {
+    joined.clear();
+    body_batch_buffer() = std::move(joined);  // keep the capacity for the next read
+  }
 }
 
 bool Http1ClientConnection::on_message_complete(HttpHeaders& trailers) {

@@ -99,6 +99,12 @@ class Http1ClientConnection final : public Connection::Handler, public Http1Pars
   bool on_message_complete(HttpHeaders& trailers) override;
 
   void send_request();
+  // parser_.feed(data) with the body pieces of this read (one per HTTP chunk: a token each, on a
+  // streaming response) delivered as one on_body call after the parser returns, so that the
+  // caller relays a read with one write rather than one per chunk. A single piece is passed
+  // through in place; several are joined in a buffer shared by the loop's connections.
+  Result<size_t> feed_batched(std::string_view data);
+  void flush_body_batch();
   // Ends the current exchange successfully; pools or closes this connection first.
   void complete_exchange(bool reusable);
   void fail_exchange(ClientErrorKind kind, std::string message);
@@ -120,6 +126,9 @@ class Http1ClientConnection final : public Connection::Handler, public Http1Pars
   bool message_done_ = false;
   bool keep_alive_ = true;
   bool retired_ = false;
+  bool batching_ = false;         // inside feed_batched()
+  bool batch_joined_ = false;     // the batch is in the shared buffer, not batch_first_
+  std::string_view batch_first_;  // the batch while it is one piece (points into the read)
 };
 
 struct HttpClient::Pool {
