@@ -274,7 +274,7 @@ bool Stream::on_admitted(int64_t queue_wait_ns) {
   if (queued_) {
     queued_ = false;
     gw_.unregister_waiter(id_);
-    queue_timer_.cancel();
+    queue_timer_.release();
     admitted_ = true;
     gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   }
@@ -403,7 +403,7 @@ void Stream::on_upstream_body(std::string_view data) {
   std::string& out = client_out();
   auto fed = relay_.feed(data, now_ns(), timing_, out);
   if (!had_first && timing_.has_first_token()) {
-    ttft_timer_.cancel();
+    ttft_timer_.release();  // fires at most once: free its event for the rest of the stream
     if (decision_.idle_timeout.ms) idle_timer_.arm(*decision_.idle_timeout.ms);
   }
   send_client_bytes(out);

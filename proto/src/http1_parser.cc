@@ -195,6 +195,10 @@ Http1Parser::~Http1Parser() = default;
 
 Result<size_t> Http1Parser::feed(std::string_view data) {
   if (paused_) return size_t{0};
+  if (impl_ == nullptr) {
+    impl_ = std::make_unique<Impl>(*this);
+    impl_->init();
+  }
   size_t consumed = 0;
   while (consumed < data.size()) {
     const char* start = data.data() + consumed;
@@ -220,13 +224,13 @@ Result<size_t> Http1Parser::feed(std::string_view data) {
 }
 
 void Http1Parser::resume() {
-  if (!paused_) return;
+  if (!paused_ || impl_ == nullptr) return;
   paused_ = false;
   llhttp_resume(&impl_->parser);
 }
 
 Status Http1Parser::finish() {
-  if (phase_ == Phase::kIdle) return Status();
+  if (phase_ == Phase::kIdle || impl_ == nullptr) return Status();
   if (phase_ == Phase::kHead) {
     return Error{ErrorKind::kBadRequest, "connection closed before the end of the head"};
   }
@@ -241,10 +245,16 @@ Status Http1Parser::finish() {
 }
 
 void Http1Parser::reset() {
-  impl_->init();
+  if (impl_ != nullptr) impl_->init();
   phase_ = Phase::kIdle;
   paused_ = false;
   head_response_ = false;
+}
+
+void Http1Parser::release_idle() {
+  if (phase_ != Phase::kIdle) return;
+  impl_.reset();
+  paused_ = false;
 }
 
 }  // namespace cutline::proto

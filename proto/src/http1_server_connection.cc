@@ -93,6 +93,7 @@ void Http1ServerConnection::parse_input(evbuffer* input) {
     evbuffer_drain(input, *consumed);
     if (request_ready_) {
       request_ready_ = false;
+      parser_.release_idle();  // while the response streams; the next request starts afresh
       conn_->set_read_timeout(0);
       stream_ = std::make_shared<Http1ServerStream>(*this, host_.loop(), std::move(pending_),
                                                     keep_alive_);

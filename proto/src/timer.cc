@@ -53,6 +53,13 @@ void Timer::cancel() {
   if (event_ != nullptr) event_del(event_);
 }
 
+void Timer::release() {
+  if (event_ == nullptr) return;
+  event_free(event_);
+  event_ = nullptr;
+  periodic_ = false;
+}
+
 bool Timer::armed() const {
   return event_ != nullptr && event_pending(event_, EV_TIMEOUT, nullptr) != 0;
 }

@@ -87,6 +87,31 @@ TEST(TimerTest, OneShotPeriodicAndCancel) {
   EXPECT_FALSE(cancelled_fired);
 }
 
+// release() disarms like cancel() (the callback never runs) and a later arm() works again.
+TEST(TimerTest, ReleasedTimerNeverFiresAndCanBeArmedAgain) {
+  EventLoop loop;
+  int fired = 0;
+  Timer released(loop, [&] {
+    ++fired;
+    loop.stop();
+  });
+  released.arm(0);
+  released.release();
+  EXPECT_FALSE(released.armed());
+  released.release();  // twice: no effect
+  Timer stopper(loop, [&] { loop.stop(); });
+  stopper.arm(5);
+  loop.run();
+  EXPECT_EQ(fired, 0);
+  released.arm_periodic(1);
+  released.release();
+  released.arm(1);
+  EXPECT_TRUE(released.armed());
+  loop.run();
+  EXPECT_EQ(fired, 1);
+  EXPECT_FALSE(released.armed());  // one-shot again after the periodic arming was released
+}
+
 TEST(TimerTest, CallbackMayDestroyItsOwnTimer) {
   EventLoop loop;
   auto timer = std::make_unique<Timer>(loop, [] {});

@@ -125,6 +125,43 @@ TEST(Http1ParserTest, PipelinedRequestsPauseAtEachMessageEnd) {
   EXPECT_FALSE(rec.messages[2].head.keep_alive);
 }
 
+// A server frees the parser state while it answers (release_idle at each message end); the
+// pipelined requests after it parse exactly as with a parser that kept its state, and a
+// release in the middle of a message is refused.
+TEST(Http1ParserTest, ReleasedBetweenMessagesParsesTheNextOneAfresh) {
+  const std::string input =
+      "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+      "GET /c HTTP/1.0\r\nHost: x\r\n\r\n";
+  Recorder rec;
+  rec.pause_at_end = true;
+  Http1Parser parser(Http1Parser::Type::kRequest, Http1Limits{}, rec);
+  std::string_view rest = input;
+  while (!rest.empty()) {
+    parser.resume();
+    Result<size_t> n = parser.feed(rest);
+    ASSERT_TRUE(n.ok());
+    rest.remove_prefix(*n);
+    parser.release_idle();
+  }
+  ASSERT_EQ(rec.messages.size(), 3u);
+  EXPECT_EQ(rec.messages[1].head.target, "/b");
+  EXPECT_EQ(rec.messages[1].body, "abc");
+  EXPECT_TRUE(rec.messages[1].head.keep_alive);
+  EXPECT_EQ(rec.messages[2].head.target, "/c");
+  EXPECT_FALSE(rec.messages[2].head.keep_alive);  // HTTP/1.0 without keep-alive
+
+  // Mid-body: the state is kept, the body continues.
+  Recorder mid;
+  Http1Parser p2(Http1Parser::Type::kRequest, Http1Limits{}, mid);
+  ASSERT_TRUE(p2.feed("POST /d HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab").ok());
+  p2.release_idle();
+  ASSERT_TRUE(p2.feed("cd").ok());
+  ASSERT_EQ(mid.messages.size(), 1u);
+  EXPECT_EQ(mid.messages[0].body, "abcd");
+  EXPECT_EQ(p2.phase(), Http1Parser::Phase::kIdle);
+}
+
 TEST(Http1ParserTest, KeepAliveFollowsVersionAndConnectionHeader) {
   struct Case {
     std::string request;

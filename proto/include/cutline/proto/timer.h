@@ -34,6 +34,9 @@ class Timer {
   void arm_periodic(int64_t period_ms);
   // Disarms; no effect when not armed.
   void cancel();
+  // Disarms and frees the libevent event, for a timer that will not be armed again soon (a
+  // stream's TTFT timer after the first token); a later arm() allocates one again.
+  void release();
   bool armed() const;
 
  private:
