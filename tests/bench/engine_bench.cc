@@ -173,7 +173,10 @@ void run_stall(Loaded& m, const std::vector<StallConfig>& configs, int prompt_le
   std::vector<Row> rows;
   for (const StallConfig& sc : configs) {
     engine::EngineConfig cfg;
-    cfg.num_blocks = (prompt_len + 4 * 1024) / 16 + 64;
+    // Room for the prompt and for the 4 streams to grow by one token per step while it is
+    // prefilled (up to prompt_len steps at the smallest budget): a preemption would measure
+    // recompute, not chunking.
+    cfg.num_blocks = (prompt_len + 4 * (prompt_len + 1024)) / 16 + 64;
     cfg.max_step_tokens = sc.budget;
     cfg.attention_positions_per_token = sc.attention_positions;
     cfg.prefix_caching = false;
