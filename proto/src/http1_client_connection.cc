@@ -268,19 +268,17 @@ Result<size_t> Http1ClientConnection::feed_batched(std::string_view data) {
 }
 
 void Http1ClientConnection::flush_body_batch() {
-  std::string_view piece = batch_first_;
-  std::string joined;
-  if (batch_joined_) {
-    joined = std::move(body_batch_buffer());  // the callee may parse another connection's read
-    piece = joined;
-  }
+  const bool joined_batch = batch_joined_;
+  // Taken out of the shared buffer: the callee may parse another connection's read.
+  std::string joined = joined_batch ? std::move(body_batch_buffer()) : std::string();
+  const std::string_view piece = joined_batch ? std::string_view(joined) : batch_first_;
   batch_first_ = {};
   batch_joined_ = false;
   if (!piece.empty() && exchange_) {
     std::shared_ptr<ClientExchange> exchange = exchange_;
     exchange->deliver_body(piece);
   }
-  if (!joined.empty()) {
+  if (joined_batch) {
     joined.clear();
     body_batch_buffer() = std::move(joined);  // keep the capacity for the next read
   }

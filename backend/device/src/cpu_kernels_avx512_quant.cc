@@ -1,0 +1,295 @@
+// AVX-512 integer kernels (cpu_kernels_avx512_quant.h): weights read in their blocks times
+// activations quantized per 256 elements (cpu_kernels.h QuantRow): int16 for Q8_0 and Q6_K, int8
+// for Q4_K. The F32 tile kernels and the dequantizers are in cpu_kernels_avx512.cc.
+#if defined(__x86_64__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsic headers
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "cpu_kernels_avx512_quant.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <limits>
+
+#define TARGET CUTLINE_AVX512_TARGET
+// The Q4_K kernel template is compiled with VNNI enabled for both of its variants; the kVnni =
+// false one, run on AVX-512 CPUs without VNNI, uses vpmaddwd + vpaddd intrinsics only, which GCC
+// does not fuse into vpdpwssd (checked in the object code: no vpdpw* in dot_q4_k_t<*, false>).
+#define TARGET_VNNI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
+
+namespace cutline::device::cpu::avx512 {
+namespace {
+
+// One activation row quantized per kQBlock elements to kMax steps (QuantRow: 32767 for q,
+// 127 for q8): d = amax / kMax, q = x / d rounded to nearest, sums[g] = d * (sum of q over group
+// g). A NaN or Inf makes the block's scale NaN, so that every dot product reading it is NaN as
+// with F32 activations (the model reports non-finite logits rather than sampling them).
+template <typename Q, int kMax>
+TARGET void quantize_row_t(const float* x, int64_t k, Q* q, float* d, float* sums) {
+  const int64_t kp = qrow_padded(k);
+  auto lanes = [](int64_t left) TARGET {
+    left = std::max<int64_t>(0, std::min<int64_t>(16, left));
+    return left == 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1);
+  };
+  for (int64_t b0 = 0; b0 < kp; b0 += kQBlock) {
+    const int64_t n = std::min<int64_t>(kQBlock, k - b0);
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 non_finite = 0;
+    for (int64_t i = 0; i < kQBlock; i += 16) {
+      const __m512 v = _mm512_maskz_loadu_ps(lanes(n - i), x + b0 + i);
+      non_finite |= _mm512_fpclass_ps_mask(v, 0x99);  // NaN or +-Inf
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+    }
+    const float mx = _mm512_reduce_max_ps(amax);
+    const float db =
+        non_finite != 0 ? std::numeric_limits<float>::quiet_NaN() : mx / static_cast<float>(kMax);
+    const __m512 id =
+        _mm512_set1_ps(non_finite == 0 && mx > 0 ? static_cast<float>(kMax) / mx : 0.0f);
+    d[b0 / kQBlock] = db;
+    for (int64_t g = 0; g < kQBlock; g += kQGroup) {
+      __m512i gs = _mm512_setzero_si512();
+      for (int64_t i = g; i < g + kQGroup; i += 16) {
+        const __m512i v =
+            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes(n - i), x + b0 + i), id));
+        gs = _mm512_add_epi32(gs, v);
+        if constexpr (sizeof(Q) == 2) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b0 + i), _mm512_cvtsepi32_epi16(v));
+        } else {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b0 + i), _mm512_cvtsepi32_epi8(v));
+        }
+      }
+      sums[(b0 + g) / kQGroup] = db * static_cast<float>(_mm512_reduce_add_epi32(gs));
+    }
+  }
+}
+
+TARGET inline float hsum256(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// Q4_K x int8 for NR activation rows of one weight row, as llama.cpp's K-quant dot products do
+// it: per 64 elements (two 32-element sub-blocks) the 4-bit weights as bytes times the int8
+// activations, pairwise into 32 int16 lanes (vpmaddubsw; |.| <= 2 * 15 * 127, no saturation),
+// then times the sub-blocks' 6-bit scales pairwise into 16 int32 lanes, summed over the block
+// exactly; scaled by d * d8 into 16 F32 lanes. The min terms dmin * m_j * sum_j(x) use the int8
+// row's group sums (QuantRow::sums8) and go to 8 F32 lanes. The per-row sequence does not
+// depend on NR. This is 6 vector operations per 64 weights for one row against 10 for int16
+// activations, which is what batch-1 decode of a Q4_K model is bound by.
+template <int NR, bool kVnni>
+TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, float* out,
+                            int64_t ldo) {
+  __m512 facc[NR];
+  __m256 fmin[NR];
+  for (int r = 0; r < NR; ++r) {
+    facc[r] = _mm512_setzero_ps();
+    fmin[r] = _mm256_setzero_ps();
+  }
+  const __m512i low4 = _mm512_set1_epi8(0xF);
+  // vpermw indices: int16 lanes 0-15 take scale 2c, lanes 16-31 scale 2c + 1.
+  __m512i scale_idx[4];
+  for (int c = 0; c < 4; ++c)
+    scale_idx[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(2 * c)),
+                                      _mm256_set1_epi16(2 * c + 1), 1);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const BlockQ4_K& b = w[bi];
+    alignas(16) uint8_t sc[8], mn[8];
+    q4_k_scales_mins(b.scales, sc, mn);
+    const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
+    const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(dmin),
+                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
+    const __m512i sc16 = _mm512_castsi128_si512(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    // Integer sums are exact in any order: one row spreads its products over two accumulators
+    // to keep the multiply-add latency off a single chain.
+    constexpr int kAcc = NR <= 2 ? 2 : 1;
+    __m512i iacc[NR][kAcc];
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < kAcc; ++j) iacc[r][j] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      // 32 bytes hold elements 64c..64c+31 (low nibbles) and 64c+32..64c+63 (high nibbles):
+      // both halves of one register, low nibbles first, to line up with the activations.
+      const __m512i v = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
+      const __m512i wq = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), low4);
+      const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc16);
+      for (int r = 0; r < NR; ++r) {
+        const __m512i p =
+            _mm512_maddubs_epi16(wq, _mm512_loadu_si512(xs[r].q8 + bi * kQK_K + 64 * c));
+        __m512i& acc = iacc[r][c % kAcc];
+        if constexpr (kVnni) {
+          acc = _mm512_dpwssd_epi32(acc, p, scv);
+        } else {
+          acc = _mm512_add_epi32(acc, _mm512_madd_epi16(p, scv));
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      __m512i sum = iacc[r][0];
+      for (int j = 1; j < kAcc; ++j) sum = _mm512_add_epi32(sum, iacc[r][j]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
+      fmin[r] = _mm256_fmadd_ps(mf, _mm256_loadu_ps(xs[r].sums8 + 8 * bi), fmin[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(fmin[r]);
+}
+
+// Q6_K x int16 for NR activation rows of one weight row. Per 256-element block: the weights
+// (q - 32) * sc (|.| <= 32 * 128 = 4096) as int16, multiplied with the activations pairwise into
+// 16 int32 lanes and summed over the block exactly (16 products per lane: 16 * 4096 * 32767 <
+// 2^31), then scaled by d * d_x into 16 F32 lanes. The per-row sequence does not depend on NR.
+template <int NR>
+TARGET void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float* out,
+                       int64_t ldo) {
+  __m512 facc[NR];
+  for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3);
+  const __m512i bias = _mm512_set1_epi16(32);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const BlockQ6_K& b = w[bi];
+    const float d = _cvtsh_ss(b.d);
+    __m512i iacc[NR];
+    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b.ql + 64 * h;
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+      // Elements 32 * c .. 32 * c + 31 of this half: low or high nibbles of ql, 2 bits of qh.
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, low4),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4))};
+      const int8_t* sc = b.scales + 8 * h;
+      for (int c = 0; c < 4; ++c) {
+        const __m512i scv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * c])),
+                                               _mm256_set1_epi16(sc[2 * c + 1]), 1);
+        const __m512i wq =
+            _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q[c]), bias), scv);
+        for (int r = 0; r < NR; ++r) {
+          const __m512i xv = _mm512_loadu_si512(xs[r].q + bi * kQK_K + 128 * h + 32 * c);
+          iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(wq, xv));
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      facc[r] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * xs[r].d[bi]), facc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
+}
+
+// Q8_0 x int16: per 32-element block the int8 weights as int16, multiplied with the activations
+// pairwise into 16 int32 lanes (exact), converted and scaled by d_w into one of two F32 partial
+// sums (block parity) per kQBlock activation block, which is then scaled by d_x into the row's
+// accumulator. The per-row sequence does not depend on NR.
+template <int NR>
+TARGET void dot_q8_0_t(const BlockQ8_0* w, const QuantRow* xs, int64_t nb, float* out,
+                       int64_t ldo) {
+  constexpr int64_t kPer = kQBlock / kQK8_0;
+  __m512 facc[NR];
+  for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
+  for (int64_t b0 = 0; b0 < nb; b0 += kPer) {
+    const int64_t b1 = std::min(nb, b0 + kPer);
+    __m512 even[NR], odd[NR];
+    for (int r = 0; r < NR; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+    auto block = [&](int64_t bi, __m512* part) TARGET {
+      const __m512i w16 =
+          _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[bi].qs)));
+      const __m512 dw = _mm512_set1_ps(_cvtsh_ss(w[bi].d));
+      for (int r = 0; r < NR; ++r) {
+        const __m512i p = _mm512_madd_epi16(w16, _mm512_loadu_si512(xs[r].q + bi * kQK8_0));
+        part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dw, part[r]);
+      }
+    };
+    int64_t bi = b0;
+    for (; bi + 2 <= b1; bi += 2) {
+      block(bi, even);
+      block(bi + 1, odd);
+    }
+    if (bi < b1) block(bi, even);
+    for (int r = 0; r < NR; ++r)
+      facc[r] = _mm512_fmadd_ps(_mm512_add_ps(even[r], odd[r]), _mm512_set1_ps(xs[r].d[b0 / kPer]),
+                                facc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
+}
+
+bool has_vnni() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return yes;
+}
+
+template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),
+          void (*Fn2)(const Block*, const QuantRow*, int64_t, float*, int64_t),
+          void (*Fn4)(const Block*, const QuantRow*, int64_t, float*, int64_t),
+          void (*Fn8)(const Block*, const QuantRow*, int64_t, float*, int64_t)>
+TARGET void dot_block_q_rows(const uint8_t* w, int64_t w_stride, int nw, const QuantRow* xs, int nr,
+                             int64_t nb, float* out, int64_t ldo) {
+  for (int a = 0; a < nw; ++a) {
+    const Block* wb = reinterpret_cast<const Block*>(w + a * w_stride);
+    int r = 0;
+    if constexpr (Fn8 != Fn4) {
+      for (; r + 8 <= nr; r += 8) Fn8(wb, xs + r, nb, out + r * ldo + a, ldo);
+    }
+    for (; r + 4 <= nr; r += 4) Fn4(wb, xs + r, nb, out + r * ldo + a, ldo);
+    for (; r + 2 <= nr; r += 2) Fn2(wb, xs + r, nb, out + r * ldo + a, ldo);
+    for (; r < nr; ++r) Fn1(wb, xs + r, nb, out + r * ldo + a, ldo);
+  }
+}
+
+}  // namespace
+
+TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q, float* d, float* sums) {
+  quantize_row_t<int16_t, 32767>(x, k, q, d, sums);
+}
+
+TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8, float* sums8) {
+  quantize_row_t<int8_t, 127>(x, k, q8, d8, sums8);
+}
+
+bool reads_x8(DType type) { return type == DType::kQ4_K; }
+
+TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
+                        int nr, int64_t k, float* out, int64_t ldo) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  switch (type) {
+    case DType::kQ4_K:
+      // Reads QuantRow::q8 (reads_x8). VNNI fuses each multiply-add pair; the integer sums,
+      // hence the bits, are the same.
+      if (nr > 0 && has_vnni())
+        dot_block_q_rows<BlockQ4_K, dot_q4_k_t<1, true>, dot_q4_k_t<2, true>, dot_q4_k_t<4, true>,
+                         dot_q4_k_t<4, true>>(wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
+      else if (nr > 0)
+        dot_block_q_rows<BlockQ4_K, dot_q4_k_t<1, false>, dot_q4_k_t<2, false>,
+                         dot_q4_k_t<4, false>, dot_q4_k_t<4, false>>(wb, w_stride, nw, xs, nr,
+                                                                     k / kQK_K, out, ldo);
+      return true;
+    case DType::kQ6_K:
+      if (nr > 0)
+        dot_block_q_rows<BlockQ6_K, dot_q6_k_t<1>, dot_q6_k_t<2>, dot_q6_k_t<4>, dot_q6_k_t<4>>(
+            wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
+      return true;
+    case DType::kQ8_0:
+      if (nr > 0)
+        dot_block_q_rows<BlockQ8_0, dot_q8_0_t<1>, dot_q8_0_t<2>, dot_q8_0_t<4>, dot_q8_0_t<8>>(
+            wb, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace cutline::device::cpu::avx512
+#endif

@@ -1,0 +1,23 @@
+#pragma once
+// The AVX-512 integer kernels (cpu_kernels_avx512_quant.cc) that avx512_kernels() puts in its
+// table; each does what the Kernels member of the same name describes (cpu_kernels.h).
+#if defined(__x86_64__)
+#include <cstdint>
+
+#include "cpu_kernels.h"
+
+#define CUTLINE_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+namespace cutline::device::cpu::avx512 {
+
+CUTLINE_AVX512_TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q, float* d,
+                                          float* sums);
+CUTLINE_AVX512_TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8,
+                                           float* sums8);
+bool reads_x8(DType type);
+CUTLINE_AVX512_TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw,
+                                       const QuantRow* xs, int nr, int64_t k, float* out,
+                                       int64_t ldo);
+
+}  // namespace cutline::device::cpu::avx512
+#endif
