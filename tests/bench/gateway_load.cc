@@ -4,7 +4,11 @@
 // per-token latency measured here is upstream send -> client receive: what a proxy adds shows up
 // as the difference between paths.
 //
-//   gateway_load --port P --streams N [--tokens T] [--interval-ms I] [--pid PID]...
+//   gateway_load --port P --streams N [--tokens T] [--interval-ms I] [--ramp-ms R] [--pid PID]...
+//
+// --ramp-ms spreads the streams' starts evenly over R ms (default 0: all at once). With R equal
+// to the token interval the streams' ticks are spread over the interval, as independent clients'
+// would be; with 0 they stay nearly in phase and every interval brings a burst of N tokens.
 //
 // Prints one JSON object: ttft p50/p99 (request sent -> first token), token latency p50/p99,
 // streams/s, completed/failed streams, tokens received, and for the --pid processes their CPU
@@ -57,6 +61,7 @@ struct Run {
   std::vector<double> ttft_ms;
   std::vector<double> latency_ms;
   std::vector<Conn*> conns;
+  sockaddr_in addr{};
 };
 
 void finish(Conn* c, bool ok) {
@@ -66,6 +71,24 @@ void finish(Conn* c, bool ok) {
   bufferevent_free(c->bev);
   c->bev = nullptr;
   if (--c->run->open == 0) event_base_loopexit(c->run->base, nullptr);
+}
+
+void on_read(bufferevent* bev, void* arg);
+void on_event(bufferevent*, short what, void* arg);
+
+// Connects one stream and queues its request.
+void open_stream(Conn* c) {
+  Run& run = *c->run;
+  c->bev = bufferevent_socket_new(run.base, -1, BEV_OPT_CLOSE_ON_FREE);
+  bufferevent_setcb(c->bev, on_read, nullptr, on_event, c);
+  bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+  c->sent_ns = mono_ns();
+  if (bufferevent_socket_connect(c->bev, reinterpret_cast<sockaddr*>(&run.addr), sizeof run.addr) !=
+      0) {
+    finish(c, false);
+    return;
+  }
+  bufferevent_write(c->bev, run.request.data(), run.request.size());
 }
 
 // Scans for "@<ns>" stamps and the [DONE] sentinel.
@@ -150,7 +173,7 @@ ProcSample sample(const std::vector<int>& pids) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int port = 0, streams = 100, tokens = 200, interval_ms = 25;
+  int port = 0, streams = 100, tokens = 200, interval_ms = 25, ramp_ms = 0;
   std::vector<int> pids;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -163,6 +186,8 @@ int main(int argc, char** argv) {
       tokens = v;
     else if (a == "--interval-ms")
       interval_ms = v;
+    else if (a == "--ramp-ms")
+      ramp_ms = v;
     else if (a == "--pid")
       pids.push_back(v);
   }
@@ -182,23 +207,25 @@ int main(int argc, char** argv) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const ProcSample before = sample(pids);
   const int64_t start = mono_ns();
+  // Every stream is opened at once (ramp 0: the upstream's ticks then stay nearly in phase, so
+  // the proxy sees N tokens arrive in one burst per interval), or spread evenly over ramp_ms.
+  run.addr = addr;
+  run.conns.reserve(static_cast<size_t>(streams));
   for (int i = 0; i < streams; ++i) {
     auto* c = new Conn;
     c->run = &run;
-    c->bev = bufferevent_socket_new(run.base, -1, BEV_OPT_CLOSE_ON_FREE);
-    bufferevent_setcb(c->bev, on_read, nullptr, on_event, c);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    c->sent_ns = mono_ns();
-    if (bufferevent_socket_connect(c->bev, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ++run.failed;
-      bufferevent_free(c->bev);
-      c->bev = nullptr;
-      c->done = true;
-    } else {
-      bufferevent_write(c->bev, run.request.data(), run.request.size());
-      ++run.open;
-    }
     run.conns.push_back(c);
+    ++run.open;
+    const int64_t at_us = ramp_ms > 0 ? int64_t{ramp_ms} * 1000 * i / streams : 0;
+    if (at_us == 0) {
+      open_stream(c);
+      continue;
+    }
+    const timeval tv{static_cast<time_t>(at_us / 1000000),
+                     static_cast<suseconds_t>(at_us % 1000000)};
+    event_base_once(
+        run.base, -1, EV_TIMEOUT,
+        [](evutil_socket_t, short, void* arg) { open_stream(static_cast<Conn*>(arg)); }, c, &tv);
   }
   // RSS with every stream open: sampled halfway through the expected stream duration.
   ProcSample mid;

@@ -7,6 +7,12 @@
 #
 #   tests/bench/run_gateway_bench.sh [BUILD_DIR] ["100 1000"] [TOKENS] [INTERVAL_MS]
 #
+# RAMP_MS=R opens the streams evenly over R ms instead of all at once (see gateway_load). The fake
+# upstream keeps each stream's token cadence fixed, so the phases the streams start with hold for
+# the whole run: all at once is one burst of N tokens per interval (as a batching backend's decode
+# steps produce), R equal to the interval spreads them evenly. GW_WORKERS sets the gateway's
+# --workers (default 2, nginx runs 2 worker processes).
+#
 # ROUNDS=N repeats every level N times (the two proxies swap order each round) and ends with the
 # median of the per-round ratios: on a 2-core machine one round's latency ratio is noisy.
 #
@@ -51,7 +57,7 @@ policies:
     ttft_timeout: 30s
     idle_timeout: 30s
 YAML
-"$BUILD/gateway/cutline-gateway" --config "$WORK/gateway.yaml" --workers 2 \
+"$BUILD/gateway/cutline-gateway" --config "$WORK/gateway.yaml" --workers "${GW_WORKERS:-2}" \
   --ready-file "$WORK/ready.json" 2>"$WORK/gateway.err" &
 GW_PID=$!; PIDS+=($GW_PID)
 for _ in $(seq 100); do [[ -s "$WORK/ready.json" ]] && break; sleep 0.05; done
@@ -99,7 +105,7 @@ run() {  # name port streams pids...
     sleep 0.3
   fi
   out=$("$BUILD/tests/bench/gateway_load" --port "$port" --streams "$n" --tokens "$TOKENS" \
-        --interval-ms "$INTERVAL" "${args[@]}" || true)
+        --interval-ms "$INTERVAL" --ramp-ms "${RAMP_MS:-0}" "${args[@]}" || true)
   if [[ -n "$perf_pid" ]]; then
     kill -INT "$perf_pid" 2>/dev/null || true
     wait "$perf_pid" 2>/dev/null || true
@@ -108,6 +114,14 @@ run() {  # name port streams pids...
   fi
   echo "{\"path\":\"$name\",\"round\":$ROUND,\"syscalls\":$syscalls,\"result\":$out}" | tee -a "$WORK/results.jsonl"
 }
+
+# Warm-up: each proxy serves a few short streams first, so that the RSS figure is what an open
+# stream costs and not also the one-time growth of a process's first requests (thread buffers,
+# allocator arenas, the event maps).
+for target in "$GW_PORT" "$NGINX_PORT"; do
+  "$BUILD/tests/bench/gateway_load" --port "$target" --streams 100 --tokens 5 --interval-ms 5 \
+    >/dev/null || true
+done
 
 # ROUNDS rounds; the proxies swap places every other round so that neither always runs first.
 for ROUND in $(seq "$ROUNDS"); do
@@ -171,7 +185,8 @@ if len(rounds) > 1:
           "p99 <= 1.0, CPU <= 1.0, RSS <= 8 KiB per stream)")
     for n, lst in sorted(medians.items()):
         m = lambda k: statistics.median(d[k] for d in lst)
-        # RSS per stream only from round 1: later rounds reuse the memory the first one grew.
+        # RSS per stream only from round 1 (after the warm-up): later rounds reuse the memory
+        # the first one grew.
         print(f"  {n:5d} streams: added ITL p50 {m('itl_p50'):.2f}, p99 {m('itl_p99'):.2f}; CPU per token "
               f"{m('cpu'):.2f}; gateway RSS {lst[0]['rss_kib']:.2f} KiB/stream (round 1); added TTFT p50 "
               f"{m('ttft_added_ms'):.1f} vs {m('ttft_added_nginx_ms'):.1f} ms; failed {sum(d['failed'] for d in lst)}")

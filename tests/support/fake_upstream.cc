@@ -141,6 +141,7 @@ struct FakeStream {
   bool include_usage = false;
   int limit = 0;  // tokens to emit after max_tokens
   int sent = 0;
+  int64_t due_us = 0;  // CLOCK_MONOTONIC time the next tick is due
   std::string model;
   std::string text;  // assembled content (non-streaming)
 };
@@ -278,9 +279,22 @@ std::string token_text(int i) { return "t" + std::to_string(i) + " "; }
 
 void on_tick(evutil_socket_t, short, void* arg);
 
-void schedule(FakeStream* s, int delay_ms) {
-  delay_ms = std::max(delay_ms, s->server->min_delay_ms);
-  timeval tv{delay_ms / 1000, (delay_ms % 1000) * 1000};
+int64_t mono_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
+}
+
+// Ticks keep a fixed cadence, as a model's decode steps do: token k+1 is due one interval after
+// token k was due, not after its callback ran, so a late tick does not delay the ones after it
+// and streams that started apart stay apart (rescheduling from the loop's cached time would pull
+// every stream handled in one loop turn into the same phase). A stall or the first token's delay
+// (`from_now`) counts from now.
+void schedule(FakeStream* s, int delay_ms, bool from_now) {
+  const int64_t now = mono_us();
+  s->due_us = (from_now ? now : s->due_us) + int64_t{delay_ms} * 1000;
+  const int64_t wait_us = std::max(s->due_us - now, int64_t{s->server->min_delay_ms} * 1000);
+  timeval tv{static_cast<time_t>(wait_us / 1000000), static_cast<suseconds_t>(wait_us % 1000000)};
   evtimer_add(s->timer, &tv);
 }
 
@@ -303,10 +317,9 @@ void on_tick(evutil_socket_t, short, void* arg) {
     if (s->stream) send_event(*s, chunk_json(*s, &t, nullptr, false));
     s->text += t;
     ++s->sent;
-    int delay = sc.interval_ms;
-    if (s->sent == sc.stall_at) delay = sc.stall_ms;
+    const bool stall = s->sent == sc.stall_at;
     if (s->sent < s->limit || sc.drop_at == s->sent || sc.error_at == s->sent) {
-      return schedule(s, delay);
+      return schedule(s, stall ? sc.stall_ms : sc.interval_ms, stall);
     }
     // fall through to finish without waiting once the last token went out
   }
@@ -456,7 +469,7 @@ void handle(evhttp_request* req, void* arg) {
     evhttp_add_header(h, "Cache-Control", "no-cache");
     evhttp_send_reply_start(req, 200, "OK");
   }
-  schedule(raw, raw->script.ttft_ms);
+  schedule(raw, raw->script.ttft_ms, true);
 }
 
 }  // namespace
