@@ -70,6 +70,7 @@ Connection::Connection(EventLoop& loop, int fd, Handler& handler, const Connecti
     : Connection(loop, bufferevent_socket_new(loop.base(), fd, BEV_OPT_CLOSE_ON_FREE), handler,
                  options) {
   set_nodelay(fd);
+  fd_ = fd;
   direct_write_ = true;
   bufferevent_enable(bev_, EV_READ | EV_WRITE);
 }
@@ -126,13 +127,13 @@ void Connection::Handler::on_bytes(Connection& conn, std::string_view data) {
 
 void Connection::write(std::string_view data) {
   if (bev_ == nullptr || data.empty()) return;
+  if (output_queued_ && output_bytes() == 0) output_queued_ = false;
   // Nothing queued: hand the bytes to the kernel now. Queuing them instead makes the bufferevent
   // start watching for writability (epoll_ctl), wait a loop turn, write, and stop watching again
   // (epoll_ctl): per token, on every stream. Only what the kernel does not take is queued (and
   // watched for); a failed send leaves it all queued and the bufferevent reports the error.
-  if (direct_write_ && !flushing_ && output_bytes() == 0) {
-    const ssize_t sent =
-        ::send(bufferevent_getfd(bev_), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (direct_write_ && !flushing_ && !output_queued_) {
+    const ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent > 0) {
       data.remove_prefix(static_cast<size_t>(sent));
       if (data.empty()) return;
@@ -155,6 +156,7 @@ evbuffer* Connection::input() { return bev_ != nullptr ? bufferevent_get_input(b
 void Connection::keep_input(std::string_view data) {
   if (bev_ != nullptr && !data.empty()) {
     evbuffer_add(bufferevent_get_input(bev_), data.data(), data.size());
+    input_kept_ = true;
   }
 }
 
@@ -183,6 +185,7 @@ void Connection::free_direct_read() {
 }
 
 void Connection::note_written() {
+  output_queued_ = true;
   if (bev_ != nullptr && output_bytes() > high_water_bytes_) above_high_water_ = true;
 }
 
@@ -304,6 +307,7 @@ void Connection::event_cb(bufferevent* bev, short what, void* arg) {
     self->connecting_ = false;
     // Connected: a cleartext socket can take writes directly from now on (the request goes out
     // in this loop turn instead of after the next epoll_wait).
+    self->fd_ = bufferevent_getfd(bev);
     self->direct_write_ = !self->tls_;
     if (self->direct_read_) {
       bufferevent_set_timeouts(bev, nullptr, nullptr);  // the connect timeout
@@ -352,11 +356,14 @@ void Connection::direct_read_cb(int fd, short what, void* arg) {
   const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
   if (n > 0) {
     const std::string_view data(buffer, static_cast<size_t>(n));
-    evbuffer* input = bufferevent_get_input(self->bev_);
-    if (evbuffer_get_length(input) == 0) return self->handler_->on_bytes(*self, data);
-    // Older bytes are still waiting: keep the order.
-    evbuffer_add(input, data.data(), data.size());
-    return self->handler_->on_readable(input);
+    evbuffer* input = self->input_kept_ ? bufferevent_get_input(self->bev_) : nullptr;
+    if (input != nullptr && evbuffer_get_length(input) != 0) {
+      // Older bytes are still waiting: keep the order.
+      evbuffer_add(input, data.data(), data.size());
+      return self->handler_->on_readable(input);
+    }
+    self->input_kept_ = false;
+    return self->handler_->on_bytes(*self, data);
   }
   if (n == 0) return self->closed_by_peer(CloseReason::kEof, "closed by peer");
   const int err = errno;

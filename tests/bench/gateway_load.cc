@@ -4,7 +4,11 @@
 // per-token latency measured here is upstream send -> client receive: what a proxy adds shows up
 // as the difference between paths.
 //
-//   gateway_load --port P --streams N [--tokens T] [--interval-ms I] [--ramp-ms R] [--pid PID]...
+//   gateway_load --port P --streams N [--tokens T] [--interval-ms I] [--ramp-ms R] [--trace FILE]
+//                [--pid PID]...
+//
+// --trace FILE writes one line per token: stream, token index, upstream stamp and receive time
+// (CLOCK_MONOTONIC ns), for looking at where a latency percentile comes from.
 //
 // --ramp-ms spreads the streams' starts evenly over R ms (default 0: all at once). With R equal
 // to the token interval the streams' ticks are spread over the interval, as independent clients'
@@ -49,6 +53,8 @@ struct Conn {
   bool first = true;
   bool done = false;
   std::string carry;  // unparsed tail
+  int index = 0;      // in start order
+  int received = 0;   // tokens so far
 };
 
 struct Run {
@@ -60,6 +66,12 @@ struct Run {
   int64_t tokens = 0;
   std::vector<double> ttft_ms;
   std::vector<double> latency_ms;
+  struct Token {
+    int64_t stamp_ns, received_ns;
+    int stream, index;
+  };
+  std::vector<Token> trace;  // --trace only
+  bool tracing = false;
   std::vector<Conn*> conns;
   sockaddr_in addr{};
 };
@@ -108,6 +120,8 @@ void on_read(bufferevent* bev, void* arg) {
     if (end == c->carry.size()) break;  // the number may continue in the next read
     const int64_t stamp = std::strtoll(c->carry.c_str() + at + 1, nullptr, 10);
     c->run->latency_ms.push_back((now - stamp) / 1e6);
+    if (c->run->tracing) c->run->trace.push_back({stamp, now, c->index, c->received});
+    ++c->received;
     ++c->run->tokens;
     if (c->first) {
       c->first = false;
@@ -175,6 +189,7 @@ ProcSample sample(const std::vector<int>& pids) {
 int main(int argc, char** argv) {
   int port = 0, streams = 100, tokens = 200, interval_ms = 25, ramp_ms = 0;
   std::vector<int> pids;
+  std::string trace_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int v = std::atoi(argv[i + 1]);
@@ -188,6 +203,8 @@ int main(int argc, char** argv) {
       interval_ms = v;
     else if (a == "--ramp-ms")
       ramp_ms = v;
+    else if (a == "--trace")
+      trace_path = argv[i + 1];
     else if (a == "--pid")
       pids.push_back(v);
   }
@@ -200,6 +217,7 @@ int main(int argc, char** argv) {
       "Content-Type: application/json\r\nX-Fake-Script: stamp=1,tokens=" +
       std::to_string(tokens) + ",interval_ms=" + std::to_string(interval_ms) +
       "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  run.tracing = !trace_path.empty();
   run.latency_ms.reserve(static_cast<size_t>(streams) * static_cast<size_t>(tokens));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -214,6 +232,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < streams; ++i) {
     auto* c = new Conn;
     c->run = &run;
+    c->index = i;
     run.conns.push_back(c);
     ++run.open;
     const int64_t at_us = ramp_ms > 0 ? int64_t{ramp_ms} * 1000 * i / streams : 0;
@@ -248,6 +267,13 @@ int main(int argc, char** argv) {
     delete c;
   }
   event_base_free(run.base);
+  if (FILE* f = run.tracing ? std::fopen(trace_path.c_str(), "w") : nullptr) {
+    for (const Run::Token& t : run.trace) {
+      std::fprintf(f, "%d %d %lld %lld\n", t.stream, t.index, static_cast<long long>(t.stamp_ns),
+                   static_cast<long long>(t.received_ns));
+    }
+    std::fclose(f);
+  }
   std::printf(
       "{\"streams\":%d,\"completed\":%d,\"failed\":%d,\"tokens\":%lld,\"elapsed_s\":%.3f,"
       "\"streams_per_s\":%.1f,\"ttft_p50_ms\":%.3f,\"ttft_p99_ms\":%.3f,"

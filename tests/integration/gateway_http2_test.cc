@@ -191,7 +191,9 @@ TEST_F(GatewayHttp2Test, InterleavedStreamsOnOneConnectionOneCutByItsDeadline) {
     o.tls = env == tls;
     Http2TestClient client(env->port, o);
     ASSERT_TRUE(client.connected());
-    if (o.tls) EXPECT_EQ(client.alpn(), "h2");
+    if (o.tls) {
+      EXPECT_EQ(client.alpn(), "h2");
+    }
     std::vector<int32_t> ids;
     for (int i = 0; i < 8; ++i) {
       ids.push_back(client.submit(

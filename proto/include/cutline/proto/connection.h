@@ -176,6 +176,12 @@ class Connection {
   // read event on the socket; the bufferevent then only writes. Null otherwise.
   bool direct_read_ = false;
   event* read_event_ = nullptr;
+  // The per-token path reads these instead of the bufferevent's and its buffers' (cache misses on
+  // thousands of connections): the socket (-1 until known), and whether the output or (direct
+  // reading) the input may hold bytes. False means empty; true means "look".
+  int fd_ = -1;
+  bool output_queued_ = false;
+  bool input_kept_ = false;
 };
 
 }  // namespace cutline::proto
