@@ -22,6 +22,8 @@ namespace {
 
 // Direct reads: enough for many SSE events at once; one buffer per loop thread.
 constexpr size_t kDirectReadBytes = 64 * 1024;
+// Write batching holds at most this much per connection before sending.
+constexpr size_t kMaxHeldBytes = 16 * 1024;
 
 timeval to_timeval(int64_t ms) {
   timeval tv;
@@ -55,6 +57,29 @@ std::string tls_error_message(bufferevent* bev) {
 
 }  // namespace
 
+WriteBatch::State& WriteBatch::state() {
+  thread_local State s;
+  return s;
+}
+
+WriteBatch::WriteBatch() { ++state().depth; }
+
+WriteBatch::~WriteBatch() {
+  State& s = state();
+  if (--s.depth > 0) return;
+  // Sending cannot run callbacks, so nothing is held anew while this runs.
+  for (size_t i = 0; i < s.used; ++i) {
+    Held& h = s.held[i];
+    if (h.connection == nullptr) continue;
+    Connection* c = h.connection;
+    h.connection = nullptr;
+    c->held_slot_ = -1;
+    c->write_now(h.bytes);
+    h.bytes.clear();
+  }
+  s.used = 0;
+}
+
 Connection::Connection(EventLoop& loop, bufferevent* bev, Handler& handler,
                        const ConnectionOptions& options)
     : loop_(loop),
@@ -72,7 +97,11 @@ Connection::Connection(EventLoop& loop, int fd, Handler& handler, const Connecti
   set_nodelay(fd);
   fd_ = fd;
   direct_write_ = true;
-  bufferevent_enable(bev_, EV_READ | EV_WRITE);
+  // Writing is enabled when something is first queued (write_queued()): enabling it now would
+  // watch an empty output for writability, wake the loop once and stop watching again (two
+  // epoll_ctl and a wake-up per connection for nothing).
+  write_enabled_ = false;
+  bufferevent_enable(bev_, EV_READ);
 }
 
 Connection::Connection(EventLoop& loop, int fd, ssl_st* ssl, Handler& handler,
@@ -127,6 +156,14 @@ void Connection::Handler::on_bytes(Connection& conn, std::string_view data) {
 
 void Connection::write(std::string_view data) {
   if (bev_ == nullptr || data.empty()) return;
+  if (held_slot_ >= 0 || (direct_write_ && !flushing_ && data.size() < kMaxHeldBytes &&
+                          WriteBatch::state().depth > 0)) {
+    return hold(data);
+  }
+  write_now(data);
+}
+
+void Connection::write_now(std::string_view data) {
   if (output_queued_ && output_bytes() == 0) output_queued_ = false;
   // Nothing queued: hand the bytes to the kernel now. Queuing them instead makes the bufferevent
   // start watching for writability (epoll_ctl), wait a loop turn, write, and stop watching again
@@ -143,13 +180,61 @@ void Connection::write(std::string_view data) {
   note_written();
 }
 
+void Connection::hold(std::string_view data) {
+  WriteBatch::State& s = WriteBatch::state();
+  if (held_slot_ < 0) {
+    if (s.used == s.held.size()) s.held.emplace_back();
+    held_slot_ = static_cast<int>(s.used++);
+    s.held[static_cast<size_t>(held_slot_)].connection = this;
+  }
+  WriteBatch::Held& h = s.held[static_cast<size_t>(held_slot_)];
+  h.bytes.append(data);
+  if (h.bytes.size() < kMaxHeldBytes) return;
+  // A writer producing this much in one callback is streaming, not finishing a message: send now
+  // so that back-pressure (output_bytes(), above_high_water()) sees what it wrote.
+  held_slot_ = -1;
+  h.connection = nullptr;
+  write_now(h.bytes);
+  h.bytes.clear();
+}
+
+void Connection::queue_held() {
+  if (held_slot_ < 0) return;
+  WriteBatch::Held& h = WriteBatch::state().held[static_cast<size_t>(held_slot_)];
+  held_slot_ = -1;
+  h.connection = nullptr;
+  if (bev_ != nullptr && !h.bytes.empty()) write_now(h.bytes);
+  h.bytes.clear();
+}
+
+void Connection::drop_held() {
+  if (held_slot_ < 0) return;
+  WriteBatch::Held& h = WriteBatch::state().held[static_cast<size_t>(held_slot_)];
+  held_slot_ = -1;
+  h.connection = nullptr;
+  h.bytes.clear();
+}
+
+void Connection::write_queued() {
+  output_queued_ = true;
+  if (!write_enabled_ && !flushing_) {
+    write_enabled_ = true;
+    bufferevent_enable(bev_, EV_WRITE);
+  }
+}
+
 void Connection::write_buffer(evbuffer* buffer) {
   if (bev_ == nullptr) return;
+  queue_held();
   bufferevent_write_buffer(bev_, buffer);
   note_written();
 }
 
-evbuffer* Connection::output() { return bev_ != nullptr ? bufferevent_get_output(bev_) : nullptr; }
+evbuffer* Connection::output() {
+  if (bev_ == nullptr) return nullptr;
+  queue_held();  // the caller appends after them
+  return bufferevent_get_output(bev_);
+}
 
 evbuffer* Connection::input() { return bev_ != nullptr ? bufferevent_get_input(bev_) : nullptr; }
 
@@ -171,10 +256,12 @@ void Connection::update_direct_read() {
   } else if (read_timeout_ms_ > 0) {
     const timeval tv = to_timeval(read_timeout_ms_);
     event_add(read_event_, &tv);
-  } else {
-    // event_add() without a timeout keeps one set before: drop it first.
-    if (event_pending(read_event_, EV_TIMEOUT, nullptr) != 0) event_del(read_event_);
+  } else if (event_pending(read_event_, EV_READ, nullptr) == 0) {
     event_add(read_event_, nullptr);
+  } else {
+    // Already watched: only drop a timeout set before (event_add() without one would keep it;
+    // event_del() + event_add() would cost two epoll_ctl per reuse of a pooled connection).
+    event_remove_timer(read_event_);
   }
 }
 
@@ -185,8 +272,9 @@ void Connection::free_direct_read() {
 }
 
 void Connection::note_written() {
-  output_queued_ = true;
-  if (bev_ != nullptr && output_bytes() > high_water_bytes_) above_high_water_ = true;
+  if (bev_ == nullptr) return;
+  write_queued();
+  if (output_bytes() > high_water_bytes_) above_high_water_ = true;
 }
 
 size_t Connection::output_bytes() const {
@@ -231,6 +319,14 @@ void Connection::trigger_read() {
 }
 
 void Connection::close() {
+  // Held bytes would have been sent already without the batch: send what the kernel takes now,
+  // as write() would have, and drop the rest with the other unsent output.
+  if (held_slot_ >= 0 && bev_ != nullptr && direct_write_ && !flushing_ && output_bytes() == 0) {
+    const std::string& bytes = WriteBatch::state().held[static_cast<size_t>(held_slot_)].bytes;
+    [[maybe_unused]] const ssize_t sent =
+        ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  drop_held();
   if (bev_ == nullptr) return;
   free_direct_read();
   bufferevent_free(bev_);
@@ -239,6 +335,7 @@ void Connection::close() {
 
 void Connection::close_after_flush(int64_t linger_ms) {
   if (bev_ == nullptr || flushing_) return;
+  queue_held();
   flushing_ = true;
   linger_ms_ = linger_ms;
   free_direct_read();  // the bufferevent reads (and discards) from here on
@@ -279,6 +376,7 @@ std::string Connection::peer_address() const {
 }
 
 void Connection::closed_by_peer(CloseReason reason, std::string message) {
+  drop_held();
   free_direct_read();
   bufferevent_free(bev_);
   bev_ = nullptr;
@@ -289,11 +387,13 @@ void Connection::closed_by_peer(CloseReason reason, std::string message) {
 
 void Connection::read_cb(bufferevent* bev, void* arg) {
   auto* self = static_cast<Connection*>(arg);
+  WriteBatch batch;
   self->handler_->on_readable(bufferevent_get_input(bev));
 }
 
 void Connection::write_cb(bufferevent* /*bev*/, void* arg) {
   auto* self = static_cast<Connection*>(arg);
+  WriteBatch batch;
   if (self->above_high_water_ && self->output_bytes() <= self->low_water_bytes_) {
     self->above_high_water_ = false;
     self->handler_->on_drained();
@@ -302,6 +402,7 @@ void Connection::write_cb(bufferevent* /*bev*/, void* arg) {
 
 void Connection::event_cb(bufferevent* bev, short what, void* arg) {
   auto* self = static_cast<Connection*>(arg);
+  WriteBatch batch;
   const int err = EVUTIL_SOCKET_ERROR();
   if ((what & BEV_EVENT_CONNECTED) != 0) {
     self->connecting_ = false;
@@ -353,6 +454,7 @@ void Connection::direct_read_cb(int fd, short what, void* arg) {
   // One buffer per loop thread: handlers consume the bytes (or keep_input() them) before
   // returning, and no read callback runs inside another.
   thread_local char buffer[kDirectReadBytes];
+  WriteBatch batch;
   const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
   if (n > 0) {
     const std::string_view data(buffer, static_cast<size_t>(n));

@@ -36,9 +36,11 @@ EventLoop::EventLoop(int index) : index_(index) {
   if (wakeup_fd_ < 0) std::abort();
   wakeup_event_ = event_new(base_, wakeup_fd_, EV_READ | EV_PERSIST, &EventLoop::on_wakeup, this);
   event_add(wakeup_event_, nullptr);
+  self_post_event_ = event_new(base_, -1, 0, &EventLoop::on_self_post, this);
 }
 
 EventLoop::~EventLoop() {
+  event_free(self_post_event_);
   event_free(wakeup_event_);
   close(wakeup_fd_);
   event_base_free(base_);
@@ -68,10 +70,13 @@ void EventLoop::post(std::function<void()> fn) {
     was_empty = posted_.empty();
     posted_.push_back(std::move(fn));
   }
-  if (was_empty) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(wakeup_fd_, &one, sizeof(one));
+  if (!was_empty) return;  // whoever made the queue non-empty woke the loop
+  if (in_loop_thread()) {
+    event_active(self_post_event_, EV_READ, 1);
+    return;
   }
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wakeup_fd_, &one, sizeof(one));
 }
 
 bool EventLoop::in_loop_thread() const { return loop_thread_.load() == std::this_thread::get_id(); }
@@ -80,6 +85,12 @@ void EventLoop::on_wakeup(int fd, short /*what*/, void* arg) {
   auto* self = static_cast<EventLoop*>(arg);
   uint64_t value;
   [[maybe_unused]] ssize_t n = read(fd, &value, sizeof(value));
+  self->drain_posted();
+  if (self->stop_requested_.load()) event_base_loopbreak(self->base_);
+}
+
+void EventLoop::on_self_post(int /*fd*/, short /*what*/, void* arg) {
+  auto* self = static_cast<EventLoop*>(arg);
   self->drain_posted();
   if (self->stop_requested_.load()) event_base_loopbreak(self->base_);
 }

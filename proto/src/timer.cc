@@ -2,6 +2,7 @@
 
 #include <event2/event.h>
 
+#include "cutline/proto/connection.h"
 #include "cutline/proto/event_loop.h"
 
 namespace cutline::proto {
@@ -66,6 +67,7 @@ bool Timer::armed() const {
 
 void Timer::on_event(int /*fd*/, short /*what*/, void* arg) {
   auto* self = static_cast<Timer*>(arg);
+  WriteBatch batch;  // what a cut writes (last chunk, terminating chunk) leaves in one send
   // A copy: the callback may destroy the Timer (and with it on_fire_) while it runs.
   std::function<void()> fn = self->on_fire_;
   fn();

@@ -17,7 +17,7 @@ class TlsServerTest : public ::testing::Test {
   void start(TlsMinVersion min_version = TlsMinVersion::kTls12) {
     testing::ignore_sigpipe();
     files_ = testing::make_self_signed(dir_, "server");
-    auto ctx = TlsContext::server({files_.cert, files_.key, min_version, {"http/1.1"}});
+    auto ctx = TlsContext::server({files_.cert, files_.key, min_version, {"http/1.1"}, {}});
     ASSERT_TRUE(ctx.ok()) << ctx.error().message;
     ServerOptions options;
     options.tls = ctx.value();

@@ -12,6 +12,15 @@
 // set_reading() (the HTTP client's pause()/resume()). libevent's evbuffers grow on demand, so an
 // idle connection costs only the bufferevent (~0.5 KiB), not preallocated buffers.
 //
+// Write batching: while a WriteBatch is open on the thread (Connection opens one around every read
+// callback; Timer around its callbacks), write() on a cleartext socket holds the bytes and they
+// leave in one send() per connection when the outermost batch closes. What one read event makes
+// a connection send (a response head with the first token, a last chunk with the terminating
+// chunk and its trailer) then costs one system call, not one per write. Order is kept: output(),
+// write_buffer() and close_after_flush() queue the held bytes first; close() sends what the
+// kernel takes at once (as an unbatched write() would have) and drops the rest with the other
+// unsent output.
+//
 // Threading: everything on the owning EventLoop's thread. Handler callbacks run on it.
 // Lifetime: the owner may destroy the Connection (or call close()) from inside any Handler
 // callback; no callback runs after close() or destruction. on_closed() runs at most once: for
@@ -25,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct bufferevent;
 struct evbuffer;
@@ -34,6 +44,29 @@ struct ssl_st;
 namespace cutline::proto {
 
 class EventLoop;
+class Connection;
+
+// Opens a write batch on this thread for its lifetime (see above). Nests; cheap.
+class WriteBatch {
+ public:
+  WriteBatch();
+  ~WriteBatch();
+  WriteBatch(const WriteBatch&) = delete;
+  WriteBatch& operator=(const WriteBatch&) = delete;
+
+ private:
+  friend class Connection;
+  struct Held {
+    Connection* connection = nullptr;  // null once closed
+    std::string bytes;
+  };
+  struct State {
+    int depth = 0;
+    size_t used = 0;
+    std::vector<Held> held;  // [0, used) in use; strings keep their capacity
+  };
+  static State& state();
+};
 
 struct ConnectionOptions {
   size_t high_water_bytes = 64 * 1024;
@@ -154,6 +187,16 @@ class Connection {
   void update_direct_read();
   void free_direct_read();
   void finish_flush();
+  // Something is in the output: the bufferevent must write it.
+  void write_queued();
+  // write() without batching: send directly when nothing is queued, else queue.
+  void write_now(std::string_view data);
+  // Write batching: appends to this connection's held bytes; sends (or queues) them now; drops
+  // them.
+  void hold(std::string_view data);
+  void queue_held();
+  void drop_held();
+  friend class WriteBatch;
   // Frees the bufferevent, then tells the handler (unless the Connection was destroyed by then).
   void closed_by_peer(CloseReason reason, std::string message);
 
@@ -182,6 +225,10 @@ class Connection {
   int fd_ = -1;
   bool output_queued_ = false;
   bool input_kept_ = false;
+  // Whether the bufferevent's writing is enabled (accepted cleartext sockets enable it lazily).
+  bool write_enabled_ = true;
+  // This connection's entry in the thread's open WriteBatch (-1: none).
+  int held_slot_ = -1;
 };
 
 }  // namespace cutline::proto

@@ -55,12 +55,16 @@ class EventLoop {
 
  private:
   static void on_wakeup(int fd, short what, void* arg);
+  static void on_self_post(int fd, short what, void* arg);
   void drain_posted();
 
   int index_;
   event_base* base_ = nullptr;
   event* wakeup_event_ = nullptr;
   int wakeup_fd_ = -1;  // eventfd
+  // post() from the loop thread itself activates this instead of writing the eventfd: no
+  // write(), read() and extra epoll_wait (a stream that ends posts its own clean-up).
+  event* self_post_event_ = nullptr;
   std::mutex mutex_;
   std::vector<std::function<void()>> posted_;
   std::atomic<std::thread::id> loop_thread_{};
