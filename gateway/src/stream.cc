@@ -342,6 +342,12 @@ void Stream::route() {
   cb.on_body = [this](std::string_view data) { on_upstream_body(data); };
   cb.on_complete = [this](proto::HttpHeaders&) { on_upstream_complete(); };
   cb.on_error = [this](const proto::ClientError& e) { on_upstream_error(e); };
+  // What relaying a token touches: the relay state here, the client stream and its socket.
+  const char* hot_begin = reinterpret_cast<const char*>(&upstream_status_);
+  const char* hot_end = reinterpret_cast<const char*>(&bytes_in_ + 1);
+  cb.prefetch = {proto::PrefetchSpan{hot_begin, static_cast<uint32_t>(hot_end - hot_begin)},
+                 proto::PrefetchSpan{client_.get(), 64},
+                 proto::PrefetchSpan{client_->send_path_hint(), 96}};
   upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
   release_request();
 }

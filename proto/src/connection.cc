@@ -455,6 +455,12 @@ void Connection::direct_read_cb(int fd, short what, void* arg) {
   // returning, and no read callback runs inside another.
   thread_local char buffer[kDirectReadBytes];
   WriteBatch batch;
+  for (uint8_t i = 0; i < self->prefetch_count_; ++i) {
+    const PrefetchSpan& span = self->prefetch_[i];
+    const char* p = static_cast<const char*>(span.at);
+    if (p == nullptr) continue;
+    for (uint32_t off = 0; off < span.bytes; off += 64) __builtin_prefetch(p + off);
+  }
   const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
   if (n > 0) {
     const std::string_view data(buffer, static_cast<size_t>(n));

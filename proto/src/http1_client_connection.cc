@@ -2,6 +2,8 @@
 
 #include <event2/buffer.h>
 
+#include <algorithm>
+
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http1_writer.h"
 
@@ -11,7 +13,7 @@ namespace cutline::proto {
 
 ClientExchange::ClientExchange(HttpClient::Pool& pool, ClientRequest request,
                                ClientCallbacks callbacks)
-    : pool_(&pool), request_(std::move(request)), callbacks_(std::move(callbacks)) {
+    : pool_(&pool), callbacks_(std::move(callbacks)), request_(std::move(request)) {
   pool_->active.insert(this);
 }
 
@@ -118,6 +120,11 @@ void Http1ClientConnection::assign(std::shared_ptr<ClientExchange> exchange, boo
   keep_alive_ = true;
   trailers_.clear();
   parser_.set_head_response(exchange_->request().method == "HEAD");
+  prefetch_ = {PrefetchSpan{this, sizeof(*this)}, PrefetchSpan{exchange_.get(), 128},
+               PrefetchSpan{parser_.state_address(), Http1Parser::state_bytes()}};
+  const auto& hints = exchange_->prefetch_hints();
+  std::copy(hints.begin(), hints.end(), prefetch_.begin() + 3);
+  conn_->set_prefetch(prefetch_.data(), static_cast<uint8_t>(prefetch_.size()));
   conn_->set_read_timeout(0);
   conn_->set_reading(!exchange_->paused());
   if (connected_) send_request();
@@ -297,6 +304,7 @@ bool Http1ClientConnection::on_message_complete(HttpHeaders& trailers) {
 void Http1ClientConnection::complete_exchange(bool reusable) {
   std::shared_ptr<ClientExchange> exchange = std::move(exchange_);
   exchange->connection = nullptr;
+  conn_->set_prefetch(nullptr, 0);
   if (reusable && keep_alive_ && !retired_ && pool_.put_idle(this)) {
     parser_.reset();
     conn_->set_reading(true);

@@ -9,6 +9,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -47,6 +48,7 @@ class ClientExchange {
   ClientRequest& request() { return request_; }
   const ClientRequest& request() const { return request_; }
   bool paused() const { return paused_; }
+  const std::array<PrefetchSpan, 4>& prefetch_hints() const { return callbacks_.prefetch; }
 
   // Where to connect (resolved in start()).
   sockaddr_storage addr{};
@@ -59,12 +61,13 @@ class ClientExchange {
   void finish_state();
   void after_callback();
 
+  // What a body delivery reads first (state, on_body), at the front.
   HttpClient::Pool* pool_;  // null once done
-  ClientRequest request_;
-  ClientCallbacks callbacks_;
   State state_ = State::kActive;
   bool paused_ = false;
   int in_callback_ = 0;  // on_head/on_body running (they may cancel)
+  ClientCallbacks callbacks_;
+  ClientRequest request_;
 };
 
 class Http1ClientConnection final : public Connection::Handler, public Http1Parser::Sink {
@@ -112,6 +115,9 @@ class Http1ClientConnection final : public Connection::Handler, public Http1Pars
   bool should_pause() const;
   void retire();
 
+  // Spans conn_ prefetches before each read (this object, the exchange, the parser, the
+  // caller's): set in assign(). First, next to the vtable pointer the read loads anyway.
+  std::array<PrefetchSpan, 7> prefetch_{};
   HttpClient::Pool& pool_;
   std::string key_;
   std::unique_ptr<Connection> conn_;

@@ -257,4 +257,6 @@ void Http1Parser::release_idle() {
   paused_ = false;
 }
 
+uint32_t Http1Parser::state_bytes() { return static_cast<uint32_t>(sizeof(Impl)); }
+
 }  // namespace cutline::proto

@@ -163,22 +163,23 @@ bool Http1ServerConnection::on_message_complete(HttpHeaders& trailers) {
 Http1ServerStream::Http1ServerStream(Http1ServerConnection& conn, EventLoop& loop,
                                      HttpRequest request, bool keep_alive)
     : conn_(&conn),
+      connection_(&conn.connection()),
+      keep_alive_(keep_alive),
+      head_request_(request.method == "HEAD"),
       loop_(loop),
       request_(std::move(request)),
-      peer_(conn.connection().peer_address()),
-      keep_alive_(keep_alive),
-      head_request_(request_.method == "HEAD") {}
+      peer_(conn.connection().peer_address()) {}
 
 std::string_view Http1ServerStream::protocol() const {
   return request_.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
 }
 
 bool Http1ServerStream::writable() const {
-  return conn_ != nullptr && !conn_->connection().above_high_water();
+  return conn_ != nullptr && !connection_->above_high_water();
 }
 
 size_t Http1ServerStream::buffered_bytes() const {
-  return conn_ != nullptr ? conn_->connection().output_bytes() : 0;
+  return conn_ != nullptr ? connection_->output_bytes() : 0;
 }
 
 bool Http1ServerStream::send_head(int status, const HttpHeaders& headers, BodyFraming framing) {
@@ -198,7 +199,7 @@ bool Http1ServerStream::send_head(int status, const HttpHeaders& headers, BodyFr
 bool Http1ServerStream::send_body(std::string_view data) {
   if (conn_ == nullptr || !head_sent_) return false;
   if (data.empty() || head_request_) return writable();
-  Connection& c = conn_->connection();
+  Connection& c = *connection_;
   switch (framing_.mode) {
     case BodyMode::kNone:
       return writable();

@@ -94,6 +94,7 @@ class Http1ServerStream final : public ServerStream {
   bool head_sent() const override { return head_sent_; }
   bool finished() const override { return finished_; }
   size_t buffered_bytes() const override;
+  const void* send_path_hint() const override { return connection_; }
 
   // From the connection.
   void notify_writable();
@@ -103,10 +104,9 @@ class Http1ServerStream final : public ServerStream {
   bool writable() const;
   void end_exchange(bool close_connection);
 
+  // What send_body() reads for every token first, together (one cache line, not three).
   Http1ServerConnection* conn_;  // null once the exchange ended
-  EventLoop& loop_;
-  HttpRequest request_;
-  std::string peer_;
+  Connection* connection_;       // conn_'s connection (valid while conn_ is set)
   BodyFraming framing_;
   uint64_t body_sent_ = 0;
   bool keep_alive_;
@@ -114,6 +114,9 @@ class Http1ServerStream final : public ServerStream {
   bool head_sent_ = false;
   bool finished_ = false;
   bool closed_ = false;
+  EventLoop& loop_;
+  HttpRequest request_;
+  std::string peer_;
   StreamCallbacks callbacks_;
 };
 

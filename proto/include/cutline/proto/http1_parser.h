@@ -114,6 +114,12 @@ class Http1Parser {
   struct Impl;
   friend struct Impl;
 
+ public:
+  // The parser's state (for a connection to prefetch before it reads).
+  const void* state_address() const { return impl_.get(); }
+  static uint32_t state_bytes();
+
+ private:
   Type type_;
   Http1Limits limits_;
   Sink& sink_;

@@ -99,6 +99,8 @@ class ServerStream {
   virtual bool finished() const = 0;
   // Response bytes queued on the connection and not yet taken by the kernel.
   virtual size_t buffered_bytes() const = 0;
+  // An address send_body() reads first (its transport), for a caller to prefetch; may be null.
+  virtual const void* send_path_hint() const { return nullptr; }
 };
 
 }  // namespace cutline::proto
