@@ -13,6 +13,8 @@
 # steps produce), R equal to the interval spreads them evenly. GW_WORKERS sets the gateway's
 # --workers (default 2, nginx runs 2 worker processes).
 #
+# SETTLE_S (default 2) is the pause after each run.
+#
 # ROUNDS=N repeats every level N times (the two proxies swap order each round) and ends with the
 # median of the per-round ratios: on a 2-core machine one round's latency ratio is noisy.
 #
@@ -113,6 +115,9 @@ run() {  # name port streams pids...
     [[ "$syscalls" =~ ^[0-9]+$ ]] || syscalls=null
   fi
   echo "{\"path\":\"$name\",\"round\":$ROUND,\"syscalls\":$syscalls,\"result\":$out}" | tee -a "$WORK/results.jsonl"
+  # Let the run's teardown (N connections closing through every process) finish before the
+  # next run starts: otherwise whichever path runs next pays for it.
+  sleep "${SETTLE_S:-2}"
 }
 
 # Warm-up: each proxy serves a few short streams first, so that the RSS figure is what an open
