@@ -402,8 +402,8 @@ void Connection::write_cb(bufferevent* /*bev*/, void* arg) {
 
 void Connection::event_cb(bufferevent* bev, short what, void* arg) {
   auto* self = static_cast<Connection*>(arg);
+  const int err = EVUTIL_SOCKET_ERROR();  // before anything else can touch errno
   WriteBatch batch;
-  const int err = EVUTIL_SOCKET_ERROR();
   if ((what & BEV_EVENT_CONNECTED) != 0) {
     self->connecting_ = false;
     // Connected: a cleartext socket can take writes directly from now on (the request goes out
