@@ -69,13 +69,7 @@ WriteBatch::~WriteBatch() {
   if (--s.depth > 0) return;
   // Sending cannot run callbacks, so nothing is held anew while this runs.
   for (size_t i = 0; i < s.used; ++i) {
-    Held& h = s.held[i];
-    if (h.connection == nullptr) continue;
-    Connection* c = h.connection;
-    h.connection = nullptr;
-    c->held_slot_ = -1;
-    c->write_now(h.bytes);
-    h.bytes.clear();
+    if (Connection* c = s.held[i].connection) c->queue_held();
   }
   s.used = 0;
 }
@@ -187,32 +181,30 @@ void Connection::hold(std::string_view data) {
     held_slot_ = static_cast<int>(s.used++);
     s.held[static_cast<size_t>(held_slot_)].connection = this;
   }
-  WriteBatch::Held& h = s.held[static_cast<size_t>(held_slot_)];
-  h.bytes.append(data);
-  if (h.bytes.size() < kMaxHeldBytes) return;
+  std::string& bytes = s.held[static_cast<size_t>(held_slot_)].bytes;
+  bytes.append(data);
   // A writer producing this much in one callback is streaming, not finishing a message: send now
   // so that back-pressure (output_bytes(), above_high_water()) sees what it wrote.
+  if (bytes.size() >= kMaxHeldBytes) queue_held();
+}
+
+WriteBatch::Held* Connection::detach_held() {
+  if (held_slot_ < 0) return nullptr;
+  WriteBatch::Held& h = WriteBatch::state().held[static_cast<size_t>(held_slot_)];
   held_slot_ = -1;
   h.connection = nullptr;
-  write_now(h.bytes);
-  h.bytes.clear();
+  return &h;
 }
 
 void Connection::queue_held() {
-  if (held_slot_ < 0) return;
-  WriteBatch::Held& h = WriteBatch::state().held[static_cast<size_t>(held_slot_)];
-  held_slot_ = -1;
-  h.connection = nullptr;
-  if (bev_ != nullptr && !h.bytes.empty()) write_now(h.bytes);
-  h.bytes.clear();
+  WriteBatch::Held* h = detach_held();
+  if (h == nullptr) return;
+  if (bev_ != nullptr && !h->bytes.empty()) write_now(h->bytes);
+  h->bytes.clear();
 }
 
 void Connection::drop_held() {
-  if (held_slot_ < 0) return;
-  WriteBatch::Held& h = WriteBatch::state().held[static_cast<size_t>(held_slot_)];
-  held_slot_ = -1;
-  h.connection = nullptr;
-  h.bytes.clear();
+  if (WriteBatch::Held* h = detach_held()) h->bytes.clear();
 }
 
 void Connection::write_queued() {
@@ -321,12 +313,13 @@ void Connection::trigger_read() {
 void Connection::close() {
   // Held bytes would have been sent already without the batch: send what the kernel takes now,
   // as write() would have, and drop the rest with the other unsent output.
-  if (held_slot_ >= 0 && bev_ != nullptr && direct_write_ && !flushing_ && output_bytes() == 0) {
-    const std::string& bytes = WriteBatch::state().held[static_cast<size_t>(held_slot_)].bytes;
-    [[maybe_unused]] const ssize_t sent =
-        ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (WriteBatch::Held* h = detach_held()) {
+    if (bev_ != nullptr && direct_write_ && !flushing_ && output_bytes() == 0) {
+      [[maybe_unused]] const ssize_t sent =
+          ::send(fd_, h->bytes.data(), h->bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    h->bytes.clear();
   }
-  drop_held();
   if (bev_ == nullptr) return;
   free_direct_read();
   bufferevent_free(bev_);

@@ -210,6 +210,8 @@ class Connection {
   void hold(std::string_view data);
   void queue_held();
   void drop_held();
+  // Leaves this connection's entry (its bytes stay there for the caller); null when none.
+  WriteBatch::Held* detach_held();
   friend class WriteBatch;
   // Frees the bufferevent, then tells the handler (unless the Connection was destroyed by then).
   void closed_by_peer(CloseReason reason, std::string message);
