@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cutline/cli/cli.h"
 #include "cutline/server/backend_options.h"
 #include "cutline/server/backend_server.h"
 
@@ -20,13 +21,17 @@ int main(int argc, char** argv) {
   auto options =
       server::parse_backend_options(argc, argv, env_cache ? env_cache : "", home ? home : "");
   if (!options.ok()) {
-    std::fprintf(stderr, "cutline-backend: %s\n\n%s", options.error().message.c_str(),
-                 server::backend_usage().c_str());
-    return 2;
+    std::fprintf(stderr, "cutline-backend: %s (see cutline-backend --help)\n",
+                 options.error().message.c_str());
+    return cli::kExitUsage;
   }
   if (options->help) {
     std::fputs(server::backend_usage().c_str(), stdout);
-    return 0;
+    return cli::kExitOk;
+  }
+  if (options->version) {
+    std::printf("%s\n", cli::version_line("cutline-backend").c_str());
+    return cli::kExitOk;
   }
 
   // Signals are taken by sigwait() on this thread only: block them before any thread starts.

@@ -1,11 +1,12 @@
 // cutline-gateway: the labeling OpenAI-compatible gateway.
 //
 //   cutline-gateway --config FILE [--workers N] [--port P] [--admin-port P] [--ready-file F]
-//                   [--drain-timeout DUR]
+//                   [--drain-timeout DUR]      (--help lists them, --version says the build)
 //
 // --port / --admin-port override the policy's listen and admin ports (0 = any free port).
 // --ready-file: once serving, writes {"port":P,"ports":[P,...],"admin_port":A} there (tests and
 // scripts read it; "ports" lists every listen[] entry's port in order).
+// SIGUSR1 reopens the access log file (after logrotate renamed it; README has a snippet).
 // Reloads the policy on SIGHUP and whenever the file changes (inotify on its directory, so
 // editors that replace the file are seen, and so is a Kubernetes ConfigMap update, which swaps
 // the directory's "..data" link); an invalid file keeps the policy in force.
@@ -28,54 +29,53 @@
 
 #include <chrono>
 
+#include "cutline/cli/cli.h"
 #include "cutline/gateway/gateway.h"
-#include "cutline/policy/duration.h"
 
 namespace {
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: cutline-gateway --config FILE [--workers N] [--port P] [--admin-port P] "
-               "[--ready-file F] [--drain-timeout DUR]\n");
-  return 2;
+// SIGUSR1: logrotate has renamed the access log; write to a new file at the configured path.
+void reopen_logs(cutline::gateway::Gateway& gateway) {
+  if (auto s = gateway.reopen_logs(); !s.ok()) {
+    std::fprintf(stderr, "cutline-gateway: SIGUSR1: %s (still writing to the old file)\n",
+                 s.error().message.c_str());
+  } else {
+    std::fprintf(stderr, "cutline-gateway: SIGUSR1: access log reopened\n");
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace cli = cutline::cli;
   cutline::gateway::GatewayOptions options;
   std::string ready_file;
   int64_t drain_timeout_ms = 30000;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (a == "--config" && (v = next()))
-      options.config_path = v;
-    else if (a == "--workers" && (v = next()))
-      options.workers = std::atoi(v);
-    else if (a == "--port" && (v = next()))
-      options.port_override = std::atoi(v);
-    else if (a == "--admin-port" && (v = next()))
-      options.admin_port_override = std::atoi(v);
-    else if (a == "--ready-file" && (v = next()))
-      ready_file = v;
-    else if (a == "--drain-timeout" && (v = next())) {
-      auto ms = cutline::policy::parse_duration_ms(v);
-      if (!ms) {
-        std::fprintf(stderr, "cutline-gateway: --drain-timeout: not a duration: %s\n", v);
-        return 2;
-      }
-      drain_timeout_ms = *ms;
-    } else
-      return usage();
-  }
-  if (options.config_path.empty()) return usage();
+  auto app = cli::make_app("cutline-gateway",
+                           "The labeling OpenAI-compatible gateway: applies the policy in --config "
+                           "to every request and labels every cut.");
+  app->add_option("-c,--config", options.config_path, "Policy file (YAML)")
+      ->required()
+      ->check(cli::kReadableFile);
+  app->add_option("--workers", options.workers, "Event-loop worker threads")
+      ->check(CLI::Range(1, 1024));
+  app->add_option("--port", options.port_override,
+                  "Client listen port, overriding the policy's (0 = any free port)")
+      ->check(CLI::Range(0, 65535));
+  app->add_option("--admin-port", options.admin_port_override,
+                  "Admin listen port, overriding the policy's (0 = any free port)")
+      ->check(CLI::Range(0, 65535));
+  app->add_option("--ready-file", ready_file,
+                  "Once serving, write {\"port\":P,\"ports\":[...],\"admin_port\":A} here");
+  cli::add_duration(*app, "--drain-timeout", drain_timeout_ms,
+                    "On SIGINT/SIGTERM, let streams finish this long");
+  if (auto rc = cli::parse(*app, argc, argv)) return *rc;
 
   // Signals are taken synchronously through a signalfd: block them before any thread starts.
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGUSR1);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
@@ -121,10 +121,13 @@ int main(int argc, char** argv) {
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo si{};
       if (read(sfd, &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGHUP)
+        if (si.ssi_signo == SIGHUP) {
           (void)gateway->reload();
-        else
+        } else if (si.ssi_signo == SIGUSR1) {
+          reopen_logs(*gateway);
+        } else {
           running = false;
+        }
       }
     }
     if (ifd >= 0 && (fds[1].revents & POLLIN)) {
@@ -159,7 +162,13 @@ int main(int argc, char** argv) {
     pollfd fd{sfd, POLLIN, 0};
     if (poll(&fd, 1, 50) > 0 && (fd.revents & POLLIN)) {
       signalfd_siginfo si{};
-      if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGHUP) break;
+      if (read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGUSR1) {
+          reopen_logs(*gateway);
+        } else if (si.ssi_signo != SIGHUP) {
+          break;
+        }
+      }
     }
     open = gateway->open_streams();
   }

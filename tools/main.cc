@@ -1,8 +1,12 @@
 // cutline: the command-line tool. Subcommands live in tools/<name>/ and are compiled in when
-// present (CUTLINE_TOOL_<NAME> is defined by tools/CMakeLists.txt).
+// present (CUTLINE_TOOL_<NAME> is defined by tools/CMakeLists.txt). Each one parses its own
+// arguments with cutline/cli (`cutline <command> --help`); this file only picks the command and
+// answers `cutline --help` / `cutline --version`.
 #include <cstdio>
-#include <cstring>
+#include <string>
 #include <string_view>
+
+#include "cutline/cli/cli.h"
 
 namespace cutline::tools {
 int run_policy(int argc, char** argv);
@@ -20,37 +24,39 @@ struct Command {
 
 constexpr Command kCommands[] = {
 #ifdef CUTLINE_TOOL_POLICY
-    {"policy", "check FILE | explain FILE --request REQ.json: validate and explain a policy",
+    {"policy", "Validate a policy and explain its decision for a request (check, explain)",
      cutline::tools::run_policy},
 #endif
 #ifdef CUTLINE_TOOL_PROBE
-    {"probe", "load | switch: measure why answers get shorter and TTFT grows",
+    {"probe", "Measure why answers get shorter and TTFT grows (load, switch)",
      cutline::tools::run_probe},
 #endif
 #ifdef CUTLINE_TOOL_MODEL
-    {"model", "synth --out FILE: write the deterministic tiny Llama GGUF",
+    {"model", "Write the deterministic tiny Llama GGUF, or describe a GGUF file (synth, info)",
      cutline::tools::run_model},
 #endif
     {nullptr, nullptr, nullptr},
 };
 
-int usage(FILE* out) {
-  std::fprintf(out, "usage: cutline <command> [args]\n\ncommands:\n");
-  for (const Command* c = kCommands; c->name; ++c) {
-    std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
-  }
-  return out == stderr ? 2 : 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage(stderr);
-  std::string_view cmd = argv[1];
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(stdout);
-  for (const Command* c = kCommands; c->name; ++c) {
-    if (cmd == c->name) return c->run(argc - 1, argv + 1);
+  namespace cli = cutline::cli;
+  if (argc >= 2) {
+    for (const Command* c = kCommands; c->name; ++c) {
+      if (std::string_view(argv[1]) == c->name) return c->run(argc - 1, argv + 1);
+    }
+    if (argv[1][0] != '-') {
+      std::fprintf(stderr, "cutline: unknown command '%s' (see cutline --help)\n", argv[1]);
+      return cli::kExitUsage;
+    }
   }
-  std::fprintf(stderr, "cutline: unknown command '%s'\n", argv[1]);
-  return usage(stderr);
+  // No command, --help, --version, or something unknown: the root parser answers.
+  auto app = cli::make_app("cutline", "Cutline's command-line tool.",
+                           "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 the probe "
+                           "found a serving defect.");
+  for (const Command* c = kCommands; c->name; ++c) app->add_subcommand(c->name, c->summary);
+  app->require_subcommand(1);
+  if (auto rc = cli::parse(*app, argc, argv)) return *rc;
+  return cli::kExitUsage;  // unreachable: a known command was dispatched above
 }

@@ -1,13 +1,11 @@
 // `cutline model`: synth writes the built-in tiny model (or a larger one for benchmarks) as GGUF;
 // info prints what the GGUF reader, config and tokenizer loaders make of a file.
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 
+#include "cutline/cli/cli.h"
 #include "cutline/model/chat_template.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/model_config.h"
@@ -20,97 +18,36 @@ namespace {
 
 using model::SynthOptions;
 
-constexpr const char* kUsage =
-    "usage: cutline model synth --out FILE [--layers N] [--dim D] [--heads H] [--kv-heads K]\n"
-    "                           [--vocab V] [--ffn F] [--context C] [--seed S]\n"
-    "                           [--type f16|q8_0|q4_0] [--tied] [--name NAME]\n"
-    "       cutline model info FILE\n";
-
-bool parse_int(const char* s, int64_t min, int64_t max, int64_t& out) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < min || v > max) return false;
-  out = v;
-  return true;
+// The command line of `cutline model synth`, declared on `cmd` and bound to `o` / `out`.
+void add_synth_options(CLI::App& cmd, SynthOptions& o, std::string& out) {
+  cmd.add_option("-o,--out", out, "Where to write the GGUF")->required();
+  const auto positive = CLI::Range(1, 1 << 30);
+  cmd.add_option("--layers", o.layers, "Transformer blocks")->check(positive);
+  cmd.add_option("--dim", o.dim, "Embedding width")->check(positive);
+  cmd.add_option("--heads", o.heads, "Attention heads")->check(positive);
+  cmd.add_option("--kv-heads", o.kv_heads, "Key/value heads (GQA)")->check(positive);
+  cmd.add_option("--vocab", o.vocab, "Vocabulary size (>= 260)")->check(positive);
+  cmd.add_option("--ffn", o.ffn, "FFN width (default 8/3 * dim, rounded up to 32)")
+      ->check(positive);
+  cmd.add_option("--context", o.context, "Context length")->check(positive);
+  cmd.add_option("--seed", o.seed, "Weights seed");
+  cmd.add_option("--name", o.name, "general.name in the file");
+  cmd.add_flag("--tied", o.tied_output, "Omit output.weight (logits from token_embd)");
+  cmd.add_option_function<std::string>(
+         "--type",
+         [&o](const std::string& value) {
+           auto t = model::parse_tensor_type(value);
+           if (!t || (*t != model::TensorType::kF16 && *t != model::TensorType::kQ8_0 &&
+                      *t != model::TensorType::kQ4_0)) {
+             throw CLI::ValidationError("--type", "must be f16, q8_0 or q4_0, got '" + value + "'");
+           }
+           o.type = *t;
+         },
+         "Type of the 2-D weight matrices")
+      ->type_name("f16|q8_0|q4_0");
 }
 
-int run_synth(int argc, char** argv) {
-  SynthOptions o;
-  std::string out;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view flag = argv[i];
-    if (flag == "--tied") {
-      o.tied_output = true;
-      continue;
-    }
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "cutline model synth: %s needs a value\n%s", argv[i], kUsage);
-      return 2;
-    }
-    const char* value = argv[++i];
-    int64_t v = 0;
-    auto int_flag = [&](int32_t& field, int64_t min) {
-      if (!parse_int(value, min, 1 << 30, v)) {
-        std::fprintf(stderr, "cutline model synth: %s expects an integer >= %lld, got '%s'\n",
-                     argv[i - 1], static_cast<long long>(min), value);
-        return false;
-      }
-      field = static_cast<int32_t>(v);
-      return true;
-    };
-    bool ok = true;
-    if (flag == "--out") {
-      out = value;
-    } else if (flag == "--layers") {
-      ok = int_flag(o.layers, 1);
-    } else if (flag == "--dim") {
-      ok = int_flag(o.dim, 1);
-    } else if (flag == "--heads") {
-      ok = int_flag(o.heads, 1);
-    } else if (flag == "--kv-heads") {
-      ok = int_flag(o.kv_heads, 1);
-    } else if (flag == "--vocab") {
-      ok = int_flag(o.vocab, 1);
-    } else if (flag == "--ffn") {
-      ok = int_flag(o.ffn, 1);
-    } else if (flag == "--context") {
-      ok = int_flag(o.context, 1);
-    } else if (flag == "--name") {
-      o.name = value;
-    } else if (flag == "--seed") {
-      char* end = nullptr;
-      errno = 0;
-      unsigned long long seed = std::strtoull(value, &end, 10);
-      if (errno != 0 || end == value || *end != '\0') {
-        std::fprintf(stderr, "cutline model synth: --seed expects an unsigned integer, got '%s'\n",
-                     value);
-        return 2;
-      }
-      o.seed = seed;
-    } else if (flag == "--type") {
-      auto t = model::parse_tensor_type(value);
-      if (!t || (*t != model::TensorType::kF16 && *t != model::TensorType::kQ8_0 &&
-                 *t != model::TensorType::kQ4_0)) {
-        std::fprintf(stderr, "cutline model synth: --type must be f16, q8_0 or q4_0, got '%s'\n",
-                     value);
-        return 2;
-      }
-      o.type = *t;
-    } else {
-      std::fprintf(stderr, "cutline model synth: unknown option '%s'\n%s", argv[i - 1], kUsage);
-      return 2;
-    }
-    if (!ok) return 2;
-  }
-  if (out.empty()) {
-    std::fprintf(stderr, "cutline model synth: --out FILE is required\n%s", kUsage);
-    return 2;
-  }
+int run_synth(const SynthOptions& o, const std::string& out) {
   auto start = std::chrono::steady_clock::now();
   Status s = model::synthesize_tiny_model(o, out);
   if (!s) {
@@ -130,12 +67,8 @@ int run_synth(int argc, char** argv) {
   return 0;
 }
 
-int run_info(int argc, char** argv) {
-  if (argc != 2) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  auto f = model::GgufFile::open(argv[1]);
+int run_info(const std::string& path) {
+  auto f = model::GgufFile::open(path);
   if (!f) {
     std::fprintf(stderr, "cutline model info: %s\n", f.error().message.c_str());
     return 1;
@@ -174,19 +107,22 @@ int run_info(int argc, char** argv) {
 }  // namespace
 
 int run_model(int argc, char** argv) {
-  if (argc < 2) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  std::string_view sub = argv[1];
-  if (sub == "synth") return run_synth(argc - 1, argv + 1);
-  if (sub == "info") return run_info(argc - 1, argv + 1);
-  if (sub == "-h" || sub == "--help") {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  std::fprintf(stderr, "cutline model: unknown subcommand '%s'\n%s", argv[1], kUsage);
-  return 2;
+  // argv[0] is "model".
+  auto app = cli::make_app("cutline model", "Write or describe GGUF model files.");
+  app->require_subcommand(1);
+  SynthOptions synth_options;
+  std::string out;
+  CLI::App* synth = cli::add_command(
+      *app, "synth",
+      "Write the deterministic tiny Llama GGUF (random weights, byte-level BPE vocabulary)");
+  add_synth_options(*synth, synth_options, out);
+  std::string info_file;
+  CLI::App* info = cli::add_command(
+      *app, "info", "Print what the GGUF reader, config and tokenizer loaders make of FILE");
+  info->add_option("FILE", info_file, "GGUF file")->required()->check(cli::kReadableFile);
+  if (auto rc = cli::parse(*app, argc, argv)) return *rc;
+  if (synth->parsed()) return run_synth(synth_options, out);
+  return run_info(info_file);
 }
 
 }  // namespace cutline::tools

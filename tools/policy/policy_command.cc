@@ -3,7 +3,6 @@
 //   explain: prints the Decision for an OpenAI request body, each number with the rule and YAML
 //            line that produced it (exit 0), or the policy's errors (exit 1).
 #include <cctype>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -14,6 +13,7 @@
 
 #include <simdjson.h>
 
+#include "cutline/cli/cli.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/explain.h"
@@ -25,30 +25,11 @@ namespace {
 
 using namespace cutline::policy;
 
-constexpr const char* kUsage =
-    "usage: cutline policy check FILE\n"
-    "       cutline policy explain FILE --request REQ.json [--tenant T | --api-key KEY]\n"
-    "                              [--route PATH] [--queue-depth N] [--in-flight N]\n"
-    "                              [--deadline-ms N] [--header NAME:VALUE]...\n";
-
-int usage_error(const char* why) {
-  if (why) std::fprintf(stderr, "cutline policy: %s\n", why);
-  std::fputs(kUsage, stderr);
-  return 2;
-}
-
 bool print_errors(const LoadResult& r) {
   if (r.ok()) return false;
   std::fputs(r.error_text().c_str(), stderr);
   std::fprintf(stderr, "%zu error%s\n", r.errors.size(), r.errors.size() == 1 ? "" : "s");
   return true;
-}
-
-std::optional<int64_t> parse_int(std::string_view s, int64_t min) {
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || v < min) return std::nullopt;
-  return v;
 }
 
 struct RequestBody {
@@ -105,58 +86,34 @@ std::optional<RequestBody> read_request(const char* path, std::string& error) {
   return body;
 }
 
-int run_check(int argc, char** argv) {
-  if (argc != 3) return usage_error("check takes exactly one FILE");
-  LoadResult r = load_policy_file(argv[2]);
+int run_check(const std::string& file) {
+  LoadResult r = load_policy_file(file);
   if (print_errors(r)) return 1;
   std::fputs(summarize(*r.policy).c_str(), stdout);
   return 0;
 }
 
-int run_explain(int argc, char** argv) {
-  if (argc < 3) return usage_error("explain needs a FILE");
-  const char* file = argv[2];
-  const char* request_path = nullptr;
+// What `explain` is asked about: the request, who sends it, and the live state to assume.
+struct ExplainArgs {
+  std::string file;
+  std::string request_path;
   std::string tenant;
   std::optional<std::string> api_key;
   std::string route;
   LiveState live;
   std::optional<int64_t> deadline_ms;
   std::vector<std::pair<std::string, std::string>> headers;
-  for (int i = 3; i < argc; ++i) {
-    std::string_view a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = value();
-    if (!v) return usage_error("an option is missing its value");
-    if (a == "--request") {
-      request_path = v;
-    } else if (a == "--tenant") {
-      tenant = v;
-    } else if (a == "--api-key") {
-      api_key = v;
-    } else if (a == "--route") {
-      route = v;
-    } else if (a == "--queue-depth" || a == "--in-flight") {
-      auto n = parse_int(v, 0);
-      if (!n) return usage_error("--queue-depth and --in-flight take an integer >= 0");
-      (a == "--queue-depth" ? live.queue_depth : live.in_flight) = *n;
-    } else if (a == "--deadline-ms") {
-      deadline_ms = parse_int(v, 1);
-      if (!deadline_ms) return usage_error("--deadline-ms takes a positive integer");
-    } else if (a == "--header") {
-      std::string_view h = v;
-      size_t colon = h.find(':');
-      if (colon == std::string_view::npos) return usage_error("--header takes NAME:VALUE");
-      std::string name(h.substr(0, colon));
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      std::string_view val = h.substr(colon + 1);
-      while (!val.empty() && val.front() == ' ') val.remove_prefix(1);
-      headers.emplace_back(std::move(name), std::string(val));
-    } else {
-      return usage_error("unknown option");
-    }
-  }
-  if (!request_path) return usage_error("explain needs --request REQ.json");
+};
+
+int run_explain(const ExplainArgs& args) {
+  const std::string& file = args.file;
+  const char* request_path = args.request_path.c_str();
+  std::string tenant = args.tenant;
+  const std::optional<std::string>& api_key = args.api_key;
+  std::string route = args.route;
+  const LiveState& live = args.live;
+  const std::optional<int64_t>& deadline_ms = args.deadline_ms;
+  const auto& headers = args.headers;
 
   LoadResult r = load_policy_file(file);
   if (print_errors(r)) return 1;
@@ -215,15 +172,64 @@ int run_explain(int argc, char** argv) {
 
 int run_policy(int argc, char** argv) {
   // argv[0] is "policy".
-  if (argc < 2) return usage_error(nullptr);
-  std::string_view sub = argv[1];
-  if (sub == "check") return run_check(argc, argv);
-  if (sub == "explain") return run_explain(argc, argv);
-  if (sub == "-h" || sub == "--help") {
-    std::fputs(kUsage, stdout);
-    return 0;
+  auto app = cli::make_app("cutline policy", "Validate a policy file and explain its decisions.");
+  app->require_subcommand(1);
+
+  std::string check_file;
+  CLI::App* check = cli::add_command(
+      *app, "check", "Validate FILE: every error with its line and column (exit 1), or a summary");
+  check->add_option("FILE", check_file, "Policy file (YAML)")
+      ->required()
+      ->check(cli::kReadableFile);
+
+  ExplainArgs ex;
+  std::vector<std::string> header_args;
+  CLI::App* explain = cli::add_command(
+      *app, "explain",
+      "Print the decision for an OpenAI request body, each number with the rule and YAML line "
+      "behind it");
+  explain->add_option("FILE", ex.file, "Policy file (YAML)")->required()->check(cli::kReadableFile);
+  explain->add_option("--request", ex.request_path, "OpenAI request body (JSON)")
+      ->required()
+      ->check(cli::kReadableFile);
+  CLI::Option* tenant_opt = explain->add_option("--tenant", ex.tenant, "Tenant name");
+  explain
+      ->add_option_function<std::string>(
+          "--api-key", [&ex](const std::string& k) { ex.api_key = k; },
+          "API key: the tenant it authenticates")
+      ->excludes(tenant_opt);
+  explain->add_option("--route", ex.route,
+                      "Route (default /v1/chat/completions with messages, else /v1/completions)");
+  explain->add_option("--queue-depth", ex.live.queue_depth, "Queue depth to assume")
+      ->check(CLI::NonNegativeNumber);
+  explain->add_option("--in-flight", ex.live.in_flight, "Requests in flight to assume")
+      ->check(CLI::NonNegativeNumber);
+  explain
+      ->add_option_function<int64_t>(
+          "--deadline-ms", [&ex](const int64_t& ms) { ex.deadline_ms = ms; },
+          "The client's own deadline in ms")
+      ->check(CLI::PositiveNumber);
+  explain
+      ->add_option("--header", header_args,
+                   "A request header NAME:VALUE (repeatable), for rules that match on headers")
+      ->type_name("NAME:VALUE")
+      ->allow_extra_args(false)
+      ->check([](const std::string& h) {
+        return h.find(':') == std::string::npos ? std::string("want NAME:VALUE, got '") + h + "'"
+                                                : std::string();
+      });
+
+  if (auto rc = cli::parse(*app, argc, argv)) return *rc;
+  if (check->parsed()) return run_check(check_file);
+  for (std::string_view h : header_args) {
+    size_t colon = h.find(':');
+    std::string name(h.substr(0, colon));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string_view val = h.substr(colon + 1);
+    while (!val.empty() && val.front() == ' ') val.remove_prefix(1);
+    ex.headers.emplace_back(std::move(name), std::string(val));
   }
-  return usage_error("unknown subcommand");
+  return run_explain(ex);
 }
 
 }  // namespace cutline::tools

@@ -4,35 +4,13 @@
 #include <cstdlib>
 #include <string_view>
 
-namespace cutline::tools::probe {
+#include "cutline/cli/cli.h"
 
-const char* const kProbeUsage =
-    "usage: cutline probe load --url URL [--api-key K] [--model M] [--prompts FILE]\n"
-    "                          [--concurrency 1,2,4,8] [--repeat N] [--max-tokens N]\n"
-    "                          [--temperature T] [--top-p P] [--seed S] [--timeout SECONDS]\n"
-    "                          [--label TEXT] [--admin-url URL] [--out DIR] [--route PATH]\n"
-    "                          [--header NAME:VALUE]... [--batch-invariant yes|no]\n"
-    "                          [--no-progress]\n"
-    "       cutline probe switch --url URL --models A,B [the same options]\n";
+namespace cutline::tools::probe {
 
 namespace {
 
 Error bad(std::string what) { return make_error(ErrorKind::kBadRequest, std::move(what)); }
-
-std::optional<int64_t> to_int(std::string_view s) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-std::optional<double> to_double(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size()) return std::nullopt;
-  return v;
-}
 
 std::vector<std::string> split(std::string_view s, char sep) {
   std::vector<std::string> out;
@@ -46,102 +24,144 @@ std::vector<std::string> split(std::string_view s, char sep) {
   return out;
 }
 
+std::string env_or(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+// The options both subcommands share, bound to `o` (lists and headers are read raw into `raw`).
+struct RawLists {
+  std::string concurrency;
+  std::string models;
+  std::vector<std::string> headers;
+  std::string batch_invariant;
+};
+
+void add_common(CLI::App& cmd, ProbeOptions& o, RawLists& raw) {
+  cmd.add_option("--url", o.url,
+                 "Base URL of the OpenAI endpoint, e.g. http://127.0.0.1:8080 (the route is "
+                 "appended; default $OPENAI_BASE_URL)")
+      ->required(o.url.empty());
+  cmd.add_option("--api-key", o.api_key, "Bearer key (default $OPENAI_API_KEY)");
+  cmd.add_option("--prompts", o.prompts_file,
+                 "Prompt set file (default: the built-in short/medium/long set)")
+      ->check(cli::kReadableFile);
+  cmd.add_option("--concurrency", raw.concurrency, "Concurrency levels (default 1,2,4,8)")
+      ->type_name("N,N,...");
+  cmd.add_option("--repeat", o.repeat,
+                 "Requests per prompt and level (default: enough to reach "
+                 "the top level)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--max-tokens", o.max_tokens, "max_tokens of each request (default 64)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--temperature", o.temperature, "Sampling temperature (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option_function<double>(
+         "--top-p", [&o](const double& p) { o.top_p = p; }, "Nucleus sampling top_p")
+      ->check(CLI::Range(0.0, 1.0))
+      ->check([](const std::string& v) {
+        return std::strtod(v.c_str(), nullptr) > 0 ? "" : "must be in (0, 1]";
+      });
+  cmd.add_option("--seed", o.seed, "Seed of every request (default 1234)");
+  cli::add_duration(cmd, "--timeout", o.timeout_ms,
+                    "Per-request time limit, then disconnect (default 60s; a bare number is "
+                    "seconds)",
+                    1000);
+  cmd.add_option("--label", o.label, "A label recorded in the report");
+  cmd.add_option("--admin-url", o.admin_url,
+                 "The gateway's admin URL (policy and stream state for the report)");
+  cmd.add_option("--out", o.out_dir, "Write report.json, requests.csv and report.html here");
+  cmd.add_option("--route", o.route, "Route (default /v1/chat/completions)");
+  cmd.add_option("--header", raw.headers, "Extra request header NAME:VALUE (repeatable)")
+      ->type_name("NAME:VALUE")
+      ->allow_extra_args(false);
+  cmd.add_option("--batch-invariant", raw.batch_invariant,
+                 "Whether equal seeds must give equal outputs at any concurrency (default: as "
+                 "the endpoint says)")
+      ->check(CLI::IsMember({"yes", "no"}));
+  cmd.add_flag("!--no-progress", o.progress, "No progress bar");
+}
+
+// Turns the raw lists into values; errors name the option.
+Status finish_options(ProbeOptions& o, const RawLists& raw) {
+  while (!o.url.empty() && o.url.back() == '/') o.url.pop_back();
+  while (!o.admin_url.empty() && o.admin_url.back() == '/') o.admin_url.pop_back();
+  if (o.url.empty()) return bad("--url is required (or set OPENAI_BASE_URL)");
+  if (!raw.concurrency.empty()) {
+    o.concurrency.clear();
+    for (const auto& p : split(raw.concurrency, ',')) {
+      int64_t n = 0;
+      auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), n);
+      if (ec != std::errc() || end != p.data() + p.size() || n < 1 || n > 4096)
+        return bad("--concurrency: '" + p + "' is not 1..4096");
+      o.concurrency.push_back(static_cast<int>(n));
+    }
+    if (o.concurrency.empty()) return bad("--concurrency: empty list");
+  }
+  for (const std::string& h : raw.headers) {
+    auto colon = h.find(':');
+    if (colon == std::string::npos || colon == 0) return bad("--header: want NAME:VALUE");
+    std::string value = h.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    o.headers.emplace_back(h.substr(0, colon), value);
+  }
+  if (!raw.batch_invariant.empty()) o.batch_invariant = raw.batch_invariant == "yes";
+  if (!raw.models.empty()) o.models = split(raw.models, ',');
+  if (o.mode == ProbeMode::kSwitch && o.models.size() != 2)
+    return bad("switch needs --models A,B (two model names)");
+  return {};
+}
+
 }  // namespace
 
-Result<ProbeOptions> parse_probe_options(int argc, char** argv) {
-  ProbeOptions o;
-  if (argc < 1) return bad("missing subcommand (load | switch)");
-  std::string_view sub = argv[0];
-  if (sub == "load") {
-    o.mode = ProbeMode::kLoad;
-  } else if (sub == "switch") {
-    o.mode = ProbeMode::kSwitch;
-  } else {
-    return bad("unknown subcommand '" + std::string(sub) + "' (load | switch)");
-  }
-  bool model_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "--no-progress") {
-      o.progress = false;
-      continue;
-    }
-    if (i + 1 >= argc) return bad(std::string(a) + " needs a value (or is unknown)");
-    std::string v = argv[++i];
-    if (a == "--url") {
-      while (!v.empty() && v.back() == '/') v.pop_back();
-      o.url = v;
-    } else if (a == "--api-key") {
-      o.api_key = v;
-    } else if (a == "--model") {
-      o.model = v;
-      model_given = true;
-    } else if (a == "--models") {
-      o.models = split(v, ',');
-    } else if (a == "--prompts") {
-      o.prompts_file = v;
-    } else if (a == "--concurrency") {
-      o.concurrency.clear();
-      for (const auto& p : split(v, ',')) {
-        auto n = to_int(p);
-        if (!n || *n < 1 || *n > 4096) return bad("--concurrency: '" + p + "' is not 1..4096");
-        o.concurrency.push_back(static_cast<int>(*n));
-      }
-      if (o.concurrency.empty()) return bad("--concurrency: empty list");
-    } else if (a == "--repeat") {
-      auto n = to_int(v);
-      if (!n || *n < 1) return bad("--repeat: '" + v + "' is not a positive integer");
-      o.repeat = static_cast<int>(*n);
-    } else if (a == "--max-tokens") {
-      auto n = to_int(v);
-      if (!n || *n < 1) return bad("--max-tokens: '" + v + "' is not a positive integer");
-      o.max_tokens = *n;
-    } else if (a == "--temperature") {
-      auto d = to_double(v);
-      if (!d || *d < 0) return bad("--temperature: '" + v + "' is not a number >= 0");
-      o.temperature = *d;
-    } else if (a == "--top-p") {
-      auto d = to_double(v);
-      if (!d || *d <= 0 || *d > 1) return bad("--top-p: '" + v + "' is not in (0, 1]");
-      o.top_p = *d;
-    } else if (a == "--seed") {
-      auto n = to_int(v);
-      if (!n) return bad("--seed: '" + v + "' is not an integer");
-      o.seed = *n;
-    } else if (a == "--timeout") {
-      auto d = to_double(v);
-      if (!d || *d <= 0) return bad("--timeout: '" + v + "' is not a positive number of seconds");
-      o.timeout_ms = static_cast<int64_t>(*d * 1000);
-    } else if (a == "--label") {
-      o.label = v;
-    } else if (a == "--admin-url") {
-      while (!v.empty() && v.back() == '/') v.pop_back();
-      o.admin_url = v;
-    } else if (a == "--out") {
-      o.out_dir = v;
-    } else if (a == "--route") {
-      o.route = v;
-    } else if (a == "--header") {
-      auto colon = v.find(':');
-      if (colon == std::string::npos || colon == 0) return bad("--header: want NAME:VALUE");
-      std::string value = v.substr(colon + 1);
-      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-      o.headers.emplace_back(v.substr(0, colon), value);
-    } else if (a == "--batch-invariant") {
-      if (v != "yes" && v != "no") return bad("--batch-invariant: yes or no");
-      o.batch_invariant = v == "yes";
+ProbeCommandLine parse_probe_command_line(int argc, const char* const* argv) {
+  ProbeCommandLine out;
+  ProbeOptions load, sw;
+  load.url = sw.url = env_or("OPENAI_BASE_URL", "");
+  load.api_key = sw.api_key = env_or("OPENAI_API_KEY", "");
+  sw.mode = ProbeMode::kSwitch;
+  RawLists load_raw, switch_raw;
+
+  auto app = cli::make_app("cutline probe",
+                           "Replay fixed prompts and seeds against any OpenAI endpoint and say why "
+                           "answers got shorter or the first token slower.",
+                           kProbeExitCodes);
+  app->require_subcommand(1);
+  CLI::App* load_cmd =
+      cli::add_command(*app, "load",
+                       "Concurrency sweep: per request max_tokens, output tokens, stop cause, "
+                       "queue, TTFT, inter-token latency");
+  add_common(*load_cmd, load, load_raw);
+  load_cmd->add_option("--model", load.model, "Model name (default tiny)");
+  CLI::App* switch_cmd = cli::add_command(
+      *app, "switch", "Model-switch scenarios (cold switch, return, both resident, short vs long)");
+  add_common(*switch_cmd, sw, switch_raw);
+  switch_cmd->add_option("--models", switch_raw.models, "The two models to switch between")
+      ->type_name("A,B")
+      ->required();
+
+  out.parsed = cli::try_parse(*app, argc, argv);
+  if (out.parsed.kind == cli::Parsed::Kind::kRun) {
+    const bool is_load = load_cmd->parsed();
+    ProbeOptions& o = is_load ? load : sw;
+    if (auto st = finish_options(o, is_load ? load_raw : switch_raw); !st.ok()) {
+      out.parsed.kind = cli::Parsed::Kind::kError;
+      out.parsed.text = st.error().message;
     } else {
-      return bad("unknown option " + std::string(a));
+      out.options = std::move(o);
     }
   }
-  if (o.url.empty()) return bad("--url is required");
-  if (o.mode == ProbeMode::kSwitch) {
-    if (o.models.size() != 2) return bad("switch needs --models A,B (two model names)");
-  } else if (!o.models.empty()) {
-    return bad("--models is for `probe switch`; load takes --model");
+  if (out.parsed.kind == cli::Parsed::Kind::kError) {
+    out.help_command = std::string("cutline probe") + (load_cmd->parsed()     ? " load"
+                                                       : switch_cmd->parsed() ? " switch"
+                                                                              : "");
   }
-  (void)model_given;
-  return o;
+  return out;
 }
+
+const char* const kProbeExitCodes =
+    "Exit status: 0 the run completed (whatever the verdict), 1 it could not run or write, 2 "
+    "usage error, 3 a serving defect was flagged (equal seeds gave different outputs on a "
+    "batch-invariant endpoint).";
 
 }  // namespace cutline::tools::probe

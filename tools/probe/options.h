@@ -1,6 +1,6 @@
 #pragma once
-// ProbeOptions: the command line of `cutline probe load` and `cutline probe switch`, parsed into
-// one value (errors are values naming the option).
+// ProbeOptions: the command line of `cutline probe load` and `cutline probe switch` (CLI11,
+// through cutline/cli), parsed into one value.
 
 #include <cstdint>
 #include <optional>
@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "cutline/cli/cli.h"
 #include "cutline/proto/result.h"
 
 namespace cutline::tools::probe {
@@ -37,9 +38,19 @@ struct ProbeOptions {
   bool progress = true;                 // only shown on a TTY anyway
 };
 
-// Parses argv after `probe` (argv[0] = "load" | "switch").
-Result<ProbeOptions> parse_probe_options(int argc, char** argv);
+// The command line of `cutline probe`: the options when `parsed.kind` is kRun; otherwise what
+// to print (help, version or the error, whose "see --help" names `help_command`).
+struct ProbeCommandLine {
+  cli::Parsed parsed;
+  ProbeOptions options;
+  std::string help_command = "cutline probe";
+};
 
-extern const char* const kProbeUsage;
+// Parses argv starting at `probe` (argv[0] = "probe", argv[1] = "load" | "switch"). --url and
+// --api-key default to $OPENAI_BASE_URL and $OPENAI_API_KEY.
+ProbeCommandLine parse_probe_command_line(int argc, const char* const* argv);
+
+// The exit codes `cutline probe --help` documents.
+extern const char* const kProbeExitCodes;
 
 }  // namespace cutline::tools::probe

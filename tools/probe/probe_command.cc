@@ -17,15 +17,18 @@ namespace cutline::tools {
 
 int run_probe(int argc, char** argv) {
   using namespace cutline::tools::probe;
-  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h") {
-    std::fputs(kProbeUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  ProbeCommandLine command_line = parse_probe_command_line(argc, argv);
+  if (command_line.parsed.kind == cli::Parsed::Kind::kError) {
+    std::fprintf(stderr, "cutline probe: %s (see %s --help)\n", command_line.parsed.text.c_str(),
+                 command_line.help_command.c_str());
+    return cli::kExitUsage;
   }
-  auto options = parse_probe_options(argc - 1, argv + 1);
-  if (!options.ok()) {
-    std::fprintf(stderr, "cutline probe: %s\n%s", options.error().message.c_str(), kProbeUsage);
-    return 2;
+  if (command_line.parsed.kind != cli::Parsed::Kind::kRun) {
+    std::fputs(command_line.parsed.text.c_str(), stdout);
+    if (command_line.parsed.kind == cli::Parsed::Kind::kVersion) std::fputs("\n", stdout);
+    return cli::kExitOk;
   }
+  const ProbeOptions& o = command_line.options;
   const ProbeOptions& o = *options;
   proto::SystemClock clock;
   ProgressBar* bar = nullptr;
@@ -57,7 +60,7 @@ int run_probe(int argc, char** argv) {
     std::printf("\nwrote %s/report.json, %s/requests.csv, %s/report.html\n", o.out_dir.c_str(),
                 o.out_dir.c_str(), o.out_dir.c_str());
   }
-  return report->load.serving_defect ? 3 : 0;
+  return report->load.serving_defect ? cli::kExitDefect : cli::kExitOk;
 }
 
 }  // namespace cutline::tools

@@ -13,28 +13,17 @@ Result<BackendOptions> parse(std::vector<const char*> args, std::string_view env
   return parse_backend_options(static_cast<int>(args.size()), args.data(), env, home);
 }
 
-TEST(ParseSize, BinaryUnits) {
-  EXPECT_EQ(*parse_size("256MiB"), 256ll << 20);
-  EXPECT_EQ(*parse_size("2GiB"), 2ll << 30);
-  EXPECT_EQ(*parse_size("2g"), 2ll << 30);
-  EXPECT_EQ(*parse_size("1.5G"), 3ll << 29);
-  EXPECT_EQ(*parse_size("4096"), 4096);
-  EXPECT_EQ(*parse_size("64KiB"), 64 * 1024);
-}
-
-TEST(ParseSize, ErrorsNameTheText) {
-  auto r = parse_size("12 parsecs");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("12 parsecs"), std::string::npos);
-  EXPECT_FALSE(parse_size("").ok());
-  EXPECT_FALSE(parse_size("MiB").ok());
-}
-
-TEST(ParseDuration, Units) {
-  EXPECT_EQ(*parse_duration_ms("10s"), 10000);
-  EXPECT_EQ(*parse_duration_ms("250ms"), 250);
-  EXPECT_EQ(*parse_duration_ms("2m"), 120000);
-  EXPECT_FALSE(parse_duration_ms("3 days").ok());
+// Sizes and durations are the policy's grammar (tests/unit/policy/size_test.cc, duration_test.cc);
+// here: that the flags read them, and what a bad value says.
+TEST(BackendOptions, SizesAndDurationsInThePolicyGrammar) {
+  auto o = parse({"--kv-memory", "1.5G", "--weights-memory", "4096", "--drain-timeout", "250ms"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->kv_memory_bytes, 3ll << 29);
+  EXPECT_EQ(o->weights_memory_bytes, 4096);
+  EXPECT_EQ(o->drain_timeout_ms, 250);
+  auto bare = parse({"--drain-timeout", "3"});  // bare seconds, as before
+  ASSERT_TRUE(bare.ok()) << bare.error().message;
+  EXPECT_EQ(bare->drain_timeout_ms, 3000);
 }
 
 TEST(BackendOptions, DefaultsServeTinyBuiltin) {
@@ -115,10 +104,13 @@ TEST(BackendOptions, ErrorsSayWhatIsWrong) {
       {{"--model", "tiny"}, "NAME=PATH"},
       {{"--model", "=x"}, "NAME=PATH"},
       {{"--model", "a=x", "--model", "a=y"}, "twice"},
-      {{"--device", "tpu"}, "cpu, cuda or auto"},
+      {{"--device", "tpu"}, "tpu"},
       {{"--port", "70000"}, "--port"},
       {{"--port"}, "needs a value"},
-      {{"--kv-memory", "lots"}, "lots"},
+      {{"--kv-memory", "lots"}, "not a size: 'lots'"},
+      {{"--kv-memory", "0"}, "--kv-memory"},
+      {{"--drain-timeout", "3 days"}, "not a duration: '3 days'"},
+      {{"--threads", "two"}, "--threads"},
       {{"--keep-resident", "ghost"}, "ghost"},
       {{"--frobnicate", "1"}, "unknown option '--frobnicate'"},
       {{"stray"}, "unexpected argument 'stray'"},
@@ -133,7 +125,10 @@ TEST(BackendOptions, ErrorsSayWhatIsWrong) {
   }
 }
 
-TEST(BackendOptions, HelpFlag) {
+TEST(BackendOptions, HelpAndVersionFlags) {
+  auto v = parse({"--version"});
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->version);
   auto o = parse({"--help"});
   ASSERT_TRUE(o.ok());
   EXPECT_TRUE(o->help);

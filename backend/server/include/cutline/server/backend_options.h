@@ -1,7 +1,7 @@
 #pragma once
-// BackendOptions: the cutline-backend command line, parsed and validated into one struct before
-// anything starts. backend/main.cc calls parse_backend_options(); a parse error is printed with
-// the usage text and the process exits 2.
+// BackendOptions: the cutline-backend command line (CLI11, through cutline/cli), parsed and
+// validated into one struct before anything starts. backend/main.cc calls
+// parse_backend_options(); a parse error is printed as one line and the process exits 2.
 
 #include <cstdint>
 #include <optional>
@@ -39,17 +39,15 @@ struct BackendOptions {
                                                 // or ~/.cache/cutline
   int threads = 0;                              // --threads: HTTP worker loops (0 = auto)
   int64_t drain_timeout_ms = 10000;             // --drain-timeout on SIGTERM/SIGINT
-  bool help = false;
+  bool help = false;                            // --help: print backend_usage() and exit 0
+  bool version = false;                         // --version: print cli::version_line() and exit 0
 };
 
-// Parses sizes like "256MiB", "2GiB", "1.5G", "4096" (bytes). Binary units K/M/G/T with or
-// without "iB"/"B" all mean powers of 1024. kBadRequest names the text on error.
-Result<int64_t> parse_size(std::string_view text);
-// Parses durations like "10s", "500ms", "2m" into ms.
-Result<int64_t> parse_duration_ms(std::string_view text);
-
-// argv[0] is skipped. Both "--opt value" and "--opt=value" are accepted. Without --model the
-// default is tiny=builtin. `env_cache_dir` and `home` stand in for $CUTLINE_CACHE_DIR and $HOME.
+// argv[0] is skipped. Both "--opt value" and "--opt=value" are accepted; sizes and durations use
+// the policy's grammar (cutline/policy/size.h, duration.h; --drain-timeout also takes bare
+// seconds). --help / --version set `help` / `version` and nothing else is checked. Without
+// --model the default is tiny=builtin. `env_cache_dir` and `home` stand in for $CUTLINE_CACHE_DIR
+// and $HOME.
 Result<BackendOptions> parse_backend_options(int argc, const char* const* argv,
                                              std::string_view env_cache_dir, std::string_view home);
 

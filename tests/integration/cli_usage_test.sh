@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The command line of every binary, run for real: --help (exit 0, on every command and
+# subcommand), --version (version and git commit), and usage errors (unknown flag, missing value,
+# bad number, bad duration or size, unreadable file) -> exactly one line on stderr and exit 2.
+# Usage: cli_usage_test.sh GATEWAY BACKEND CUTLINE
+set -u
+gateway=$1 backend=$2 cutline=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_usage WANT_TEXT CMD...: exit 2, one line on stderr containing WANT_TEXT, nothing on stdout.
+expect_usage() {
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [[ $rc != 2 ]]; then fail "$* -> exit $rc, want 2 ($(cat "$tmp/err"))"; return; fi
+  if [[ $lines != 1 ]]; then fail "$* -> $lines stderr lines, want 1:"; cat "$tmp/err"; return; fi
+  if ! grep -qF -- "$want" "$tmp/err"; then fail "$* -> '$(cat "$tmp/err")' lacks '$want'"; fi
+  if [[ -s "$tmp/out" ]]; then fail "$* wrote to stdout"; fi
+}
+
+# expect_help CMD...: exit 0, a "Usage:" text on stdout that names every WANT word.
+expect_help() {
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$?
+  if [[ $rc != 0 ]]; then fail "$* -> exit $rc, want 0 ($(cat "$tmp/err"))"; return; fi
+  for w in $want; do
+    grep -qF -- "$w" "$tmp/out" || fail "$* help lacks '$w'"
+  done
+}
+
+expect_version() {
+  local name=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$?
+  [[ $rc == 0 ]] || fail "$* -> exit $rc"
+  grep -qE "^$name [0-9]+\.[0-9]+\.[0-9]+ \(git [0-9a-f]{7,}|unknown\)" "$tmp/out" ||
+    fail "$* printed '$(cat "$tmp/out")'"
+}
+
+echo 'listen: [{address: "127.0.0.1:0"}]' >"$tmp/p.yaml"
+echo '{"model":"tiny","messages":[]}' >"$tmp/req.json"
+
+# --help everywhere (the probe's and explain's used to answer "needs a value").
+expect_help "--config --port --admin-port --drain-timeout Exit" "$gateway" --help
+expect_help "--model --kv-memory --drain-timeout" "$backend" --help
+expect_help "policy probe model" "$cutline" --help
+expect_help "check explain" "$cutline" policy --help
+expect_help "FILE" "$cutline" policy check --help
+expect_help "--request --tenant --header" "$cutline" policy explain F --help
+expect_help "load switch" "$cutline" probe --help
+expect_help "--url --concurrency --timeout OPENAI_API_KEY" "$cutline" probe load --help
+expect_help "--models" "$cutline" probe switch --help
+expect_help "synth info" "$cutline" model --help
+expect_help "--out --layers --type" "$cutline" model synth --help
+expect_help "FILE" "$cutline" model info --help
+
+expect_version cutline-gateway "$gateway" --version
+expect_version cutline-backend "$backend" --version
+expect_version cutline "$cutline" --version
+
+# cutline-gateway
+expect_usage "--config" "$gateway"
+expect_usage "--port" "$gateway" --config "$tmp/p.yaml" --port abc
+expect_usage "--port" "$gateway" --config "$tmp/p.yaml" --port 70000
+expect_usage "--port needs a value" "$gateway" --config "$tmp/p.yaml" --port
+expect_usage "unknown option '--frobnicate'" "$gateway" --config "$tmp/p.yaml" --frobnicate
+expect_usage "not a duration: '5 minutes'" "$gateway" --config "$tmp/p.yaml" --drain-timeout "5 minutes"
+expect_usage "--workers" "$gateway" --config "$tmp/p.yaml" --workers 0
+expect_usage "cannot read '$tmp/missing.yaml'" "$gateway" --config "$tmp/missing.yaml"
+
+# cutline-backend
+expect_usage "--port" "$backend" --port abc
+expect_usage "not a size: 'lots'" "$backend" --kv-memory lots
+expect_usage "not a duration" "$backend" --drain-timeout soon
+expect_usage "NAME=PATH" "$backend" --model tiny
+expect_usage "unexpected argument 'stray'" "$backend" stray
+expect_usage "--threads" "$backend" --threads -1
+
+# cutline
+expect_usage "unknown command 'frobnicate'" "$cutline" frobnicate
+expect_usage "subcommand" "$cutline"
+expect_usage "subcommand" "$cutline" policy
+expect_usage "cannot read" "$cutline" policy check "$tmp/missing.yaml"
+expect_usage "--request" "$cutline" policy explain "$tmp/p.yaml"
+expect_usage "cannot read" "$cutline" policy explain "$tmp/p.yaml" --request "$tmp/nope.json"
+expect_usage "--queue-depth" "$cutline" policy explain "$tmp/p.yaml" --request "$tmp/req.json" --queue-depth many
+expect_usage "NAME:VALUE" "$cutline" policy explain "$tmp/p.yaml" --request "$tmp/req.json" --header nocolon
+expect_usage "--url" env -u OPENAI_BASE_URL "$cutline" probe load
+expect_usage "--concurrency" "$cutline" probe load --url http://127.0.0.1:1 --concurrency 1,x
+expect_usage "not a duration" "$cutline" probe load --url http://127.0.0.1:1 --timeout forever
+expect_usage "--top-p" "$cutline" probe load --url http://127.0.0.1:1 --top-p 2
+expect_usage "--models" "$cutline" probe switch --url http://127.0.0.1:1
+expect_usage "--out" "$cutline" model synth
+expect_usage "--layers" "$cutline" model synth --out "$tmp/m.gguf" --layers zero
+expect_usage "--type" "$cutline" model synth --out "$tmp/m.gguf" --type f64
+expect_usage "cannot read" "$cutline" model info "$tmp/missing.gguf"
+
+# Environment fallbacks: OPENAI_BASE_URL stands in for --url (the run then fails to connect: 1).
+OPENAI_BASE_URL=http://127.0.0.1:1 OPENAI_API_KEY=k "$cutline" probe load --concurrency 1 \
+  --repeat 1 --max-tokens 1 --timeout 2s --no-progress >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc == 1 ]] || fail "probe with OPENAI_BASE_URL -> exit $rc, want 1 ($(cat "$tmp/err"))"
+
+if ((failures > 0)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all command-line checks passed"
