@@ -45,13 +45,31 @@ std::string access_log_line(const AccessLogEntry& e) {
 }
 
 Result<std::unique_ptr<AccessLog>> AccessLog::open(const std::string& path) {
-  if (path.empty() || path == "-") return std::unique_ptr<AccessLog>(new AccessLog(stdout, false));
+  if (path.empty() || path == "-")
+    return std::unique_ptr<AccessLog>(new AccessLog(stdout, false, "-"));
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (!f) {
     return make_error(ErrorKind::kIo,
                       "access log " + path + ": " + std::string(std::strerror(errno)));
   }
-  return std::unique_ptr<AccessLog>(new AccessLog(f, true));
+  return std::unique_ptr<AccessLog>(new AccessLog(f, true, path));
+}
+
+Status AccessLog::reopen() {
+  if (!owned_) return {};  // stdout: nothing to reopen
+  std::FILE* f = std::fopen(path_.c_str(), "a");
+  if (!f) {
+    return make_error(ErrorKind::kIo,
+                      "access log " + path_ + ": " + std::string(std::strerror(errno)));
+  }
+  std::FILE* old = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    old = file_;
+    file_ = f;
+  }
+  std::fclose(old);
+  return {};
 }
 
 AccessLog::~AccessLog() {

@@ -1,8 +1,8 @@
 #pragma once
-// AccessLog: one JSON line per request (issue 4 "Observability"), to a file (appended) or to
-// stdout ("-"). The line carries every field of the stop record (flattened at the top level for
-// grep and jq, and the full "cutline" object) plus the request facts below. Written by `finish`
-// on every path; thread-safe (one mutex around one write + flush per line).
+// AccessLog: one JSON line per request, to a file (appended) or to stdout ("-"). The line carries
+// every field of the stop record (flattened at the top level for grep and jq, and the full
+// "cutline" object) plus the request facts below. Written by `finish` on every path; thread-safe
+// (one mutex around one write + flush per line).
 
 #include <cstdio>
 #include <mutex>
@@ -43,11 +43,18 @@ class AccessLog {
 
   void write(const AccessLogEntry& e);
 
+  // Opens the file's path again and writes there from now on (logrotate renames the file, then
+  // the gateway's SIGUSR1 handler calls this). The old file is closed after the last line that
+  // was being written to it. On error the old file stays in use. Stdout: nothing to do.
+  Status reopen();
+
  private:
-  AccessLog(std::FILE* f, bool owned) : file_(f), owned_(owned) {}
+  AccessLog(std::FILE* f, bool owned, std::string path)
+      : file_(f), owned_(owned), path_(std::move(path)) {}
   std::mutex mu_;
-  std::FILE* file_;
+  std::FILE* file_;  // guarded by mu_
   bool owned_;
+  std::string path_;
 };
 
 }  // namespace cutline::gateway

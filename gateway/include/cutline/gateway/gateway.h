@@ -85,6 +85,8 @@ class Gateway {
   const proto::Clock& clock() const { return clock_; }
   GatewayMetrics& metrics() { return metrics_; }
   AccessLog* access_log() { return access_log_.get(); }
+  // Reopens the access log file at its path (SIGUSR1, after logrotate renamed it).
+  Status reopen_logs() { return access_log_ ? access_log_->reopen() : Status{}; }
   policy::PoolStore& pools() { return *pools_; }
   // The Redis store when budget_store is redis://, else null (for its error counter).
   const policy::RedisPoolStore* redis_pools() const { return redis_pools_; }
