@@ -6,7 +6,8 @@
 #
 # Environment: CUTLINE_CONFIG (default deploy/local/cutline.yaml), CUTLINE_BUILD_DIR (default
 # build/; the config's build/backend/ path is then pointed at that build),
-# CUTLINE_SKIP_BUILD=1 (skip setup and build), CUTLINE_CACHE_DIR (where tiny=builtin is written).
+# CUTLINE_SKIP_BUILD=1 (skip setup and build), CUTLINE_BUILD_ONLY=1 (set up and build, then exit),
+# CUTLINE_CACHE_DIR (where tiny=builtin is written).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"   # relative paths in the config (build/backend/cutline-backend) start here
@@ -14,9 +15,13 @@ build=${CUTLINE_BUILD_DIR:-$root/build}
 config=${CUTLINE_CONFIG:-deploy/local/cutline.yaml}
 
 if [[ "${CUTLINE_SKIP_BUILD:-0}" != 1 ]]; then
-  bash deploy/setup.sh
-  CUTLINE_BUILD_DIR=$build bash deploy/build.sh
+  # Only what running needs, and only the product's binaries (deploy/test.sh adds the rest).
+  bash deploy/setup.sh runtime
+  CUTLINE_BUILD_DIR=$build CUTLINE_BUILD_TARGETS="cutline-gateway cutline-backend cutline" \
+    CUTLINE_CMAKE_ARGS="-DCUTLINE_BUILD_TESTS=OFF -DCUTLINE_BUILD_BENCH=OFF ${CUTLINE_CMAKE_ARGS:-}" \
+    bash deploy/build.sh
 fi
+if [[ "${CUTLINE_BUILD_ONLY:-0}" == 1 ]]; then exit 0; fi
 
 if [[ "$(cd "$build" && pwd)" != "$root/build" ]]; then
   rewritten=$(mktemp /tmp/cutline-config-XXXXXX.yaml)

@@ -1,19 +1,36 @@
 #!/usr/bin/env bash
-# Installs exactly the Debian 12 packages Cutline needs to build, test and run. Idempotent: only
-# what is missing is installed, from Debian's archive. Run as root (or with sudo).
+# Installs exactly the Debian 12 packages Cutline needs. Idempotent: only what is missing is
+# installed, from Debian's archive. Run as root (or with sudo).
+#
+#   bash deploy/setup.sh runtime   what building and running the binaries needs (deploy/run.sh)
+#   bash deploy/setup.sh [test]    that, plus everything the tests and benchmarks use (default;
+#                                  deploy/test.sh)
 set -euo pipefail
+selection=${1:-test}
+if [[ "$selection" != runtime && "$selection" != test ]]; then
+  echo "usage: deploy/setup.sh [runtime|test]" >&2
+  exit 2
+fi
 
 packages=(
   # build
   build-essential cmake ninja-build pkg-config git
-  # libraries
+  # libraries (CLI11 is header-only)
   libevent-dev node-llhttp libnghttp2-dev libssl-dev libyaml-cpp-dev libsimdjson-dev
-  prometheus-cpp-dev libhiredis-dev libgtest-dev libgmock-dev libbenchmark-dev
-  # tests and benchmarks: curl as a client, redis for shared pools, nginx/wrk/h2load to compare
-  curl redis-server nginx-light wrk nghttp2-client clang
+  prometheus-cpp-dev libhiredis-dev libcli11-dev
+  # run.sh's readiness banner
+  curl
 )
-if [[ "${CUTLINE_SETUP_BROWSER:-1}" == 1 ]]; then
-  packages+=(chromium)   # headless rendering test of the probe's HTML report
+if [[ "$selection" == test ]]; then
+  packages+=(
+    libgtest-dev libgmock-dev libbenchmark-dev
+    # tests and benchmarks: redis for shared pools, nginx/wrk/h2load to compare, clang to fuzz,
+    # systemd-analyze to verify the package's units
+    redis-server nginx-light wrk nghttp2-client clang systemd
+  )
+  if [[ "${CUTLINE_SETUP_BROWSER:-1}" == 1 ]]; then
+    packages+=(chromium)   # headless rendering test of the probe's HTML report
+  fi
 fi
 
 missing=()
@@ -44,6 +61,9 @@ fi
 # (tests/integration/openai_npm, version pinned in its package-lock.json). Fetched here, at setup,
 # never at build or test time; the test is skipped where node/npm are absent.
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ "$selection" == runtime ]]; then
+  exit 0
+fi
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   npm install --prefix "$repo_root/tests/integration/openai_npm" --no-audit --no-fund
 else

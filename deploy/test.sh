@@ -8,8 +8,10 @@
 # clang that step is skipped. ctest always replays each fuzz target over its seed corpus.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/deploy/setup.sh"
-bash "$root/deploy/build.sh"
+bash "$root/deploy/setup.sh" test
+# Tests and benchmarks on, whatever an earlier deploy/run.sh configured in the same build dir.
+CUTLINE_CMAKE_ARGS="-DCUTLINE_BUILD_TESTS=ON -DCUTLINE_BUILD_BENCH=ON ${CUTLINE_CMAKE_ARGS:-}" \
+  bash "$root/deploy/build.sh"
 fuzz_runs=${CUTLINE_FUZZ_RUNS:-}
 if [[ -z "$fuzz_runs" && "${CI:-}" == true ]]; then fuzz_runs=20000; fi
 if [[ -n "$fuzz_runs" && "$fuzz_runs" != 0 ]]; then
