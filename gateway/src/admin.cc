@@ -1,11 +1,14 @@
 #include "cutline/gateway/admin.h"
 
+#include <algorithm>
+#include <cctype>
 #include <mutex>
 
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/worker.h"
+#include "cutline/policy/api_key.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/json_writer.h"
 #include "cutline/proto/timer.h"
@@ -35,7 +38,39 @@ Admin::~Admin() { stop(); }
 Status Admin::start() { return server_->start(); }
 void Admin::stop() { server_->stop(); }
 
+// Method, then token: a scanner learns nothing but 405 / 401 from any path but /healthz.
+bool Admin::allowed(proto::ServerStream& s) {
+  const proto::HttpRequest& req = s.request();
+  if (req.method != "GET" && req.method != "HEAD") {
+    s.send_simple(
+        405, {{"Content-Type", "application/json"}, {"Allow", "GET, HEAD"}},
+        R"({"error":{"message":"the admin listener answers GET and HEAD only","type":"invalid_request_error","param":null,"code":"method_not_allowed"}})");
+    return false;
+  }
+  if (req.path() == "/healthz") return true;
+  auto policy = gw_.policy();
+  if (!policy->admin || !policy->admin->token) return true;
+  std::optional<std::string_view> auth = req.headers.get("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  bool ok = false;
+  if (auth && auth->size() > kBearer.size() &&
+      std::equal(kBearer.begin(), kBearer.end(), auth->begin(), [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) ==
+               std::tolower(static_cast<unsigned char>(b));
+      })) {
+    ok = policy::digest_equal(policy::sha256_digest(auth->substr(kBearer.size())),
+                              policy->admin->token->digest);
+  }
+  if (!ok) {
+    s.send_simple(
+        401, {{"Content-Type", "application/json"}, {"WWW-Authenticate", "Bearer"}},
+        R"({"error":{"message":"the admin listener needs Authorization: Bearer <admin.token>","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})");
+  }
+  return ok;
+}
+
 void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
+  if (!allowed(*s)) return;
   const std::string_view path = s->request().path();
   if (path == "/metrics") {
     if (const auto* redis = gw_.redis_pools()) {
@@ -92,10 +127,46 @@ void Admin::streams(std::shared_ptr<proto::ServerStream> s) {
   }
 }
 
+// Readiness is probed at most once per kReadyCacheMs: answers within that window (from any
+// worker) reuse the last result, and requests that arrive while a probe runs wait for it, so a
+// burst of /readyz (kubelet, load balancers, scrapers) costs one probe of each upstream.
+void Admin::ready(std::shared_ptr<proto::ServerStream> s) {
+  const int64_t now_ms = gw_.clock().now_ns() / 1000000;
+  std::shared_ptr<proto::ServerStream> first;
+  {
+    std::lock_guard lock(ready_mu_);
+    if (!gw_.draining() && ready_cache_.at_ms > 0 && now_ms - ready_cache_.at_ms < kReadyCacheMs) {
+      const int status = ready_cache_.status;
+      const std::string body = ready_cache_.body;
+      s->send_simple(status, kJson, body);
+      return;
+    }
+    ready_waiters_.push_back(s);
+    if (ready_waiters_.size() > 1) return;  // a probe is running; it answers this one too
+    first = std::move(s);
+  }
+  probe_ready(std::move(first));
+}
+
+void Admin::ready_answered(int status, const std::string& body) {
+  std::vector<std::shared_ptr<proto::ServerStream>> waiters;
+  {
+    std::lock_guard lock(ready_mu_);
+    ready_cache_.status = status;
+    ready_cache_.body = body;
+    ready_cache_.at_ms = std::max<int64_t>(1, gw_.clock().now_ns() / 1000000);
+    waiters.swap(ready_waiters_);
+  }
+  for (auto& w : waiters) {
+    proto::EventLoop& loop = w->loop();
+    loop.post([w, status, body] { w->send_simple(status, kJson, body); });
+  }
+}
+
 // Each upstream is probed with GET <base_path>/v1/models (any status counts as reachable); an
 // upstream that accepts but does not answer within kReadyProbeTimeoutMs counts as unreachable,
 // so /readyz never hangs. Supervised upstream processes must also be in state "ready".
-void Admin::ready(std::shared_ptr<proto::ServerStream> s) {
+void Admin::probe_ready(std::shared_ptr<proto::ServerStream> s) {
   constexpr int64_t kReadyProbeTimeoutMs = 2000;
   auto policy = gw_.policy();
   struct Probe {
@@ -109,7 +180,8 @@ void Admin::ready(std::shared_ptr<proto::ServerStream> s) {
   auto p = std::make_shared<Probe>();
   p->stream = std::move(s);
   Gateway* gw = &gw_;
-  auto answer = [gw](const std::shared_ptr<Probe>& p) {
+  Admin* admin = this;
+  auto answer = [gw, admin](const std::shared_ptr<Probe>& p) {
     if (p->sent) return;
     p->sent = true;
     bool ready = !p->names.empty() && !gw->draining();
@@ -138,7 +210,7 @@ void Admin::ready(std::shared_ptr<proto::ServerStream> s) {
     w.field("policy_loaded", true).field("draining", gw->draining());
     if (p->names.empty()) w.field("reason", "no upstreams");
     w.field("ready", ready).end_object();
-    p->stream->send_simple(ready ? 200 : 503, kJson, body);
+    admin->ready_answered(ready ? 200 : 503, body);
     p->stream->loop().post([p] {
       for (auto& c : p->calls) c.cancel();
       p->calls.clear();

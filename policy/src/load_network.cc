@@ -150,21 +150,38 @@ void load_listeners(YamlReader& r, const YAML::Node& node, Policy& p) {
   }
 }
 
-void load_admin(YamlReader& r, const YAML::Node& node, Policy& p) {
-  auto f = r.map(node, "admin", {"address"});
+void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p) {
+  auto f = r.map(node, "admin", {"address", "token"});
   if (!f) return;
-  const Entry* addr = f->get("address");
-  if (!addr) {
-    r.error(node, "admin", "missing required key \"address\"");
-    return;
-  }
-  auto hp = read_address(r, addr->value, "admin.address");
-  if (!hp) return;
   AdminListener a;
-  a.address = addr->value.Scalar();
-  a.host = hp->host;
-  a.port = hp->port;
-  a.ref = r.ref(addr->value, "admin.address");
+  a.ref = r.ref(node, "admin");
+  if (const Entry* addr = f->get("address")) {
+    // ":9090" binds loopback: the admin listener is reachable from elsewhere only when an
+    // address says so.
+    const std::string& text = addr->value.Scalar();
+    std::optional<HostPort> hp;
+    if (!text.empty() && text[0] == ':') {
+      hp = parse_host_port("127.0.0.1" + text);
+      if (!hp)
+        r.error(addr->value, "admin.address", "expected HOST:PORT or :PORT, got " + quote(text));
+    } else {
+      hp = read_address(r, addr->value, "admin.address");
+    }
+    if (!hp) return;
+    a.address = text[0] == ':' ? "127.0.0.1" + text : text;
+    a.host = hp->host;
+    a.port = hp->port;
+    a.ref = r.ref(addr->value, "admin.address");
+  } else {
+    a.address = "127.0.0.1:9090";
+    a.host = "127.0.0.1";
+    a.port = 9090;
+  }
+  if (const Entry* t = f->get("token")) {
+    auto key = read_api_key(r, t->value, "admin.token", options);
+    if (!key) return;
+    a.token = std::move(*key);
+  }
   p.admin = std::move(a);
 }
 

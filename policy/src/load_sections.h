@@ -23,7 +23,11 @@ struct References {
 };
 
 void load_listeners(YamlReader& r, const YAML::Node& node, Policy& p);
-void load_admin(YamlReader& r, const YAML::Node& node, Policy& p);
+// admin: {address, token}. A bare ":PORT" (or no address) binds loopback.
+void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p);
+// An API key or token: "sha256:<64 hex>" or "env:VARNAME" (read, hashed, dropped).
+std::optional<ApiKey> read_api_key(YamlReader& r, const YAML::Node& node, const std::string& path,
+                                   const LoadOptions& options);
 // Returns false when the section had errors.
 bool load_upstreams(YamlReader& r, const YAML::Node& node, Policy& p);
 bool load_tenants(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p);

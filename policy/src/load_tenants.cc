@@ -34,8 +34,10 @@ std::optional<std::string> lookup_env(const LoadOptions& options, const std::str
   return std::string(v);
 }
 
-std::optional<ApiKey> read_key(YamlReader& r, const YAML::Node& node, const std::string& path,
-                               const LoadOptions& options) {
+}  // namespace
+
+std::optional<ApiKey> read_api_key(YamlReader& r, const YAML::Node& node, const std::string& path,
+                                   const LoadOptions& options) {
   if (!node.IsScalar()) {
     r.error(node, path, "expected a string, got " + std::string(describe(node)));
     return std::nullopt;
@@ -86,8 +88,6 @@ std::optional<ApiKey> read_key(YamlReader& r, const YAML::Node& node, const std:
   return std::nullopt;
 }
 
-}  // namespace
-
 bool load_tenants(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p) {
   const std::string base = "tenants";
   auto items = r.list(node, base);
@@ -133,7 +133,7 @@ bool load_tenants(YamlReader& r, const YAML::Node& node, const LoadOptions& opti
       }
       for (size_t k = 0; k < list->size(); ++k) {
         const std::string kp = index_path(key_path(path, "api_keys"), k);
-        auto key = read_key(r, (*list)[k], kp, options);
+        auto key = read_api_key(r, (*list)[k], kp, options);
         if (!key) {
           all_ok = false;
           continue;

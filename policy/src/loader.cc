@@ -37,7 +37,7 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
     return e;
   };
   if (auto* e = required("listen")) detail::load_listeners(r, e->value, p);
-  if (auto* e = fields->get("admin")) detail::load_admin(r, e->value, p);
+  if (auto* e = fields->get("admin")) detail::load_admin(r, e->value, options, p);
   detail::References refs;
   if (auto* e = required("upstreams")) {
     refs.upstreams_ok = detail::load_upstreams(r, e->value, p);

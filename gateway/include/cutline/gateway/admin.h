@@ -2,7 +2,8 @@
 // Admin: the gateway's separate admin listener (policy `admin.address`):
 //   GET /metrics              Prometheus text format (prometheus-cpp core TextSerializer)
 //   GET /healthz              200 "ok" while the process serves
-//   GET /readyz               200 when the policy is loaded, every upstream answers
+//   GET /readyz               (cached for 1 s) 200 when the policy is loaded, every upstream
+//   answers
 //                             (GET <base_path>/v1/models, any status, within 2 s), every
 //                             supervised upstream process is "ready" and the gateway is not
 //                             draining; else 503. The body names the unreachable upstreams and
@@ -10,9 +11,16 @@
 //   GET /v1/cutline/streams   live streams across all workers: tenant, model, phase, tokens so
 //                             far, time left on each armed timer
 //   GET /v1/cutline/policy    the policy in force: file, generation, load time, rules and limits
+// GET and HEAD only (405 with Allow otherwise). With policy `admin.token`, every path but
+// /healthz needs "Authorization: Bearer <token>" (401 otherwise). /readyz probes at most once per
+// kReadyCacheMs and answers from that result in between. The listener binds loopback unless
+// `admin.address` names another address.
 // Runs on the gateway's worker loops (its own HttpServer sharing them).
 
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "cutline/proto/http_server.h"
 #include "cutline/proto/result.h"
@@ -32,11 +40,25 @@ class Admin {
  private:
   void handle(std::shared_ptr<proto::ServerStream> stream);
   void streams(std::shared_ptr<proto::ServerStream> stream);
+  bool allowed(proto::ServerStream& stream);  // method and token; answers 405/401 itself
   void ready(std::shared_ptr<proto::ServerStream> stream);
+  void probe_ready(std::shared_ptr<proto::ServerStream> stream);
+  void ready_answered(int status, const std::string& body);
   std::string policy_json() const;
+
+  static constexpr int64_t kReadyCacheMs = 1000;
 
   Gateway& gw_;
   std::unique_ptr<proto::HttpServer> server_;
+  // The last /readyz answer and the requests waiting for the probe in flight (any worker).
+  struct ReadyCache {
+    int status = 0;
+    std::string body;
+    int64_t at_ms = 0;  // 0 = never probed
+  };
+  std::mutex ready_mu_;
+  ReadyCache ready_cache_;                                           // guarded by ready_mu_
+  std::vector<std::shared_ptr<proto::ServerStream>> ready_waiters_;  // guarded by ready_mu_
 };
 
 }  // namespace cutline::gateway

@@ -47,10 +47,20 @@ struct Listener {
   YamlRef ref;
 };
 
+struct ApiKey {
+  KeyDigest digest{};
+  // How it was given, safe to print: "sha256:1a2b3c4d…" (first 8 hex digits) or "env:VARNAME".
+  std::string label;
+  YamlRef ref;
+};
+
+// admin: the gateway's admin listener. Default address 127.0.0.1:9090 (":PORT" also binds
+// loopback). With a token, every path but /healthz needs "Authorization: Bearer <token>".
 struct AdminListener {
   std::string address;
   std::string host;
   uint16_t port = 0;
+  std::optional<ApiKey> token;  // "sha256:<hex>" or "env:VARNAME", as tenants' keys
   YamlRef ref;
 };
 
@@ -97,13 +107,6 @@ struct Upstream {
 };
 
 // ---- tenants ---------------------------------------------------------------------------------
-
-struct ApiKey {
-  KeyDigest digest{};
-  // How it was given, safe to print: "sha256:1a2b3c4d…" (first 8 hex digits) or "env:VARNAME".
-  std::string label;
-  YamlRef ref;
-};
 
 struct Tenant {
   std::string name;
