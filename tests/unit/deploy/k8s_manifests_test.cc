@@ -148,7 +148,83 @@ TEST_F(K8sManifests, ServicesReachPortsThatExist) {
           << s.name() << " targetPort " << p["targetPort"].as<std::string>();
     }
   }
-  EXPECT_EQ(services, 3);
+  EXPECT_EQ(services, 4);
+}
+
+TEST_F(K8sManifests, TheAdminListenerHasItsOwnService) {
+  const Manifest* clients = find("Service", "cutline-gateway");
+  const Manifest* admin = find("Service", "cutline-gateway-admin");
+  ASSERT_NE(clients, nullptr);
+  ASSERT_NE(admin, nullptr);
+  for (const auto& p : clients->doc["spec"]["ports"]) {
+    EXPECT_NE(p["targetPort"].as<std::string>(), "admin") << "admin on the clients' Service";
+  }
+  ASSERT_EQ(admin->doc["spec"]["ports"].size(), 1u);
+  EXPECT_EQ(admin->doc["spec"]["ports"][0]["targetPort"].as<std::string>(), "admin");
+}
+
+// The pod labels a NetworkPolicy's `from` entry admits ("name" label of its podSelector).
+std::vector<std::string> admitted(const YAML::Node& rule) {
+  std::vector<std::string> out;
+  for (const auto& peer : rule["from"]) {
+    out.push_back(
+        peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"].as<std::string>("<any>"));
+  }
+  if (!rule["from"]) out.push_back("<any>");
+  return out;
+}
+
+TEST_F(K8sManifests, NetworkPoliciesAdmitOnlyTheGatewayToBackendAndRedis) {
+  struct Want {
+    std::string policy, workload_kind, workload;
+    std::vector<std::string> allowed;  // pod names that may connect
+  };
+  const std::vector<Want> wants = {
+      {"cutline-backend", "StatefulSet", "cutline-backend", {"cutline-gateway", "prometheus"}},
+      {"cutline-redis", "Deployment", "cutline-redis", {"cutline-gateway"}},
+  };
+  for (const Want& w : wants) {
+    const Manifest* np = find("NetworkPolicy", w.policy);
+    ASSERT_NE(np, nullptr) << w.policy;
+    const Manifest* target = find(w.workload_kind, w.workload);
+    ASSERT_NE(target, nullptr) << w.workload;
+    // The policy selects the workload's pods...
+    for (const auto& kv : np->doc["spec"]["podSelector"]["matchLabels"]) {
+      EXPECT_EQ(target->doc["spec"]["template"]["metadata"]["labels"][kv.first.as<std::string>()]
+                    .as<std::string>(""),
+                kv.second.as<std::string>())
+          << w.policy;
+    }
+    EXPECT_EQ(np->doc["spec"]["policyTypes"][0].as<std::string>(), "Ingress") << w.policy;
+    // ...and admits only the wanted peers, on ports the container has.
+    const auto ports = container_ports(target->doc["spec"]["template"]["spec"]["containers"][0]);
+    ASSERT_GE(np->doc["spec"]["ingress"].size(), 1u) << w.policy;
+    for (const auto& rule : np->doc["spec"]["ingress"]) {
+      for (const std::string& peer : admitted(rule)) {
+        EXPECT_NE(std::find(w.allowed.begin(), w.allowed.end(), peer), w.allowed.end())
+            << w.policy << " admits " << peer;
+      }
+      ASSERT_GE(rule["ports"].size(), 1u) << w.policy << ": a rule without ports opens all";
+      for (const auto& p : rule["ports"]) {
+        EXPECT_TRUE(ports.count(p["port"].as<std::string>()))
+            << w.policy << " port " << p["port"].as<std::string>();
+      }
+    }
+  }
+}
+
+TEST_F(K8sManifests, OnlyPrometheusReachesTheGatewayAdminPort) {
+  const Manifest* np = find("NetworkPolicy", "cutline-gateway");
+  ASSERT_NE(np, nullptr);
+  bool admin_rule = false;
+  for (const auto& rule : np->doc["spec"]["ingress"]) {
+    for (const auto& p : rule["ports"]) {
+      if (p["port"].as<std::string>() != "admin") continue;
+      admin_rule = true;
+      EXPECT_EQ(admitted(rule), std::vector<std::string>{"prometheus"});
+    }
+  }
+  EXPECT_TRUE(admin_rule);
 }
 
 TEST_F(K8sManifests, GatewayProbesAndScrapesItsAdminListener) {
