@@ -26,11 +26,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <chrono>
 
 #include "cutline/cli/cli.h"
 #include "cutline/gateway/gateway.h"
+#include "cutline/gateway/supervisor.h"
 
 namespace {
 
@@ -41,6 +43,34 @@ void reopen_logs(cutline::gateway::Gateway& gateway) {
                  s.error().message.c_str());
   } else {
     std::fprintf(stderr, "cutline-gateway: SIGUSR1: access log reopened\n");
+  }
+}
+
+// What is up once start() returned: each listener, the admin listener, each upstream and each
+// spawned process (one line each, so an operator sees at a glance what answered).
+void print_started(const cutline::gateway::Gateway& gateway) {
+  auto policy = gateway.policy();
+  const std::vector<uint16_t> ports = gateway.ports();
+  for (size_t i = 0; i < policy->listen.size() && i < ports.size(); ++i) {
+    const auto& l = policy->listen[i];
+    std::fprintf(stderr, "cutline-gateway: up: listener %s:%u (%s)\n", l.host.c_str(), ports[i],
+                 l.tls ? "TLS, HTTP/1.1 and HTTP/2" : "HTTP/1.1 and h2c");
+  }
+  if (policy->admin) {
+    std::fprintf(stderr, "cutline-gateway: up: admin %s:%u%s\n", policy->admin->host.c_str(),
+                 gateway.admin_port(), policy->admin->token ? " (bearer token)" : "");
+  }
+  for (const auto& u : policy->upstreams) {
+    std::string models;
+    for (const auto& m : u.models) models += (models.empty() ? "" : ",") + m;
+    std::fprintf(stderr, "cutline-gateway: up: upstream %s %s models [%s]\n", u.name.c_str(),
+                 u.url.c_str(), models.c_str());
+  }
+  if (const auto* sup = gateway.supervisor()) {
+    for (const auto& st : sup->statuses()) {
+      std::fprintf(stderr, "cutline-gateway: up: process for %s pid %d %s\n", st.upstream.c_str(),
+                   st.pid, std::string(cutline::gateway::to_string(st.state)).c_str());
+    }
   }
 }
 
@@ -93,6 +123,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "cutline-gateway: serving on port %u, admin on port %u\n", gateway->port(),
                gateway->admin_port());
+  print_started(*gateway);
   if (!ready_file.empty()) {
     const std::string tmp = ready_file + ".tmp";
     if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {

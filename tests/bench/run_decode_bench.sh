@@ -1,5 +1,5 @@
 #!/bin/sh
-# CPU decode benchmark (issue 5): writes ~1.2 GiB models per weight type under $BENCH_DIR, then
+# CPU decode benchmark: writes ~1.2 GiB models per weight type under $BENCH_DIR, then
 # measures in one run, side by side: STREAM-style memory bandwidth, batch-1 decode tokens/s and
 # its share of the bandwidth roofline, batch-8 vs batch-1 throughput, prefill tokens/s at 512,
 # with CPU milliseconds per token beside each (on a shared machine compare those and the ratios;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Engine benchmarks (issue 6), side by side in one run on synthesized models through the real
+# Engine benchmarks, side by side in one run on synthesized models through the real
 # LlamaRunner on the CPU device:
 #   stall:      ITL of 4 decoding streams before (steady), during and after the prefill of a
 #               2,048-token prompt, for several scheduler settings BUDGET[:ATTN] (max-step-tokens

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP/2 through the gateway vs through nginx, side by side in one run (issue 9's benchmark).
+# HTTP/2 through the gateway vs through nginx, side by side in one run.
 # h2load drives streaming chat completions over h2c (prior knowledge) and over TLS (ALPN h2, the
 # same self-signed certificate for both proxies) through cutline-gateway (parsing every chunk and
 # enforcing a policy with deadline/ttft/idle timers that never fire) and through nginx

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model load throughput vs file-read bandwidth (issue 7, target >= 80%).
+# Model load throughput vs file-read bandwidth (target >= 80%).
 #   tests/bench/run_residency_load_bench.sh [BUILD_DIR] [bench options...]
 # Options: --model PATH (a real GGUF) or --layers N --dim D for the synthesized one (default
 # 12 x 1024, ~290 MB F16), --reps R, --dir DIR (where the synthesized file goes; pick a real disk,

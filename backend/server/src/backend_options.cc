@@ -1,6 +1,5 @@
 #include "cutline/server/backend_options.h"
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -41,11 +40,20 @@ std::unique_ptr<CLI::App> make_backend_app(BackendOptions& o, std::vector<std::s
                   "--model: tiny=builtin.")
       ->type_name("NAME=PATH")
       ->allow_extra_args(false);
-  const std::map<std::string, DeviceChoice> devices = {
-      {"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}};
-  app->add_option("--device", o.device,
-                  "Compute device: cpu, cuda or auto (default: CUDA when a GPU is usable)")
-      ->transform(CLI::CheckedTransformer(devices, CLI::ignore_case).description(""))
+  app->add_option_function<std::string>(
+         "--device",
+         [&o](const std::string& v) {
+           if (v == "cpu") {
+             o.device = DeviceChoice::kCpu;
+           } else if (v == "cuda") {
+             o.device = DeviceChoice::kCuda;
+           } else if (v == "auto") {
+             o.device = DeviceChoice::kAuto;
+           } else {
+             throw CLI::ValidationError("--device", "expects cpu, cuda or auto, got '" + v + "'");
+           }
+         },
+         "Compute device: cpu, cuda or auto (default: CUDA when a GPU is usable)")
       ->type_name("cpu|cuda|auto");
   cli::add_size(*app, "--kv-memory", o.kv_memory_bytes,
                 "KV cache pool per resident model (default 256MiB), e.g. 64MiB, 2GiB", 1);

@@ -104,7 +104,7 @@ TEST(BackendOptions, ErrorsSayWhatIsWrong) {
       {{"--model", "tiny"}, "NAME=PATH"},
       {{"--model", "=x"}, "NAME=PATH"},
       {{"--model", "a=x", "--model", "a=y"}, "twice"},
-      {{"--device", "tpu"}, "tpu"},
+      {{"--device", "tpu"}, "cpu, cuda or auto"},
       {{"--port", "70000"}, "--port"},
       {{"--port"}, "needs a value"},
       {{"--kv-memory", "lots"}, "not a size: 'lots'"},
