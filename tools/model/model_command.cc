@@ -1,11 +1,15 @@
 // `cutline model`: synth writes the built-in tiny model (or a larger one for benchmarks) as GGUF;
 // info prints what the GGUF reader, config and tokenizer loaders make of a file.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "cutline/cli/cli.h"
+#include "cutline/cli/progress.h"
 #include "cutline/model/chat_template.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/model_config.h"
@@ -47,9 +51,19 @@ void add_synth_options(CLI::App& cmd, SynthOptions& o, std::string& out) {
       ->type_name("f16|q8_0|q4_0");
 }
 
-int run_synth(const SynthOptions& o, const std::string& out) {
+int run_synth(SynthOptions o, const std::string& out) {
   auto start = std::chrono::steady_clock::now();
+  // Bytes of tensors written of all, on stderr: a bar on a terminal, a line every 3 s otherwise.
+  std::unique_ptr<cli::Progress> progress;
+  o.progress = [&progress, &out](int64_t done, int64_t total) {
+    if (!progress) {
+      progress = std::make_unique<cli::Progress>(stderr, "writing " + out, total,
+                                                 isatty(STDERR_FILENO) != 0);
+    }
+    progress->update(done);
+  };
   Status s = model::synthesize_tiny_model(o, out);
+  if (progress) progress->finish();
   if (!s) {
     std::fprintf(stderr, "cutline model synth: %s\n", s.error().message.c_str());
     return 1;

@@ -239,8 +239,12 @@ Status synthesize_tiny_model(const SynthOptions& o, const std::string& path) {
   if (auto s = w.begin_file(path); !s) return s;
   std::vector<float> row;
   std::vector<uint8_t> chunk;
-  for (const TensorPlan& t : plan) {
-    if (auto s = write_tensor(t, o.seed, w, row, chunk); !s) return s;
+  int64_t total_bytes = 0, done_bytes = 0;
+  for (size_t i = 0; i < plan.size(); ++i) total_bytes += w.tensor_bytes(i);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (auto s = write_tensor(plan[i], o.seed, w, row, chunk); !s) return s;
+    done_bytes += w.tensor_bytes(i);
+    if (o.progress) o.progress(done_bytes, total_bytes);
   }
   return w.finish();
 }

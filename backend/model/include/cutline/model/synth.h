@@ -10,6 +10,7 @@
 // pass and little memory.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cutline/model/tensor_type.h"
@@ -31,6 +32,9 @@ struct SynthOptions {
   TensorType type = TensorType::kF16;
   bool tied_output = false;  // omit output.weight (logits from token_embd)
   std::string name = "cutline-tiny";
+  // Called after each tensor is written: tensor bytes written so far and in all (for a
+  // progress bar; may be empty).
+  std::function<void(int64_t done_bytes, int64_t total_bytes)> progress;
 };
 
 // The ffn dim actually used for these options.
