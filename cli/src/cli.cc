@@ -22,7 +22,26 @@ std::string version_line(std::string_view program) {
 
 namespace {
 
+// Thrown by -h/--help as soon as it is read, so that help wins over every other option's checks
+// (`cutline policy explain F --help` with no F on disk prints help, not "cannot read F").
+struct HelpRequested {
+  std::string text;
+};
+
+// The help of `app` with its full command in the usage line ("cutline policy explain").
+std::string full_help(const CLI::App& app) {
+  std::string prefix;
+  for (const CLI::App* p = app.get_parent(); p != nullptr; p = p->get_parent()) {
+    prefix = p->get_name() + (prefix.empty() ? "" : " " + prefix);
+  }
+  return prefix.empty() ? app.help() : app.help(prefix);
+}
+
 void configure(CLI::App& app, std::string_view footer) {
+  app.set_help_flag();
+  app.add_flag_callback(
+         "-h,--help", [&app] { throw HelpRequested{full_help(app)}; }, "Print this help and exit")
+      ->trigger_on_parse();
   app.footer(std::string(footer.empty() ? kExitCodesHelp : footer));
   app.get_formatter()->column_width(30);
 }
@@ -66,7 +85,8 @@ std::unique_ptr<CLI::App> make_app(std::string_view program, std::string_view de
                                    std::string_view exit_codes) {
   auto app = std::make_unique<CLI::App>(std::string(description), std::string(program));
   configure(*app, exit_codes);
-  app->set_version_flag("--version", version_line(program), "Print the version and git commit");
+  app->set_version_flag("--version", version_line(program), "Print the version and git commit")
+      ->trigger_on_parse();
   return app;
 }
 
@@ -142,6 +162,9 @@ Parsed try_parse(CLI::App& app, int argc, const char* const* argv) {
   Parsed out;
   try {
     app.parse(argc, argv);
+  } catch (const HelpRequested& help) {
+    out.kind = Parsed::Kind::kHelp;
+    out.text = help.text;
   } catch (const CLI::CallForVersion& e) {
     out.kind = Parsed::Kind::kVersion;
     out.text = e.what();
