@@ -78,7 +78,7 @@ void add_common(CLI::App& cmd, ProbeOptions& o, RawLists& raw) {
   cmd.add_option("--batch-invariant", raw.batch_invariant,
                  "Whether equal seeds must give equal outputs at any concurrency (default: as "
                  "the endpoint says)")
-      ->check(CLI::IsMember({"yes", "no"}));
+      ->check(CLI::IsMember(std::vector<std::string>{"yes", "no"}));
   cmd.add_flag("!--no-progress", o.progress, "No progress bar");
 }
 

@@ -11,6 +11,7 @@
 //   0 ok, 1 runtime failure, 2 usage error, 3 the probe found a serving defect.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
