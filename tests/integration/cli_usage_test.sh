@@ -107,6 +107,14 @@ OPENAI_BASE_URL=http://127.0.0.1:1 OPENAI_API_KEY=k "$cutline" probe load --conc
 rc=$?
 [[ $rc == 1 ]] || fail "probe with OPENAI_BASE_URL -> exit $rc, want 1 ($(cat "$tmp/err"))"
 
+# Progress of long work: synth reports tensor bytes written of the total on stderr (a log line,
+# as stderr is not a terminal here), and the file is written.
+"$cutline" model synth --out "$tmp/tiny.gguf" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc == 0 ]] || fail "model synth -> exit $rc ($(cat "$tmp/err"))"
+grep -qE "^writing $tmp/tiny.gguf +100% .* in [0-9.]+ s$" "$tmp/err" ||
+  fail "model synth progress: '$(cat "$tmp/err")'"
+
 if ((failures > 0)); then
   echo "$failures failure(s)"
   exit 1

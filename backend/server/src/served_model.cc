@@ -1,8 +1,12 @@
 #include "cutline/server/served_model.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <memory>
 #include <utility>
 
+#include "cutline/cli/progress.h"
 #include "cutline/model/llama_runner.h"
 #include "cutline/model/model_config.h"
 #include "cutline/model/tokenizer_loader.h"
@@ -46,7 +50,16 @@ Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
 
   // Large sequential reads first: the mmap below then finds every page in memory.
   recorder.begin(LoadPhase::kRead);
-  auto prefetched = prefetch_file(spec.path);
+  // Bytes read of the file on stderr: a bar on a terminal, a line every 3 s otherwise.
+  std::unique_ptr<cli::Progress> progress;
+  auto prefetched = prefetch_file(spec.path, kPrefetchChunkBytes, [&](int64_t done, int64_t total) {
+    if (!progress) {
+      progress = std::make_unique<cli::Progress>(stderr, "cutline-backend: reading " + spec.name,
+                                                 total, isatty(STDERR_FILENO) != 0);
+    }
+    progress->update(done);
+  });
+  if (progress && prefetched.ok()) progress->finish();
   recorder.end(prefetched.ok() ? *prefetched : 0);
   if (!prefetched.ok()) return std::move(prefetched).error();
 

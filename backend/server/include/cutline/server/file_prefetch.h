@@ -6,6 +6,7 @@
 // bandwidth.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cutline/proto/result.h"
@@ -14,7 +15,11 @@ namespace cutline::server {
 
 inline constexpr int64_t kPrefetchChunkBytes = 8ll << 20;
 
+// Called after each chunk with the bytes read so far and the file's size (progress display).
+using ReadProgress = std::function<void(int64_t done_bytes, int64_t total_bytes)>;
+
 // Reads the whole file once; returns its size in bytes. kIo naming the file on failure.
-Result<int64_t> prefetch_file(const std::string& path, int64_t chunk_bytes = kPrefetchChunkBytes);
+Result<int64_t> prefetch_file(const std::string& path, int64_t chunk_bytes = kPrefetchChunkBytes,
+                              const ReadProgress& progress = {});
 
 }  // namespace cutline::server
