@@ -71,12 +71,7 @@ std::string describe(const CLI::ParseError& e) {
       return what.substr(0, what.find(':')) + " needs a value";
     }
   }
-  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr ||
-      dynamic_cast<const CLI::ValidationError*>(&e) != nullptr ||
-      dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
-    return what;
-  }
-  return what;
+  return what;  // conversion, validation, required: CLI11 names the option already
 }
 
 }  // namespace
