@@ -29,7 +29,6 @@ int run_probe(int argc, char** argv) {
     return cli::kExitOk;
   }
   const ProbeOptions& o = command_line.options;
-  const ProbeOptions& o = *options;
   proto::SystemClock clock;
   ProgressBar* bar = nullptr;
   std::unique_ptr<ProgressBar> holder;
