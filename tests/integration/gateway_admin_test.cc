@@ -90,16 +90,22 @@ TEST(GatewayAdmin, ReadyzProbesUpstreamsOncePerSecondAtMost) {
                           "if a second boundary passed)";
 }
 
-TEST(GatewayAdmin, AnAddressWithoutHostBindsLoopback) {
-  // ":0" is loopback; the ready file's admin port answers on 127.0.0.1.
+TEST(GatewayAdmin, AnAddressWithoutHostBindsLoopbackAndStartUpSaysWhatIsUp) {
+  // ":0" is loopback; the start-up lines name it, the client listener and the upstream.
   GatewayEnv env;
   ASSERT_TRUE(env.start([](uint16_t port, const std::string& log) {
     return admin_policy(port, log, "  address: \":0\"\n");
   })) << env.error;
   EXPECT_EQ(status_of(env.admin_url("/healthz"), "GET"), 200);
-  auto r = proto::http_fetch(env.admin_url("/v1/cutline/policy"), "GET", {}, "", 5000);
-  ASSERT_TRUE(r.ok());
-  EXPECT_NE(r->body.find("127.0.0.1:0"), std::string::npos) << r->body;
+  const std::string err = read_file(env.dir + "/gateway.err");
+  EXPECT_NE(err.find("up: admin 127.0.0.1:" + std::to_string(env.admin_port) + "\n"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("up: listener 127.0.0.1:" + std::to_string(env.port)), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("up: upstream fake http://127.0.0.1:" + std::to_string(env.fake_port)),
+            std::string::npos)
+      << err;
 }
 
 TEST(GatewayAccessLog, Sigusr1ReopensTheFileAfterARename) {
