@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "cutline/cli/version.h"
 #include "cutline/policy/duration.h"
@@ -46,13 +47,23 @@ void configure(CLI::App& app, std::string_view footer) {
   app.get_formatter()->column_width(30);
 }
 
-// The first word CLI11 lists after "...not expected: " in an ExtrasError.
+// The word to name from CLI11's ExtrasError ("...not expected: 1 --frobnicate"): the first that
+// looks like an option (CLI11 lists positionals first), else the first.
 std::string first_extra(const std::string& what) {
   const auto colon = what.find(": ");
   if (colon == std::string::npos) return what;
+  std::vector<std::string> words;
   std::string rest = what.substr(colon + 2);
-  const auto space = rest.find(' ');
-  return space == std::string::npos ? rest : rest.substr(0, space);
+  for (size_t pos = 0; pos < rest.size();) {
+    const size_t space = rest.find(' ', pos);
+    const size_t end = space == std::string::npos ? rest.size() : space;
+    if (end > pos) words.push_back(rest.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  for (const std::string& w : words) {
+    if (w.size() > 1 && w[0] == '-') return w;
+  }
+  return words.empty() ? rest : words.front();
 }
 
 // CLI11's message, rewritten where ours says more plainly what is wrong.
