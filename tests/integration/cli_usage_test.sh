@@ -117,6 +117,15 @@ rc=$?
 grep -qE "^writing $tmp/tiny.gguf +100% .* in [0-9.]+ s$" "$tmp/err" ||
   fail "model synth progress: '$(cat "$tmp/err")'"
 
+# The backend's model load reports bytes read of the file (a log line: stderr is not a terminal).
+"$backend" --port 0 --device cpu --cache-dir "$tmp/cache" >"$tmp/be.out" 2>"$tmp/be.err" &
+be=$!
+for _ in $(seq 1 300); do grep -q "listening on" "$tmp/be.out" 2>/dev/null && break; sleep 0.1; done
+kill "$be" 2>/dev/null
+wait "$be" 2>/dev/null
+grep -qE "^cutline-backend: reading tiny +100% .* in [0-9.]+ s$" "$tmp/be.err" ||
+  fail "backend load progress: '$(cat "$tmp/be.err")'"
+
 if ((failures > 0)); then
   echo "$failures failure(s)"
   exit 1
