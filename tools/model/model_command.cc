@@ -8,11 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/model/chat_template.h"
 #include "cutline/model/gguf_file.h"
-#include "cutline/model/model_config.h"
+#include "cutline/model/model_summary.h"
 #include "cutline/model/synth.h"
-#include "cutline/model/tokenizer_loader.h"
 
 namespace cutline::tools {
 
@@ -24,7 +22,9 @@ constexpr const char* kUsage =
     "usage: cutline model synth --out FILE [--layers N] [--dim D] [--heads H] [--kv-heads K]\n"
     "                           [--vocab V] [--ffn F] [--context C] [--seed S]\n"
     "                           [--type f16|q8_0|q4_0] [--tied] [--name NAME]\n"
-    "       cutline model info FILE\n";
+    "                           [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3]\n"
+    "                           [--sliding-window N]\n"
+    "       cutline model info FILE [--context N]\n";
 
 bool parse_int(const char* s, int64_t min, int64_t max, int64_t& out) {
   char* end = nullptr;
@@ -82,6 +82,10 @@ int run_synth(int argc, char** argv) {
       ok = int_flag(o.context, 1);
     } else if (flag == "--name") {
       o.name = value;
+    } else if (flag == "--arch") {
+      o.arch = value;  // checked by synthesize_tiny_model
+    } else if (flag == "--sliding-window") {
+      ok = int_flag(o.sliding_window, 1);
     } else if (flag == "--seed") {
       char* end = nullptr;
       errno = 0;
@@ -131,7 +135,10 @@ int run_synth(int argc, char** argv) {
 }
 
 int run_info(int argc, char** argv) {
-  if (argc != 2) {
+  int64_t context = 0;
+  const bool with_context = argc == 4 && std::string_view(argv[2]) == "--context";
+  if ((argc != 2 && !with_context) ||
+      (with_context && !parse_int(argv[3], 1, int64_t{1} << 30, context))) {
     std::fputs(kUsage, stderr);
     return 2;
   }
@@ -140,35 +147,9 @@ int run_info(int argc, char** argv) {
     std::fprintf(stderr, "cutline model info: %s\n", f.error().message.c_str());
     return 1;
   }
-  const model::GgufFile& g = **f;
-  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors (%lld bytes), alignment %u\n",
-              g.path().c_str(), g.version(), g.metadata().size(), g.tensors().size(),
-              static_cast<long long>(g.tensor_bytes()), g.alignment());
-  int rc = 0;
-  if (auto c = model::load_model_config(g); c) {
-    std::printf(
-        "model: %s '%s': %d layers, dim %d, %d heads (%d kv, head %d), ffn %d, vocab %d, "
-        "context %d, rope base %g scale %g, rms eps %g, %s output%s\n",
-        c->architecture.c_str(), c->name.c_str(), c->n_layers, c->dim, c->n_heads, c->n_kv_heads,
-        c->head_dim, c->ffn_dim, c->vocab_size, c->context_length, c->rope_freq_base,
-        c->rope_linear_scale, c->rms_eps, c->tied_output ? "tied" : "untied",
-        c->qkv_bias ? ", qkv bias" : "");
-  } else {
-    std::printf("model: %s\n", c.error().message.c_str());
-    rc = 1;
-  }
-  if (auto t = model::load_tokenizer(g); t) {
-    std::printf("tokenizer: %d tokens, bos %d, %zu end-of-generation ids\n", (*t)->vocab_size(),
-                (*t)->bos_id(), (*t)->eos_ids().size());
-  } else {
-    std::printf("tokenizer: %s\n", t.error().message.c_str());
-    rc = 1;
-  }
-  auto tmpl = g.get_string_or("tokenizer.chat_template", "");
-  model::DetectedChatTemplate d = model::detect_chat_template(tmpl ? *tmpl : "");
-  std::printf("chat template: %s%s%s\n", std::string(model::to_string(d.kind)).c_str(),
-              d.warning.empty() ? "" : " — ", d.warning.c_str());
-  return rc;
+  const model::ModelSummary s = model::summarize_model(**f, static_cast<int32_t>(context));
+  std::fputs(model::render_model_summary(s).c_str(), stdout);
+  return s.config && s.tokenizer_error.empty() ? 0 : 1;
 }
 
 }  // namespace
