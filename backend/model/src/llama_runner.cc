@@ -194,57 +194,66 @@ Status LlamaRunner::load_weights(LoadReport& report) {
   }
 
   layers_.resize(c.n_layers);
-  const int64_t q = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
   for (int32_t i = 0; i < c.n_layers; ++i) {
-    Layer& l = layers_[i];
-    const std::string p = "blk." + std::to_string(i) + ".";
-    struct Part {
-      const char* tensor;
-      Weight* w;
-      int64_t row_begin, n_rows;
-    };
-    std::vector<Part> parts = {{"attn_output", &l.wo, 0, -1}, {"ffn_down", &l.w_down, 0, -1}};
-    if (c.fused_qkv) {
-      parts.push_back({"attn_qkv", &l.wq, 0, q});
-      parts.push_back({"attn_qkv", &l.wk, q, kv});
-      parts.push_back({"attn_qkv", &l.wv, q + kv, kv});
-    } else {
-      parts.push_back({"attn_q", &l.wq, 0, -1});
-      parts.push_back({"attn_k", &l.wk, 0, -1});
-      parts.push_back({"attn_v", &l.wv, 0, -1});
+    if (Status s = load_layer(i, report); !s.ok()) return s;
+  }
+  return {};
+}
+
+// One block's weights: fused tensors split into row ranges, norms and biases as F32 vectors.
+Status LlamaRunner::load_layer(int32_t i, LoadReport& report) {
+  const GgufFile& f = *file_;
+  device::Device& dev = *device_;
+  const ModelConfig& c = config_;
+  const int64_t q = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
+  Layer& l = layers_[i];
+  const std::string p = "blk." + std::to_string(i) + ".";
+  struct Part {
+    const char* tensor;
+    Weight* w;
+    int64_t row_begin, n_rows;
+  };
+  std::vector<Part> parts = {{"attn_output", &l.wo, 0, -1}, {"ffn_down", &l.w_down, 0, -1}};
+  if (c.fused_qkv) {
+    parts.push_back({"attn_qkv", &l.wq, 0, q});
+    parts.push_back({"attn_qkv", &l.wk, q, kv});
+    parts.push_back({"attn_qkv", &l.wv, q + kv, kv});
+  } else {
+    parts.push_back({"attn_q", &l.wq, 0, -1});
+    parts.push_back({"attn_k", &l.wk, 0, -1});
+    parts.push_back({"attn_v", &l.wv, 0, -1});
+  }
+  if (c.fused_gate_up) {
+    parts.push_back({"ffn_up", &l.w_gate, 0, ffn});
+    parts.push_back({"ffn_up", &l.w_up, ffn, ffn});
+  } else {
+    parts.push_back({"ffn_gate", &l.w_gate, 0, -1});
+    parts.push_back({"ffn_up", &l.w_up, 0, -1});
+  }
+  for (const Part& part : parts) {
+    if (Status s = load_matrix(f, dev, p + part.tensor + ".weight", *part.w, report, part.row_begin,
+                               part.n_rows);
+        !s.ok()) {
+      return s;
     }
-    if (c.fused_gate_up) {
-      parts.push_back({"ffn_up", &l.w_gate, 0, ffn});
-      parts.push_back({"ffn_up", &l.w_up, ffn, ffn});
-    } else {
-      parts.push_back({"ffn_gate", &l.w_gate, 0, -1});
-      parts.push_back({"ffn_up", &l.w_up, 0, -1});
-    }
-    for (const Part& part : parts) {
-      if (Status s = load_matrix(f, dev, p + part.tensor + ".weight", *part.w, report,
-                                 part.row_begin, part.n_rows);
-          !s.ok()) {
-        return s;
-      }
-    }
-    struct Vec {
-      const char* tensor;
-      Buffer* b;
-      int64_t n;
-      bool wanted;
-    };
-    for (const Vec& v : {Vec{"attn_norm.weight", &l.attn_norm, c.dim, true},
-                         Vec{"ffn_norm.weight", &l.ffn_norm, c.dim, true},
-                         Vec{"attn_q.bias", &l.q_bias, q, c.qkv_bias},
-                         Vec{"attn_k.bias", &l.k_bias, kv, c.qkv_bias},
-                         Vec{"attn_v.bias", &l.v_bias, kv, c.qkv_bias},
-                         Vec{"attn_q_norm.weight", &l.q_norm, c.head_dim, c.qk_norm},
-                         Vec{"attn_k_norm.weight", &l.k_norm, c.head_dim, c.qk_norm},
-                         Vec{"post_attention_norm.weight", &l.post_attn_norm, c.dim, c.post_norms},
-                         Vec{"post_ffw_norm.weight", &l.post_ffn_norm, c.dim, c.post_norms}}) {
-      if (!v.wanted) continue;
-      if (Status s = load_vector(f, dev, p + v.tensor, v.n, *v.b, report); !s.ok()) return s;
-    }
+  }
+  struct Vec {
+    const char* tensor;
+    Buffer* b;
+    int64_t n;
+    bool wanted;
+  };
+  for (const Vec& v :
+       {Vec{"attn_norm.weight", &l.attn_norm, c.dim, true},
+        Vec{"ffn_norm.weight", &l.ffn_norm, c.dim, true},
+        Vec{"attn_q.bias", &l.q_bias, q, c.qkv_bias}, Vec{"attn_k.bias", &l.k_bias, kv, c.qkv_bias},
+        Vec{"attn_v.bias", &l.v_bias, kv, c.qkv_bias},
+        Vec{"attn_q_norm.weight", &l.q_norm, c.head_dim, c.qk_norm},
+        Vec{"attn_k_norm.weight", &l.k_norm, c.head_dim, c.qk_norm},
+        Vec{"post_attention_norm.weight", &l.post_attn_norm, c.dim, c.post_norms},
+        Vec{"post_ffw_norm.weight", &l.post_ffn_norm, c.dim, c.post_norms}}) {
+    if (!v.wanted) continue;
+    if (Status s = load_vector(f, dev, p + v.tensor, v.n, *v.b, report); !s.ok()) return s;
   }
   return {};
 }
@@ -306,6 +315,37 @@ Status LlamaRunner::check_batch(const ForwardBatch& batch) const {
   return {};
 }
 
+// Grows the activation buffers to `n` rows and the index buffer to `n_ints` ints.
+Status LlamaRunner::ensure_scratch(int64_t n, int64_t n_ints) {
+  device::Device& dev = *device_;
+  const ModelConfig& c = config_;
+  Scratch& sc = *scratch_;
+  if (sc.rows < n || sc.ints.bytes() < n_ints * 4) {
+    const int64_t rows = std::max<int64_t>(n, sc.rows);
+    auto grow = [&](Buffer& b, int64_t floats) -> Status {
+      auto r = dev.alloc(floats * 4);
+      if (!r.ok()) return std::move(r).error();
+      b = std::move(r).value();
+      return {};
+    };
+    for (auto [buf, width] : {std::pair{&sc.x, int64_t{c.dim}},
+                              {&sc.h, int64_t{c.dim}},
+                              {&sc.q, int64_t{c.q_dim()}},
+                              {&sc.k, int64_t{c.kv_dim()}},
+                              {&sc.v, int64_t{c.kv_dim()}},
+                              {&sc.attn, int64_t{c.q_dim()}},
+                              {&sc.gate, int64_t{c.ffn_dim}},
+                              {&sc.up, int64_t{c.ffn_dim}},
+                              {&sc.logits_in, int64_t{c.dim}},
+                              {&sc.logits, int64_t{c.vocab_size}}}) {
+      if (Status s = grow(*buf, rows * width); !s.ok()) return s;
+    }
+    if (Status s = grow(sc.ints, std::max(n_ints, int64_t{4} * rows + 1024)); !s.ok()) return s;
+    sc.rows = rows;
+  }
+  return {};
+}
+
 Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   logits.clear();
   if (Status s = check_batch(batch); !s.ok()) return s;
@@ -337,31 +377,9 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t n_logits = static_cast<int64_t>(logit_rows.size());
 
-  Scratch& sc = *scratch_;
   const int64_t n_ints = 4 * n + static_cast<int64_t>(tables.size()) + 2 * n;
-  if (sc.rows < n || sc.ints.bytes() < n_ints * 4) {
-    const int64_t rows = std::max<int64_t>(n, sc.rows);
-    auto grow = [&](Buffer& b, int64_t floats) -> Status {
-      auto r = dev.alloc(floats * 4);
-      if (!r.ok()) return std::move(r).error();
-      b = std::move(r).value();
-      return {};
-    };
-    for (auto [buf, width] : {std::pair{&sc.x, int64_t{c.dim}},
-                              {&sc.h, int64_t{c.dim}},
-                              {&sc.q, int64_t{c.q_dim()}},
-                              {&sc.k, int64_t{c.kv_dim()}},
-                              {&sc.v, int64_t{c.kv_dim()}},
-                              {&sc.attn, int64_t{c.q_dim()}},
-                              {&sc.gate, int64_t{c.ffn_dim}},
-                              {&sc.up, int64_t{c.ffn_dim}},
-                              {&sc.logits_in, int64_t{c.dim}},
-                              {&sc.logits, int64_t{c.vocab_size}}}) {
-      if (Status s = grow(*buf, rows * width); !s.ok()) return s;
-    }
-    if (Status s = grow(sc.ints, std::max(n_ints, int64_t{4} * rows + 1024)); !s.ok()) return s;
-    sc.rows = rows;
-  }
+  if (Status st = ensure_scratch(n, n_ints); !st.ok()) return st;
+  Scratch& sc = *scratch_;
   int32_t* d_ids = sc.ints.as<int32_t>();
   int32_t* d_pos = d_ids + n;
   int32_t* d_slots = d_pos + n;

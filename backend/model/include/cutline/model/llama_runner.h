@@ -73,6 +73,8 @@ class LlamaRunner final : public ModelRunner {
   };
   LlamaRunner() = default;
   Status load_weights(LoadReport& report);
+  Status load_layer(int32_t layer, LoadReport& report);
+  Status ensure_scratch(int64_t rows, int64_t n_ints);
   Status check_batch(const ForwardBatch& batch) const;
   void attention_block(int32_t layer, const Step& step);
   void ffn_block(int32_t layer, const Step& step);
