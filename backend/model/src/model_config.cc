@@ -121,21 +121,23 @@ Status read_rope(const GgufFile& f, const std::string& p, ModelConfig& c) {
     return s;
   }
 
-  // rope.scaling.type + rope.scaling.factor, or the older rope.scale_linear.
+  // The factor is rope.scaling.factor, or the older rope.scale_linear, whatever the type (as
+  // llama.cpp reads it); the type says how it applies.
+  float factor = 1.0f;
+  const std::string factor_key =
+      f.has(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
+  if (auto s = read_float(f, factor_key, 1.0, factor); !s) return s;
   auto scaling = f.get_string_or(p + "rope.scaling.type", "none");
   if (!scaling) return std::move(scaling).error();
-  if (*scaling == "linear") {
-    c.rope_scaling = RopeScaling::kLinear;
-    return read_float(f, p + "rope.scaling.factor", 1.0, c.rope_linear_scale);
-  }
-  if (*scaling == "none" || *scaling == "longrope") {  // longrope: factors are tensors (phi3)
-    if (auto s = read_float(f, p + "rope.scale_linear", 1.0, c.rope_linear_scale); !s) return s;
-    if (c.rope_linear_scale != 1.0f) c.rope_scaling = RopeScaling::kLinear;
+  if (*scaling == "none" || *scaling == "linear" || *scaling == "longrope") {
+    // longrope: the per-pair factors are tensors (phi3's rope_factors_long/short).
+    c.rope_linear_scale = factor;
+    if (*scaling == "linear" || factor != 1.0f) c.rope_scaling = RopeScaling::kLinear;
     return {};
   }
   if (*scaling == "yarn") {
     c.rope_scaling = RopeScaling::kYarn;
-    if (auto s = read_float(f, p + "rope.scaling.factor", 1.0, c.yarn_factor); !s) return s;
+    c.yarn_factor = factor;
     if (auto s = read_float(f, p + "rope.scaling.yarn_beta_fast", 32.0, c.yarn_beta_fast); !s) {
       return s;
     }

@@ -146,6 +146,25 @@ TEST(ModelConfig, LinearRopeScaling) {
   auto c = config_of(s);
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_FLOAT_EQ(c->rope_linear_scale, 4.0f);
+  // A factor without a type scales linearly (llama.cpp's default type); so does the old key.
+  s.extra_metadata = [](GgufWriter& w) { w.set_f32("llama.rope.scaling.factor", 2.0f); };
+  c = config_of(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->rope_scaling, RopeScaling::kLinear);
+  EXPECT_FLOAT_EQ(c->rope_linear_scale, 2.0f);
+  s.extra_metadata = [](GgufWriter& w) { w.set_f32("llama.rope.scale_linear", 3.0f); };
+  EXPECT_FLOAT_EQ(config_of(s)->rope_linear_scale, 3.0f);
+  s.extra_metadata = [](GgufWriter& w) {
+    w.set_string("llama.rope.scaling.type", "yarn");
+    w.set_f32("llama.rope.scaling.factor", 4.0f);
+    w.set_u32("llama.rope.scaling.original_context_length", 64);
+  };
+  c = config_of(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->rope_scaling, RopeScaling::kYarn);
+  EXPECT_FLOAT_EQ(c->yarn_factor, 4.0f);
+  EXPECT_FLOAT_EQ(c->rope_linear_scale, 1.0f);  // the interpolation is in YaRN's ramp
+  EXPECT_EQ(c->yarn_original_context, 64);
   s.extra_metadata = [](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "dynamic"); };
   EXPECT_EQ(error_of(s),
             "m.gguf: RoPE scaling 'dynamic' (metadata key 'llama.rope.scaling.type') is not "
