@@ -187,8 +187,8 @@ Status LlamaRunner::load_weights(LoadReport& report) {
   rope_global_.freq_factors = factors.divisors.empty() ? nullptr : rope_factors_.as<float>();
   rope_mscale_ = factors.mscale;
   rope_local_ = rope_global_;
+  rope_local_.freq_base = c.rope_freq_base_local;
   if (c.local_rope_unscaled) {
-    rope_local_.freq_base = c.rope_freq_base_local;
     rope_local_.freq_scale = 1.0f;
     rope_local_.freq_factors = nullptr;
   }
@@ -471,7 +471,7 @@ void LlamaRunner::attention_block(int32_t li, const Step& st) {
     dev.rms_norm(k, l.k_norm.as<float>(), n * c.n_kv_heads, c.head_dim, c.rms_eps, k);
   }
   const bool unscaled = local && c.local_rope_unscaled;
-  const device::RopeParams& rope = unscaled ? rope_local_ : rope_global_;
+  const device::RopeParams& rope = local ? rope_local_ : rope_global_;
   dev.rope(q, st.d_pos, n, c.n_heads, c.head_dim, rope);
   dev.rope(k, st.d_pos, n, c.n_kv_heads, c.head_dim, rope);
   if (!unscaled && rope_mscale_ != 1.0f) {

@@ -159,6 +159,25 @@ float gemma_attention_scale(const ModelConfig& c) {
   return 1.0f / std::sqrt(static_cast<float>(query_pre_attn_scalar));
 }
 
+// attention.sliding_window_pattern: a period (the last layer of each period is global), or one
+// flag per layer (non-zero = sliding window), as llama.cpp reads it.
+Status read_window_pattern(const GgufFile& f, const std::string& p, ModelConfig& c) {
+  const std::string key = p + "attention.sliding_window_pattern";
+  const GgufValue* v = f.find(key);
+  if (v == nullptr) return {};
+  if (auto flags = v->as_int_array()) {
+    if (static_cast<int64_t>(flags->size()) != c.n_layers) {
+      return f.error(ErrorKind::kBadRequest,
+                     "metadata key '" + key + "' has " + std::to_string(flags->size()) +
+                         " entries, expected one per layer (" + std::to_string(c.n_layers) + ")");
+    }
+    c.local_layers.assign(flags->begin(), flags->end());
+    for (uint8_t& flag : c.local_layers) flag = flag != 0;
+    return {};
+  }
+  return read_dim(f, key, false, c.swa_pattern, c.swa_pattern);
+}
+
 // The per-architecture conventions that are not in the metadata, then the optional keys.
 Status read_architecture(const GgufFile& f, const std::string& p, ModelConfig& c) {
   const std::string& a = c.architecture;
@@ -188,10 +207,11 @@ Status read_architecture(const GgufFile& f, const std::string& p, ModelConfig& c
   }
   if (a == "gemma3") {
     c.qk_norm = true;
-    c.rope_freq_base_local = 10000.0f;
     c.local_rope_unscaled = true;
-  } else {
-    c.rope_freq_base_local = c.rope_freq_base;
+  }
+  const double local_base = a == "gemma3" ? 10000.0 : c.rope_freq_base;
+  if (auto s = read_float(f, p + "rope.freq_base_swa", local_base, c.rope_freq_base_local); !s) {
+    return s;
   }
   // 0 or absent: no window (unless the architecture requires one).
   const std::string window_key = p + "attention.sliding_window";
@@ -207,12 +227,7 @@ Status read_architecture(const GgufFile& f, const std::string& p, ModelConfig& c
                                                ", expected a 32-bit size (0 = no window)");
   }
   c.sliding_window = static_cast<int32_t>(*window);
-  if (auto s =
-          read_dim(f, p + "attention.sliding_window_pattern", false, c.swa_pattern, c.swa_pattern);
-      !s) {
-    return s;
-  }
-  return {};
+  return read_window_pattern(f, p, c);
 }
 
 }  // namespace
@@ -247,6 +262,14 @@ Result<ModelConfig> load_model_config(const GgufFile& f) {
     return std::move(s).error();
   }
   if (auto s = read_architecture(f, p, c); !s) return std::move(s).error();
+  if (c.rope_scaling == RopeScaling::kYarn && c.sliding_window > 0 && !c.local_rope_unscaled &&
+      c.rope_freq_base_local != c.rope_freq_base) {
+    return f.error(
+        ErrorKind::kUnsupported,
+        "YaRN RoPE scaling with another RoPE base for sliding-window layers (metadata key "
+        "'" +
+            p + "rope.freq_base_swa') is not supported");
+  }
 
   const GgufTensor* embd = f.tensor("token_embd.weight");
   if (!embd) return f.error(ErrorKind::kBadRequest, "tensor 'token_embd.weight' is missing");

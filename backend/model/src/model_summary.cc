@@ -114,7 +114,10 @@ std::string render_model_summary(const ModelSummary& s) {
                   c->tied_output ? "tied" : "untied", c->qkv_bias ? ", qkv bias" : "");
     if (c->sliding_window > 0) {
       out += format(", sliding window %d", c->sliding_window);
-      out += c->swa_pattern <= 1
+      int32_t local = 0;
+      for (int32_t i = 0; i < c->n_layers; ++i) local += c->is_local_layer(i);
+      out += !c->local_layers.empty() ? format(" on %d of %d layers", local, c->n_layers)
+             : c->swa_pattern <= 1
                  ? std::string(" on every layer")
                  : format(" on %d of every %d layers", c->swa_pattern - 1, c->swa_pattern);
     }

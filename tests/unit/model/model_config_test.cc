@@ -278,6 +278,38 @@ TEST(ModelConfig, MissingHyperParametersNameTheFileAndKey) {
             "m.gguf: metadata key 'llama.block_count' is 0, expected a positive 32-bit integer");
 }
 
+// attention.sliding_window_pattern as a period or as one flag per layer; rope.freq_base_swa.
+TEST(ModelConfig, SlidingWindowPatternAndLocalBase) {
+  Spec s;
+  s.layers = 3;
+  s.extra_metadata = [](GgufWriter& w) {
+    w.set_u32("llama.attention.sliding_window", 8);
+    w.set_i32_array("llama.attention.sliding_window_pattern", std::vector<int32_t>{0, 1, 1});
+    w.set_f32("llama.rope.freq_base_swa", 5000.0f);
+  };
+  auto c = config_of(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_FALSE(c->is_local_layer(0));
+  EXPECT_TRUE(c->is_local_layer(1));
+  EXPECT_TRUE(c->is_local_layer(2));
+  EXPECT_FLOAT_EQ(c->rope_freq_base_local, 5000.0f);
+  s.extra_metadata = [](GgufWriter& w) {
+    w.set_u32("llama.attention.sliding_window", 8);
+    w.set_i32_array("llama.attention.sliding_window_pattern", std::vector<int32_t>{0, 1});
+  };
+  EXPECT_EQ(error_of(s),
+            "m.gguf: metadata key 'llama.attention.sliding_window_pattern' has 2 entries, expected "
+            "one per layer (3)");
+  s.extra_metadata = [](GgufWriter& w) {
+    w.set_u32("llama.attention.sliding_window", 8);
+    w.set_u32("llama.attention.sliding_window_pattern", 3);
+  };
+  c = config_of(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->is_local_layer(0) && c->is_local_layer(1) && !c->is_local_layer(2));
+  EXPECT_FLOAT_EQ(c->rope_freq_base_local, c->rope_freq_base);
+}
+
 TEST(ModelConfig, MissingRequiredKeysAreNamed) {
   // A required key absent: the Spec always writes them, so drop one by writing the file by hand.
   GgufWriter w;

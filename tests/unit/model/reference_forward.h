@@ -69,29 +69,40 @@ inline void rope_setup(const GgufFile& f, Model& m) {
     div = tensor(
         f, c.context_length > orig ? "rope_factors_long.weight" : "rope_factors_short.weight");
   }
-  m.mscale = attn_factor;
-  for (int i = 0; i < half; ++i) {
-    const double extrap = base_freq(c.rope_freq_base, i) / div[i];
-    if (type == "linear") {
-      m.inv_freq[i] = extrap / factor;
-    } else if (type == "yarn") {
-      // YaRN (Peng et al.; ggml's rope_yarn): a linear ramp between the dims whose wavelength
-      // makes beta_fast and beta_slow rotations over the original context.
-      auto corr = [&](double rotations) {
-        return c.rope_dim * std::log(orig / (rotations * 2 * std::numbers::pi)) /
-               (2 * std::log(double(c.rope_freq_base)));
-      };
-      const double lo = std::max(0.0, std::floor(corr(32.0)));
-      const double hi = std::min(double(c.rope_dim - 1), std::ceil(corr(1.0)));
-      const double ramp = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
-      m.inv_freq[i] = extrap / factor * (1.0 - ramp) + extrap * ramp;
-    } else {
-      m.inv_freq[i] = extrap;
+  // Local (sliding-window) layers: their own base when the file says so (gemma3: 10000), and
+  // gemma3's are not scaled.
+  const bool gemma3 = c.architecture == "gemma3";
+  const double local_base =
+      f.get_float_or(p + "rope.freq_base_swa", gemma3 ? 10000.0 : double(c.rope_freq_base)).value();
+  auto angles = [&](double base, Vec& inv) {
+    for (int i = 0; i < half; ++i) {
+      const double extrap = base_freq(base, i) / div[i];
+      if (type == "linear") {
+        inv[i] = extrap / factor;
+      } else if (type == "yarn") {
+        // YaRN (Peng et al.; ggml's rope_yarn): a linear ramp between the dims whose wavelength
+        // makes beta_fast and beta_slow rotations over the original context.
+        auto corr = [&](double rotations) {
+          return c.rope_dim * std::log(orig / (rotations * 2 * std::numbers::pi)) /
+                 (2 * std::log(base));
+        };
+        const double lo = std::max(0.0, std::floor(corr(32.0)));
+        const double hi = std::min(double(c.rope_dim - 1), std::ceil(corr(1.0)));
+        const double ramp = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+        inv[i] = extrap / factor * (1.0 - ramp) + extrap * ramp;
+      } else {
+        inv[i] = extrap;
+      }
     }
-    m.inv_freq_local[i] = c.architecture == "gemma3" ? base_freq(10000.0, i) : m.inv_freq[i];
+  };
+  angles(c.rope_freq_base, m.inv_freq);
+  angles(local_base, m.inv_freq_local);
+  m.mscale = type == "yarn" ? attn_factor * (1.0 + 0.1 * std::log(factor)) : attn_factor;
+  m.mscale_local = m.mscale;
+  if (gemma3) {
+    for (int i = 0; i < half; ++i) m.inv_freq_local[i] = base_freq(local_base, i);
+    m.mscale_local = 1.0;
   }
-  if (type == "yarn") m.mscale = attn_factor * (1.0 + 0.1 * std::log(factor));
-  m.mscale_local = c.architecture == "gemma3" ? 1.0 : m.mscale;
 }
 
 inline Model load(const GgufFile& f) {
@@ -196,7 +207,9 @@ inline std::vector<Vec> forward(const Model& m, const std::vector<int32_t>& toke
     for (int li = 0; li < c.n_layers; ++li) {
       const Layer& l = m.layers[li];
       const bool local =
-          c.sliding_window > 0 && (c.swa_pattern <= 1 || li % c.swa_pattern < c.swa_pattern - 1);
+          c.sliding_window > 0 &&
+          (c.local_layers.empty() ? c.swa_pattern <= 1 || li % c.swa_pattern < c.swa_pattern - 1
+                                  : c.local_layers[li] != 0);
       Vec h = rmsnorm(x, l.attn_norm, c.rms_eps);
       Vec q = matvec(l.wq, h, c.q_dim()), k = matvec(l.wk, h, c.kv_dim()),
           v = matvec(l.wv, h, c.kv_dim());

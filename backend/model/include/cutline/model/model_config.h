@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cutline/model/gguf_file.h"
 #include "cutline/proto/result.h"
@@ -94,13 +95,18 @@ struct ModelConfig {
   // i % swa_pattern < swa_pattern - 1).
   int32_t sliding_window = 0;
   int32_t swa_pattern = 1;
-  float rope_freq_base_local = 10000.0f;  // RoPE base of local layers
+  // Per-layer flags (1 = sliding window) when attention.sliding_window_pattern is an array;
+  // they replace swa_pattern.
+  std::vector<uint8_t> local_layers;
+  float rope_freq_base_local = 10000.0f;  // RoPE base of local layers (rope.freq_base_swa)
   bool local_rope_unscaled = false;       // gemma3: local layers ignore rope scaling
 
   int64_t q_dim() const { return int64_t{n_heads} * head_dim; }
   int64_t kv_dim() const { return int64_t{n_kv_heads} * head_dim; }
   bool is_local_layer(int32_t layer) const {
-    return sliding_window > 0 && (swa_pattern <= 1 || layer % swa_pattern < swa_pattern - 1);
+    if (sliding_window <= 0) return false;
+    if (!local_layers.empty()) return local_layers[layer] != 0;
+    return swa_pattern <= 1 || layer % swa_pattern < swa_pattern - 1;
   }
   // Bytes of F32 K and V for one token across all layers.
   int64_t kv_bytes_per_token() const { return int64_t{2} * n_layers * kv_dim() * 4; }
