@@ -94,7 +94,9 @@ ModelSummary summarize_model(const GgufFile& f, int32_t context) {
   s.weight_bytes = s.tensor_bytes;
   if (s.config) {
     s.context = context > 0 ? context : s.config->context_length;
-    s.kv_bytes = int64_t{s.context} * s.config->kv_bytes_per_token();
+    if (__builtin_mul_overflow(int64_t{s.context}, s.config->kv_bytes_per_token(), &s.kv_bytes)) {
+      add_reason(s, "the KV cache at context " + std::to_string(s.context) + " overflows 64 bits");
+    }
   }
   return s;
 }
