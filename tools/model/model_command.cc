@@ -10,11 +10,9 @@
 
 #include "cutline/cli/cli.h"
 #include "cutline/cli/progress.h"
-#include "cutline/model/chat_template.h"
 #include "cutline/model/gguf_file.h"
-#include "cutline/model/model_config.h"
+#include "cutline/model/model_summary.h"
 #include "cutline/model/synth.h"
-#include "cutline/model/tokenizer_loader.h"
 
 namespace cutline::tools {
 
@@ -37,6 +35,10 @@ void add_synth_options(CLI::App& cmd, SynthOptions& o, std::string& out) {
   cmd.add_option("--seed", o.seed, "Weights seed");
   cmd.add_option("--name", o.name, "general.name in the file");
   cmd.add_flag("--tied", o.tied_output, "Omit output.weight (logits from token_embd)");
+  cmd.add_option("--arch", o.arch, "Architecture (checked when the file is written)")
+      ->type_name("llama|qwen2|qwen3|phi3|gemma2|gemma3");
+  cmd.add_option("--sliding-window", o.sliding_window, "<arch>.attention.sliding_window")
+      ->check(positive);
   cmd.add_option_function<std::string>(
          "--type",
          [&o](const std::string& value) {
@@ -81,41 +83,15 @@ int run_synth(SynthOptions o, const std::string& out) {
   return 0;
 }
 
-int run_info(const std::string& path) {
+int run_info(const std::string& path, int32_t context) {
   auto f = model::GgufFile::open(path);
   if (!f) {
     std::fprintf(stderr, "cutline model info: %s\n", f.error().message.c_str());
     return 1;
   }
-  const model::GgufFile& g = **f;
-  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors (%lld bytes), alignment %u\n",
-              g.path().c_str(), g.version(), g.metadata().size(), g.tensors().size(),
-              static_cast<long long>(g.tensor_bytes()), g.alignment());
-  int rc = 0;
-  if (auto c = model::load_model_config(g); c) {
-    std::printf(
-        "model: %s '%s': %d layers, dim %d, %d heads (%d kv, head %d), ffn %d, vocab %d, "
-        "context %d, rope base %g scale %g, rms eps %g, %s output%s\n",
-        c->architecture.c_str(), c->name.c_str(), c->n_layers, c->dim, c->n_heads, c->n_kv_heads,
-        c->head_dim, c->ffn_dim, c->vocab_size, c->context_length, c->rope_freq_base,
-        c->rope_linear_scale, c->rms_eps, c->tied_output ? "tied" : "untied",
-        c->qkv_bias ? ", qkv bias" : "");
-  } else {
-    std::printf("model: %s\n", c.error().message.c_str());
-    rc = 1;
-  }
-  if (auto t = model::load_tokenizer(g); t) {
-    std::printf("tokenizer: %d tokens, bos %d, %zu end-of-generation ids\n", (*t)->vocab_size(),
-                (*t)->bos_id(), (*t)->eos_ids().size());
-  } else {
-    std::printf("tokenizer: %s\n", t.error().message.c_str());
-    rc = 1;
-  }
-  auto tmpl = g.get_string_or("tokenizer.chat_template", "");
-  model::DetectedChatTemplate d = model::detect_chat_template(tmpl ? *tmpl : "");
-  std::printf("chat template: %s%s%s\n", std::string(model::to_string(d.kind)).c_str(),
-              d.warning.empty() ? "" : " — ", d.warning.c_str());
-  return rc;
+  const model::ModelSummary s = model::summarize_model(**f, context);
+  std::fputs(model::render_model_summary(s).c_str(), stdout);
+  return s.config && s.tokenizer_error.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -132,11 +108,17 @@ int run_model(int argc, char** argv) {
   add_synth_options(*synth, synth_options, out);
   std::string info_file;
   CLI::App* info = cli::add_command(
-      *app, "info", "Print what the GGUF reader, config and tokenizer loaders make of FILE");
+      *app, "info",
+      "Describe FILE: architecture, parameters, context, weight types, tokenizer, chat template, "
+      "and whether this build can serve it (memory for weights + KV)");
   info->add_option("FILE", info_file, "GGUF file")->required()->check(cli::kReadableFile);
+  int32_t info_context = 0;
+  info->add_option("--context", info_context,
+                   "Context for the KV memory estimate (default: the model's)")
+      ->check(CLI::Range(1, 1 << 30));
   if (auto rc = cli::parse(*app, argc, argv)) return *rc;
   if (synth->parsed()) return run_synth(synth_options, out);
-  return run_info(info_file);
+  return run_info(info_file, info_context);
 }
 
 }  // namespace cutline::tools

@@ -1,9 +1,13 @@
-// LlamaRunner: loading (phase-timed) and the batched forward step over paged KV.
+// LlamaRunner: loading (phase-timed) and the batched forward step over paged KV, for every
+// architecture ModelConfig describes.
 #include "cutline/model/llama_runner.h"
 
 #include <chrono>
 #include <cmath>
 #include <string>
+
+#include "host_ops.h"
+#include "rope_scaling.h"
 
 namespace cutline::model {
 
@@ -13,8 +17,10 @@ using device::Weight;
 
 struct LlamaRunner::Layer {
   Buffer attn_norm, ffn_norm;
-  Buffer q_bias, k_bias, v_bias;  // qwen2 only
-  Weight wq, wk, wv, wo, w_gate, w_up, w_down;
+  Buffer q_bias, k_bias, v_bias;                // qwen2 only
+  Buffer q_norm, k_norm;                        // qk_norm: [head_dim] per head
+  Buffer post_attn_norm, post_ffn_norm;         // post_norms
+  Weight wq, wk, wv, wo, w_gate, w_up, w_down;  // fused tensors are split into row ranges
 };
 
 // Activations for up to `rows` tokens, regrown when a bigger step arrives.
@@ -58,8 +64,10 @@ Status load_vector(const GgufFile& file, device::Device& dev, std::string_view n
   return {};
 }
 
+// Rows [row_begin, row_begin + n_rows) of a 2-D tensor (all rows when n_rows < 0): fused tensors
+// (phi3's attn_qkv, ffn_up) become one Weight per part, zero-copy on the CPU.
 Status load_matrix(const GgufFile& file, device::Device& dev, std::string_view name, Weight& out,
-                   LoadReport& report) {
+                   LoadReport& report, int64_t row_begin = 0, int64_t n_rows = -1) {
   const GgufTensor* t = file.tensor(name);
   if (t == nullptr)
     return file.error(ErrorKind::kBadRequest, "tensor '" + std::string(name) + "' missing");
@@ -69,8 +77,15 @@ Status load_matrix(const GgufFile& file, device::Device& dev, std::string_view n
                       "tensor '" + std::string(name) + "' has type " + tensor_type_name(t->type) +
                           " (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K)");
   }
+  if (n_rows < 0) n_rows = t->rows();
+  if (row_begin < 0 || row_begin + n_rows > t->rows()) {
+    return file.error(ErrorKind::kBadRequest, "tensor '" + std::string(name) + "' has " +
+                                                  std::to_string(t->rows()) + " rows, expected " +
+                                                  std::to_string(row_begin + n_rows));
+  }
   device::WeightLoadTiming timing;
-  auto w = dev.load_weight(t->data, *type, t->rows(), t->shape[0], &timing);
+  const uint8_t* data = t->data + row_begin * device::row_bytes(*type, t->shape[0]);
+  auto w = dev.load_weight(data, *type, n_rows, t->shape[0], &timing);
   if (!w.ok()) {
     return file.error(w.error().kind, "tensor '" + std::string(name) + "': " + w.error().message);
   }
@@ -123,7 +138,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(std::shared_ptr<const Ggu
   info.n_layers = c.n_layers;
   info.n_kv_heads = c.n_kv_heads;
   info.head_dim = c.head_dim;
-  info.kv_bytes_per_token = int64_t{2} * c.n_layers * c.kv_dim() * 4;
+  info.kv_bytes_per_token = c.kv_bytes_per_token();
   // Zero-copy (CPU): the file's tensors are what is resident; otherwise the device copies.
   info.weight_bytes = report.device_bytes > 0 ? report.device_bytes : r->file_->tensor_bytes();
 
@@ -157,37 +172,88 @@ Status LlamaRunner::load_weights(LoadReport& report) {
   }
   if (Status s = load_vector(f, dev, "output_norm.weight", c.dim, output_norm_, report); !s.ok())
     return s;
-  if (c.rope_freq_factors) {
-    if (Status s = load_vector(f, dev, "rope_freqs.weight", c.rope_dim / 2, rope_factors_, report);
+  const RopeFactors factors = rope_factors(f, c);
+  if (!factors.divisors.empty()) {
+    const auto n = static_cast<int64_t>(factors.divisors.size());
+    auto buf = dev.alloc(n * 4);
+    if (!buf.ok()) return std::move(buf).error();
+    dev.upload(buf->data(), factors.divisors.data(), n * 4);
+    rope_factors_ = std::move(buf).value();
+  }
+  rope_global_.freq_base = c.rope_freq_base;
+  rope_global_.freq_scale = factors.freq_scale;
+  rope_global_.n_rot = c.rope_dim;
+  rope_global_.neox = c.rope_style == RopeStyle::kNeox;
+  rope_global_.freq_factors = factors.divisors.empty() ? nullptr : rope_factors_.as<float>();
+  rope_mscale_ = factors.mscale;
+  rope_local_ = rope_global_;
+  rope_local_.freq_base = c.rope_freq_base_local;
+  if (c.local_rope_unscaled) {
+    rope_local_.freq_scale = 1.0f;
+    rope_local_.freq_factors = nullptr;
+  }
+
+  layers_.resize(c.n_layers);
+  for (int32_t i = 0; i < c.n_layers; ++i) {
+    if (Status s = load_layer(i, report); !s.ok()) return s;
+  }
+  return {};
+}
+
+// One block's weights: fused tensors split into row ranges, norms and biases as F32 vectors.
+Status LlamaRunner::load_layer(int32_t i, LoadReport& report) {
+  const GgufFile& f = *file_;
+  device::Device& dev = *device_;
+  const ModelConfig& c = config_;
+  const int64_t q = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
+  Layer& l = layers_[i];
+  const std::string p = "blk." + std::to_string(i) + ".";
+  struct Part {
+    const char* tensor;
+    Weight* w;
+    int64_t row_begin, n_rows;
+  };
+  std::vector<Part> parts = {{"attn_output", &l.wo, 0, -1}, {"ffn_down", &l.w_down, 0, -1}};
+  if (c.fused_qkv) {
+    parts.push_back({"attn_qkv", &l.wq, 0, q});
+    parts.push_back({"attn_qkv", &l.wk, q, kv});
+    parts.push_back({"attn_qkv", &l.wv, q + kv, kv});
+  } else {
+    parts.push_back({"attn_q", &l.wq, 0, -1});
+    parts.push_back({"attn_k", &l.wk, 0, -1});
+    parts.push_back({"attn_v", &l.wv, 0, -1});
+  }
+  if (c.fused_gate_up) {
+    parts.push_back({"ffn_up", &l.w_gate, 0, ffn});
+    parts.push_back({"ffn_up", &l.w_up, ffn, ffn});
+  } else {
+    parts.push_back({"ffn_gate", &l.w_gate, 0, -1});
+    parts.push_back({"ffn_up", &l.w_up, 0, -1});
+  }
+  for (const Part& part : parts) {
+    if (Status s = load_matrix(f, dev, p + part.tensor + ".weight", *part.w, report, part.row_begin,
+                               part.n_rows);
         !s.ok()) {
       return s;
     }
   }
-  layers_.resize(c.n_layers);
-  for (int32_t i = 0; i < c.n_layers; ++i) {
-    Layer& l = layers_[i];
-    const std::string p = "blk." + std::to_string(i) + ".";
-    for (auto [name, w] : {std::pair{"attn_q", &l.wq},
-                           {"attn_k", &l.wk},
-                           {"attn_v", &l.wv},
-                           {"attn_output", &l.wo},
-                           {"ffn_gate", &l.w_gate},
-                           {"ffn_up", &l.w_up},
-                           {"ffn_down", &l.w_down}}) {
-      if (Status s = load_matrix(f, dev, p + name + ".weight", *w, report); !s.ok()) return s;
-    }
-    if (Status s = load_vector(f, dev, p + "attn_norm.weight", c.dim, l.attn_norm, report); !s.ok())
-      return s;
-    if (Status s = load_vector(f, dev, p + "ffn_norm.weight", c.dim, l.ffn_norm, report); !s.ok())
-      return s;
-    if (c.qkv_bias) {
-      if (Status s = load_vector(f, dev, p + "attn_q.bias", c.q_dim(), l.q_bias, report); !s.ok())
-        return s;
-      if (Status s = load_vector(f, dev, p + "attn_k.bias", c.kv_dim(), l.k_bias, report); !s.ok())
-        return s;
-      if (Status s = load_vector(f, dev, p + "attn_v.bias", c.kv_dim(), l.v_bias, report); !s.ok())
-        return s;
-    }
+  struct Vec {
+    const char* tensor;
+    Buffer* b;
+    int64_t n;
+    bool wanted;
+  };
+  for (const Vec& v :
+       {Vec{"attn_norm.weight", &l.attn_norm, c.dim, true},
+        Vec{"ffn_norm.weight", &l.ffn_norm, c.dim, true},
+        Vec{"attn_q.bias", &l.q_bias, q, c.qkv_bias}, Vec{"attn_k.bias", &l.k_bias, kv, c.qkv_bias},
+        Vec{"attn_v.bias", &l.v_bias, kv, c.qkv_bias},
+        Vec{"attn_q_norm.weight", &l.q_norm, c.head_dim, c.qk_norm},
+        Vec{"attn_k_norm.weight", &l.k_norm, c.head_dim, c.qk_norm},
+        Vec{"post_attention_norm.weight", &l.post_attn_norm, c.dim, c.post_norms},
+        Vec{"post_ffw_norm.weight", &l.post_ffn_norm, c.dim, c.post_norms}}) {
+    if (!v.wanted) continue;
+    if (Status s = load_vector(f, dev, p + v.tensor, v.n, *v.b, report); !s.ok()) return s;
   }
   return {};
 }
@@ -199,7 +265,12 @@ Status LlamaRunner::allocate_kv(int32_t n_blocks, int32_t block_size) {
   const auto t0 = Clock::now();
   kv_.reset();
   kv_blocks_ = 0;
-  const int64_t bytes = int64_t{n_blocks} * block_size * info_.kv_bytes_per_token;
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(int64_t{n_blocks} * block_size, info_.kv_bytes_per_token, &bytes)) {
+    return make_error(ErrorKind::kExhausted, "kv cache of " + std::to_string(n_blocks) + " x " +
+                                                 std::to_string(block_size) +
+                                                 " tokens: the byte size overflows");
+  }
   auto buf = device_->alloc(bytes);
   if (!buf.ok()) {
     return make_error(ErrorKind::kExhausted, "kv cache of " + std::to_string(n_blocks) + " x " +
@@ -244,6 +315,37 @@ Status LlamaRunner::check_batch(const ForwardBatch& batch) const {
   return {};
 }
 
+// Grows the activation buffers to `n` rows and the index buffer to `n_ints` ints.
+Status LlamaRunner::ensure_scratch(int64_t n, int64_t n_ints) {
+  device::Device& dev = *device_;
+  const ModelConfig& c = config_;
+  Scratch& sc = *scratch_;
+  if (sc.rows < n || sc.ints.bytes() < n_ints * 4) {
+    const int64_t rows = std::max<int64_t>(n, sc.rows);
+    auto grow = [&](Buffer& b, int64_t floats) -> Status {
+      auto r = dev.alloc(floats * 4);
+      if (!r.ok()) return std::move(r).error();
+      b = std::move(r).value();
+      return {};
+    };
+    for (auto [buf, width] : {std::pair{&sc.x, int64_t{c.dim}},
+                              {&sc.h, int64_t{c.dim}},
+                              {&sc.q, int64_t{c.q_dim()}},
+                              {&sc.k, int64_t{c.kv_dim()}},
+                              {&sc.v, int64_t{c.kv_dim()}},
+                              {&sc.attn, int64_t{c.q_dim()}},
+                              {&sc.gate, int64_t{c.ffn_dim}},
+                              {&sc.up, int64_t{c.ffn_dim}},
+                              {&sc.logits_in, int64_t{c.dim}},
+                              {&sc.logits, int64_t{c.vocab_size}}}) {
+      if (Status s = grow(*buf, rows * width); !s.ok()) return s;
+    }
+    if (Status s = grow(sc.ints, std::max(n_ints, int64_t{4} * rows + 1024)); !s.ok()) return s;
+    sc.rows = rows;
+  }
+  return {};
+}
+
 Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   logits.clear();
   if (Status s = check_batch(batch); !s.ok()) return s;
@@ -275,31 +377,9 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t n_logits = static_cast<int64_t>(logit_rows.size());
 
-  Scratch& sc = *scratch_;
   const int64_t n_ints = 4 * n + static_cast<int64_t>(tables.size()) + 2 * n;
-  if (sc.rows < n || sc.ints.bytes() < n_ints * 4) {
-    const int64_t rows = std::max<int64_t>(n, sc.rows);
-    auto grow = [&](Buffer& b, int64_t floats) -> Status {
-      auto r = dev.alloc(floats * 4);
-      if (!r.ok()) return std::move(r).error();
-      b = std::move(r).value();
-      return {};
-    };
-    for (auto [buf, width] : {std::pair{&sc.x, int64_t{c.dim}},
-                              {&sc.h, int64_t{c.dim}},
-                              {&sc.q, int64_t{c.q_dim()}},
-                              {&sc.k, int64_t{c.kv_dim()}},
-                              {&sc.v, int64_t{c.kv_dim()}},
-                              {&sc.attn, int64_t{c.q_dim()}},
-                              {&sc.gate, int64_t{c.ffn_dim}},
-                              {&sc.up, int64_t{c.ffn_dim}},
-                              {&sc.logits_in, int64_t{c.dim}},
-                              {&sc.logits, int64_t{c.vocab_size}}}) {
-      if (Status s = grow(*buf, rows * width); !s.ok()) return s;
-    }
-    if (Status s = grow(sc.ints, std::max(n_ints, int64_t{4} * rows + 1024)); !s.ok()) return s;
-    sc.rows = rows;
-  }
+  if (Status st = ensure_scratch(n, n_ints); !st.ok()) return st;
+  Scratch& sc = *scratch_;
   int32_t* d_ids = sc.ints.as<int32_t>();
   int32_t* d_pos = d_ids + n;
   int32_t* d_slots = d_pos + n;
@@ -314,64 +394,27 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
   dev.upload(d_tokens, attn_tokens.data(),
              n * static_cast<int64_t>(sizeof(device::AttentionToken)));
 
+  Step step;
+  step.n = n;
+  step.d_pos = d_pos;
+  step.d_slots = d_slots;
+  step.tables = &tables;
+  step.tokens = &attn_tokens;
+  step.attn.block_tables = d_tables;
+  step.attn.tokens = d_tokens;
+  step.attn.n_tokens = static_cast<int32_t>(n);
+  step.attn.max_pos = max_pos;
+
   float* x = sc.x.as<float>();
   float* h = sc.h.as<float>();
-  float* q = sc.q.as<float>();
-  float* k = sc.k.as<float>();
-  float* v = sc.v.as<float>();
-  float* attn = sc.attn.as<float>();
-  float* gate = sc.gate.as<float>();
-  float* up = sc.up.as<float>();
-
-  device::RopeParams rope;
-  rope.freq_base = c.rope_freq_base;
-  rope.freq_scale = 1.0f / c.rope_linear_scale;
-  rope.n_rot = c.rope_dim;
-  rope.neox = c.rope_style == RopeStyle::kNeox;
-  rope.freq_factors = c.rope_freq_factors ? rope_factors_.as<float>() : nullptr;
-
-  const int64_t cache_rows = int64_t{kv_blocks_} * block_size_;
-  device::AttentionArgs aa;
-  aa.q = q;
-  aa.out = attn;
-  aa.block_tables = d_tables;
-  aa.tokens = d_tokens;
-  aa.n_tokens = static_cast<int32_t>(n);
-  aa.n_heads = c.n_heads;
-  aa.n_kv_heads = c.n_kv_heads;
-  aa.head_dim = c.head_dim;
-  aa.block_size = block_size_;
-  aa.max_pos = max_pos;
-  aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-
   dev.embed(token_embd_, d_ids, n, x);
+  if (c.embedding_scale != 1.0f) {
+    HostView view(dev);
+    scale_in_place(view.map(x, n * c.dim, true), n * c.dim, c.embedding_scale);
+  }
   for (int32_t li = 0; li < c.n_layers; ++li) {
-    const Layer& l = layers_[li];
-    float* k_cache = kv_.as<float>() + (int64_t{2} * li) * cache_rows * c.kv_dim();
-    float* v_cache = k_cache + cache_rows * c.kv_dim();
-    dev.rms_norm(x, l.attn_norm.as<float>(), n, c.dim, c.rms_eps, h);
-    dev.matmul(h, n, l.wq, q);
-    dev.matmul(h, n, l.wk, k);
-    dev.matmul(h, n, l.wv, v);
-    if (c.qkv_bias) {
-      dev.add_bias(q, l.q_bias.as<float>(), n, c.q_dim());
-      dev.add_bias(k, l.k_bias.as<float>(), n, c.kv_dim());
-      dev.add_bias(v, l.v_bias.as<float>(), n, c.kv_dim());
-    }
-    dev.rope(q, d_pos, n, c.n_heads, c.head_dim, rope);
-    dev.rope(k, d_pos, n, c.n_kv_heads, c.head_dim, rope);
-    dev.kv_write(k_cache, v_cache, k, v, d_slots, n, c.kv_dim());
-    aa.k_cache = k_cache;
-    aa.v_cache = v_cache;
-    dev.paged_attention(aa);
-    dev.matmul(attn, n, l.wo, h);
-    dev.add(x, h, n * c.dim, x);
-    dev.rms_norm(x, l.ffn_norm.as<float>(), n, c.dim, c.rms_eps, h);
-    dev.matmul(h, n, l.w_gate, gate);
-    dev.matmul(h, n, l.w_up, up);
-    dev.swiglu(gate, up, n * c.ffn_dim, gate);
-    dev.matmul(gate, n, l.w_down, h);
-    dev.add(x, h, n * c.dim, x);
+    attention_block(li, step);
+    ffn_block(li, step);
   }
   if (n_logits > 0) {
     float* sel = sc.logits_in.as<float>();
@@ -382,6 +425,9 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
     dev.download(logits.data(), sc.logits.data(), static_cast<int64_t>(logits.size()) * 4);
   }
   if (Status s = dev.sync(); !s.ok()) return s;
+  if (c.final_softcap > 0.0f) {
+    soft_cap(logits.data(), static_cast<int64_t>(logits.size()), c.final_softcap);
+  }
   for (int64_t r = 0; r < n_logits; ++r) {
     for (int32_t i = 0; i < c.vocab_size; ++i) {
       if (!std::isfinite(logits[r * c.vocab_size + i])) {
@@ -393,6 +439,108 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
     }
   }
   return {};
+}
+
+// Pre-norm attention with its residual: norm, QKV (+bias), q/k norms, RoPE, KV write, attention
+// (the device's, or the host's for a binding sliding window or a soft-cap), output projection,
+// optional post-norm.
+void LlamaRunner::attention_block(int32_t li, const Step& st) {
+  device::Device& dev = *device_;
+  const ModelConfig& c = config_;
+  const Layer& l = layers_[li];
+  Scratch& sc = *scratch_;
+  const int64_t n = st.n, q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  float *x = sc.x.as<float>(), *h = sc.h.as<float>(), *q = sc.q.as<float>();
+  float *k = sc.k.as<float>(), *v = sc.v.as<float>(), *attn = sc.attn.as<float>();
+  const int64_t cache_rows = int64_t{kv_blocks_} * block_size_;
+  float* k_cache = kv_.as<float>() + (int64_t{2} * li) * cache_rows * kv_dim;
+  float* v_cache = k_cache + cache_rows * kv_dim;
+  const bool local = c.is_local_layer(li);
+
+  dev.rms_norm(x, l.attn_norm.as<float>(), n, c.dim, c.rms_eps, h);
+  dev.matmul(h, n, l.wq, q);
+  dev.matmul(h, n, l.wk, k);
+  dev.matmul(h, n, l.wv, v);
+  if (c.qkv_bias) {
+    dev.add_bias(q, l.q_bias.as<float>(), n, q_dim);
+    dev.add_bias(k, l.k_bias.as<float>(), n, kv_dim);
+    dev.add_bias(v, l.v_bias.as<float>(), n, kv_dim);
+  }
+  if (c.qk_norm) {
+    dev.rms_norm(q, l.q_norm.as<float>(), n * c.n_heads, c.head_dim, c.rms_eps, q);
+    dev.rms_norm(k, l.k_norm.as<float>(), n * c.n_kv_heads, c.head_dim, c.rms_eps, k);
+  }
+  const bool unscaled = local && c.local_rope_unscaled;
+  const device::RopeParams& rope = local ? rope_local_ : rope_global_;
+  dev.rope(q, st.d_pos, n, c.n_heads, c.head_dim, rope);
+  dev.rope(k, st.d_pos, n, c.n_kv_heads, c.head_dim, rope);
+  if (!unscaled && rope_mscale_ != 1.0f) {
+    HostView view(dev);
+    scale_rotated(view.map(q, n * q_dim, true), n, c.n_heads, c.head_dim, c.rope_dim, rope_mscale_);
+    scale_rotated(view.map(k, n * kv_dim, true), n, c.n_kv_heads, c.head_dim, c.rope_dim,
+                  rope_mscale_);
+  }
+  dev.kv_write(k_cache, v_cache, k, v, st.d_slots, n, kv_dim);
+
+  const bool window_binds = local && st.attn.max_pos >= c.sliding_window;
+  if (window_binds || c.attn_softcap > 0.0f) {
+    HostView view(dev);
+    WindowedAttention wa;
+    wa.q = view.map(q, n * q_dim, false);
+    wa.out = view.map(attn, n * q_dim, true);
+    wa.k_cache = view.map(k_cache, cache_rows * kv_dim, false);
+    wa.v_cache = view.map(v_cache, cache_rows * kv_dim, false);
+    wa.block_tables = st.tables->data();
+    wa.tokens = st.tokens->data();
+    wa.n_tokens = n;
+    wa.n_heads = c.n_heads;
+    wa.n_kv_heads = c.n_kv_heads;
+    wa.head_dim = c.head_dim;
+    wa.block_size = block_size_;
+    wa.scale = c.attention_scale;
+    wa.window = local ? c.sliding_window : 0;
+    wa.softcap = c.attn_softcap;
+    windowed_attention(wa);
+  } else {
+    device::AttentionArgs aa = st.attn;
+    aa.q = q;
+    aa.out = attn;
+    aa.k_cache = k_cache;
+    aa.v_cache = v_cache;
+    aa.n_heads = c.n_heads;
+    aa.n_kv_heads = c.n_kv_heads;
+    aa.head_dim = c.head_dim;
+    aa.block_size = block_size_;
+    aa.scale = c.attention_scale;
+    dev.paged_attention(aa);
+  }
+  dev.matmul(attn, n, l.wo, h);
+  if (c.post_norms) dev.rms_norm(h, l.post_attn_norm.as<float>(), n, c.dim, c.rms_eps, h);
+  dev.add(x, h, n * c.dim, x);
+}
+
+// Pre-norm gated FFN with its residual: SwiGLU or GeGLU (tanh), optional post-norm.
+void LlamaRunner::ffn_block(int32_t li, const Step& st) {
+  device::Device& dev = *device_;
+  const ModelConfig& c = config_;
+  const Layer& l = layers_[li];
+  Scratch& sc = *scratch_;
+  const int64_t n = st.n;
+  float *x = sc.x.as<float>(), *h = sc.h.as<float>();
+  float *gate = sc.gate.as<float>(), *up = sc.up.as<float>();
+  dev.rms_norm(x, l.ffn_norm.as<float>(), n, c.dim, c.rms_eps, h);
+  dev.matmul(h, n, l.w_gate, gate);
+  dev.matmul(h, n, l.w_up, up);
+  if (c.ffn_activation == FfnActivation::kGeluTanh) {
+    HostView view(dev);
+    float* g = view.map(gate, n * c.ffn_dim, true);
+    geglu_tanh(g, view.map(up, n * c.ffn_dim, false), n * c.ffn_dim, g);
+  } else {
+    dev.swiglu(gate, up, n * c.ffn_dim, gate);
+  }
+  dev.matmul(gate, n, l.w_down, h);
+  if (c.post_norms) dev.rms_norm(h, l.post_ffn_norm.as<float>(), n, c.dim, c.rms_eps, h);
+  dev.add(x, h, n * c.dim, x);
 }
 
 }  // namespace cutline::model

@@ -4,32 +4,29 @@
 #include <limits>
 #include <vector>
 
+#include "model_tensors.h"
+
 namespace cutline::model {
 
 namespace {
 
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
+constexpr const char* kSupported = "llama, qwen2, qwen3, phi3, gemma2, gemma3";
+
+bool is_supported(const std::string& arch) {
+  for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}) {
+    if (arch == a) return true;
   }
-  return s + "]";
+  return false;
 }
 
-std::string shape_string(const GgufTensor& t) {
-  return shape_string(std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.n_dims));
-}
-
-// A positive int32 hyper-parameter `<arch>.<suffix>`.
+// A positive int32 hyper-parameter.
 Status read_dim(const GgufFile& f, const std::string& key, bool required, int32_t fallback,
                 int32_t& out) {
   auto v = required ? f.get_int(key) : f.get_int_or(key, fallback);
   if (!v) return std::move(v).error();
   if (*v <= 0 || *v > std::numeric_limits<int32_t>::max()) {
     return f.error(ErrorKind::kBadRequest, "metadata key '" + key + "' is " + std::to_string(*v) +
-                                               ", expected a positive "
-                                               "32-bit integer");
+                                               ", expected a positive 32-bit integer");
   }
   out = static_cast<int32_t>(*v);
   return {};
@@ -38,7 +35,7 @@ Status read_dim(const GgufFile& f, const std::string& key, bool required, int32_
 Status read_float(const GgufFile& f, const std::string& key, double fallback, float& out) {
   auto v = f.get_float_or(key, fallback);
   if (!v) return std::move(v).error();
-  if (!std::isfinite(*v) || *v <= 0) {
+  if (!std::isfinite(*v) || *v <= 0 || *v > std::numeric_limits<float>::max()) {
     return f.error(ErrorKind::kBadRequest, "metadata key '" + key + "' is " + std::to_string(*v) +
                                                ", expected a positive number");
   }
@@ -46,58 +43,25 @@ Status read_float(const GgufFile& f, const std::string& key, double fallback, fl
   return {};
 }
 
-Status expect_tensor(const GgufFile& f, const std::string& name, std::vector<int64_t> shape,
-                     bool f32_only) {
-  const GgufTensor* t = f.tensor(name);
-  if (!t) {
-    return f.error(ErrorKind::kBadRequest,
-                   "tensor '" + name + "' is missing (expected shape " + shape_string(shape) + ")");
-  }
-  bool same = t->n_dims == static_cast<int32_t>(shape.size());
-  for (size_t d = 0; same && d < shape.size(); ++d) same = t->shape[d] == shape[d];
-  if (!same) {
-    return f.error(ErrorKind::kBadRequest, "tensor '" + name + "' has shape " + shape_string(*t) +
-                                               ", expected " + shape_string(shape));
-  }
-  if (f32_only && t->type != TensorType::kF32) {
-    return f.error(ErrorKind::kUnsupported, "tensor '" + name + "' has type " +
-                                                tensor_type_name(t->type) + ", expected f32");
+// `what` (a width computed from metadata, in 64 bits) must fit the runner's buffers.
+Status check_width(const GgufFile& f, const std::string& what, int64_t width) {
+  if (width <= 0 || width > kMaxRowWidth) {
+    return f.error(ErrorKind::kBadRequest, what + " is " + std::to_string(width) +
+                                               ", expected at most " +
+                                               std::to_string(kMaxRowWidth));
   }
   return {};
 }
 
-}  // namespace
-
-Result<ModelConfig> load_model_config(const GgufFile& f) {
-  ModelConfig c;
-  auto arch = f.get_string("general.architecture");
-  if (!arch) return std::move(arch).error();
-  c.architecture = std::string(*arch);
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
-    return f.error(ErrorKind::kUnsupported, "architecture '" + c.architecture +
-                                                "' is not supported (supported: llama, qwen2)");
-  }
-  auto name = f.get_string_or("general.name", "");
-  if (!name) return std::move(name).error();
-  c.name = std::string(*name);
-  const std::string p = c.architecture + ".";
-
-  auto experts = f.get_int_or(p + "expert_count", 0);
-  if (!experts) return std::move(experts).error();
-  if (*experts > 0) {
-    return f.error(ErrorKind::kUnsupported,
-                   "mixture-of-experts models are not supported (metadata key '" + p +
-                       "expert_count' is " + std::to_string(*experts) + ")");
-  }
-
+Status read_dims(const GgufFile& f, const std::string& p, ModelConfig& c) {
   for (auto [suffix, out] :
        {std::pair{"block_count", &c.n_layers}, std::pair{"embedding_length", &c.dim},
         std::pair{"attention.head_count", &c.n_heads}, std::pair{"feed_forward_length", &c.ffn_dim},
         std::pair{"context_length", &c.context_length}}) {
-    if (auto s = read_dim(f, p + suffix, true, 0, *out); !s) return std::move(s).error();
+    if (auto s = read_dim(f, p + suffix, true, 0, *out); !s) return s;
   }
   if (auto s = read_dim(f, p + "attention.head_count_kv", false, c.n_heads, c.n_kv_heads); !s) {
-    return std::move(s).error();
+    return s;
   }
   if (c.n_heads % c.n_kv_heads != 0) {
     return f.error(ErrorKind::kBadRequest, "metadata key '" + p + "attention.head_count_kv' is " +
@@ -111,11 +75,11 @@ Result<ModelConfig> load_model_config(const GgufFile& f) {
                        ", expected a multiple of the head count " + std::to_string(c.n_heads));
   }
   if (auto s = read_dim(f, p + "attention.key_length", false, c.dim / c.n_heads, c.head_dim); !s) {
-    return std::move(s).error();
+    return s;
   }
   int32_t value_length = 0;
   if (auto s = read_dim(f, p + "attention.value_length", false, c.head_dim, value_length); !s) {
-    return std::move(s).error();
+    return s;
   }
   if (value_length != c.head_dim) {
     return f.error(ErrorKind::kUnsupported,
@@ -127,38 +91,184 @@ Result<ModelConfig> load_model_config(const GgufFile& f) {
     return f.error(ErrorKind::kBadRequest, "head size " + std::to_string(c.head_dim) +
                                                " is odd, expected an even size for RoPE");
   }
-  if (auto s = read_dim(f, p + "rope.dimension_count", false, c.head_dim, c.rope_dim); !s) {
-    return std::move(s).error();
+  // Every width a buffer is sized by, computed in 64 bits (a 32-bit product of a crafted head
+  // count and key length can wrap to a small number that matches small tensors).
+  const std::string heads = "'" + p + "attention.head_count' x '" + p + "attention.key_length'";
+  const std::string kv_heads =
+      "'" + p + "attention.head_count_kv' x '" + p + "attention.key_length'";
+  for (auto [what, width] : {std::pair{"metadata key '" + p + "embedding_length'", int64_t{c.dim}},
+                             {"metadata key '" + p + "feed_forward_length'", int64_t{c.ffn_dim}},
+                             {heads, c.q_dim()},
+                             {kv_heads, c.kv_dim()}}) {
+    if (auto s = check_width(f, what, width); !s) return s;
   }
+  return {};
+}
+
+Status read_rope(const GgufFile& f, const std::string& p, ModelConfig& c) {
+  if (auto s = read_dim(f, p + "rope.dimension_count", false, c.head_dim, c.rope_dim); !s) return s;
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return f.error(ErrorKind::kBadRequest,
                    "metadata key '" + p + "rope.dimension_count' is " + std::to_string(c.rope_dim) +
                        ", expected an even number <= the head size " + std::to_string(c.head_dim));
   }
-  c.rope_style = c.architecture == "qwen2" ? RopeStyle::kNeox : RopeStyle::kInterleaved;
-  if (auto s = read_float(f, p + "rope.freq_base", 10000.0, c.rope_freq_base); !s) {
-    return std::move(s).error();
+  c.rope_style = c.architecture == "llama" ? RopeStyle::kInterleaved : RopeStyle::kNeox;
+  if (auto s = read_float(f, p + "rope.freq_base", 10000.0, c.rope_freq_base); !s) return s;
+  if (auto s = read_float(f, p + "rope.scaling.attn_factor", 1.0, c.rope_attn_factor); !s) return s;
+  if (auto s = read_dim(f, p + "rope.scaling.original_context_length", false, c.context_length,
+                        c.yarn_original_context);
+      !s) {
+    return s;
   }
+
+  // The factor is rope.scaling.factor, or the older rope.scale_linear, whatever the type (as
+  // llama.cpp reads it); the type says how it applies.
+  float factor = 1.0f;
+  const std::string factor_key =
+      f.has(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
+  if (auto s = read_float(f, factor_key, 1.0, factor); !s) return s;
+  auto scaling = f.get_string_or(p + "rope.scaling.type", "none");
+  if (!scaling) return std::move(scaling).error();
+  if (*scaling == "none" || *scaling == "linear" || *scaling == "longrope") {
+    // longrope: the per-pair factors are tensors (phi3's rope_factors_long/short).
+    c.rope_linear_scale = factor;
+    if (*scaling == "linear" || factor != 1.0f) c.rope_scaling = RopeScaling::kLinear;
+    return {};
+  }
+  if (*scaling == "yarn") {
+    c.rope_scaling = RopeScaling::kYarn;
+    c.yarn_factor = factor;
+    if (auto s = read_float(f, p + "rope.scaling.yarn_beta_fast", 32.0, c.yarn_beta_fast); !s) {
+      return s;
+    }
+    return read_float(f, p + "rope.scaling.yarn_beta_slow", 1.0, c.yarn_beta_slow);
+  }
+  return f.error(ErrorKind::kUnsupported, "RoPE scaling '" + std::string(*scaling) +
+                                              "' (metadata key '" + p +
+                                              "rope.scaling.type') is not supported "
+                                              "(supported: none, linear, yarn, longrope)");
+}
+
+// Gemma's attention scale is 1/sqrt(query_pre_attn_scalar): dim / n_heads for the 27B models
+// (46 layers for gemma2, 62 for gemma3), the head size otherwise (gemma_pytorch's configs, as
+// llama.cpp derives it; the GGUF has no key for it).
+float gemma_attention_scale(const ModelConfig& c) {
+  const bool is_27b = (c.architecture == "gemma2" && c.n_layers == 46) ||
+                      (c.architecture == "gemma3" && c.n_layers == 62);
+  const int32_t query_pre_attn_scalar = is_27b ? c.dim / c.n_heads : c.head_dim;
+  return 1.0f / std::sqrt(static_cast<float>(query_pre_attn_scalar));
+}
+
+// attention.sliding_window_pattern: a period (the last layer of each period is global), or one
+// flag per layer (non-zero = sliding window), as llama.cpp reads it.
+Status read_window_pattern(const GgufFile& f, const std::string& p, ModelConfig& c) {
+  const std::string key = p + "attention.sliding_window_pattern";
+  const GgufValue* v = f.find(key);
+  if (v == nullptr) return {};
+  if (auto flags = v->as_int_array()) {
+    if (static_cast<int64_t>(flags->size()) != c.n_layers) {
+      return f.error(ErrorKind::kBadRequest,
+                     "metadata key '" + key + "' has " + std::to_string(flags->size()) +
+                         " entries, expected one per layer (" + std::to_string(c.n_layers) + ")");
+    }
+    c.local_layers.assign(flags->begin(), flags->end());
+    for (uint8_t& flag : c.local_layers) flag = flag != 0;
+    return {};
+  }
+  return read_dim(f, key, false, c.swa_pattern, c.swa_pattern);
+}
+
+// The per-architecture conventions that are not in the metadata, then the optional keys.
+Status read_architecture(const GgufFile& f, const std::string& p, ModelConfig& c) {
+  const std::string& a = c.architecture;
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  int32_t default_window = 0;
+  bool window_required = false;
+  if (a == "qwen3") c.qk_norm = true;
+  if (a == "phi3") {
+    c.fused_qkv = f.tensor("blk.0.attn_qkv.weight") != nullptr;
+    c.fused_gate_up = f.tensor("blk.0.ffn_gate.weight") == nullptr;
+    c.rope_long_short_factors = f.tensor("rope_factors_long.weight") != nullptr;
+    // Phi-3-mini/medium-4k files written before the key existed (llama.cpp's compatibility rule).
+    if ((c.n_layers == 32 || c.n_layers == 40) && c.context_length == 4096) default_window = 2047;
+  }
+  if (a == "gemma2" || a == "gemma3") {
+    c.post_norms = true;
+    c.ffn_activation = FfnActivation::kGeluTanh;
+    c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+    c.attention_scale = gemma_attention_scale(c);
+    c.swa_pattern = a == "gemma2" ? 2 : 6;
+    default_window = 4096;
+    window_required = a == "gemma3";
+  }
+  if (a == "gemma2") {
+    if (auto s = read_float(f, p + "attn_logit_softcapping", 50.0, c.attn_softcap); !s) return s;
+    if (auto s = read_float(f, p + "final_logit_softcapping", 30.0, c.final_softcap); !s) return s;
+  }
+  if (a == "gemma3") {
+    c.qk_norm = true;
+    c.local_rope_unscaled = true;
+  }
+  const double local_base = a == "gemma3" ? 10000.0 : c.rope_freq_base;
+  if (auto s = read_float(f, p + "rope.freq_base_swa", local_base, c.rope_freq_base_local); !s) {
+    return s;
+  }
+  // 0 or absent: no window (unless the architecture requires one).
+  const std::string window_key = p + "attention.sliding_window";
+  if (window_required && !f.has(window_key)) {
+    return f.error(ErrorKind::kBadRequest,
+                   "metadata key '" + window_key + "' is missing (required for " + a + ")");
+  }
+  auto window = f.get_int_or(window_key, default_window);
+  if (!window) return std::move(window).error();
+  if (*window < 0 || *window > std::numeric_limits<int32_t>::max()) {
+    return f.error(ErrorKind::kBadRequest, "metadata key '" + window_key + "' is " +
+                                               std::to_string(*window) +
+                                               ", expected a 32-bit size (0 = no window)");
+  }
+  c.sliding_window = static_cast<int32_t>(*window);
+  return read_window_pattern(f, p, c);
+}
+
+}  // namespace
+
+const char* supported_architectures() { return kSupported; }
+
+Result<ModelConfig> load_model_config(const GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch) return std::move(arch).error();
+  c.architecture = std::string(*arch);
+  if (!is_supported(c.architecture)) {
+    return f.error(
+        ErrorKind::kUnsupported,
+        "architecture '" + c.architecture + "' is not supported (supported: " + kSupported + ")");
+  }
+  auto name = f.get_string_or("general.name", "");
+  if (!name) return std::move(name).error();
+  c.name = std::string(*name);
+  const std::string p = c.architecture + ".";
+
+  auto experts = f.get_int_or(p + "expert_count", 0);
+  if (!experts) return std::move(experts).error();
+  if (*experts > 0) {
+    return f.error(ErrorKind::kUnsupported,
+                   "mixture-of-experts models are not supported (metadata key '" + p +
+                       "expert_count' is " + std::to_string(*experts) + ")");
+  }
+  if (auto s = read_dims(f, p, c); !s) return std::move(s).error();
+  if (auto s = read_rope(f, p, c); !s) return std::move(s).error();
   if (auto s = read_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5, c.rms_eps); !s) {
     return std::move(s).error();
   }
-
-  // RoPE scaling: rope.scaling.type + rope.scaling.factor, or the older rope.scale_linear.
-  auto scaling = f.get_string_or(p + "rope.scaling.type", "none");
-  if (!scaling) return std::move(scaling).error();
-  if (*scaling == "linear") {
-    if (auto s = read_float(f, p + "rope.scaling.factor", 1.0, c.rope_linear_scale); !s) {
-      return std::move(s).error();
-    }
-  } else if (*scaling == "none") {
-    if (auto s = read_float(f, p + "rope.scale_linear", 1.0, c.rope_linear_scale); !s) {
-      return std::move(s).error();
-    }
-  } else {
-    return f.error(ErrorKind::kUnsupported, "RoPE scaling '" + std::string(*scaling) +
-                                                "' (metadata key '" + p +
-                                                "rope.scaling.type') is not supported "
-                                                "(supported: none, linear)");
+  if (auto s = read_architecture(f, p, c); !s) return std::move(s).error();
+  if (c.rope_scaling == RopeScaling::kYarn && c.sliding_window > 0 && !c.local_rope_unscaled &&
+      c.rope_freq_base_local != c.rope_freq_base) {
+    return f.error(
+        ErrorKind::kUnsupported,
+        "YaRN RoPE scaling with another RoPE base for sliding-window layers (metadata key "
+        "'" +
+            p + "rope.freq_base_swa') is not supported");
   }
 
   const GgufTensor* embd = f.tensor("token_embd.weight");
@@ -168,52 +278,22 @@ Result<ModelConfig> load_model_config(const GgufFile& f) {
                                                shape_string(*embd) + ", expected [" +
                                                std::to_string(c.dim) + ", <vocabulary size>]");
   }
-  if (embd->shape[1] > std::numeric_limits<int32_t>::max()) {
-    return f.error(ErrorKind::kBadRequest, "tensor 'token_embd.weight' has too many rows");
+  if (auto s = check_width(f, "the vocabulary size (rows of tensor 'token_embd.weight')",
+                           embd->shape[1]);
+      !s) {
+    return std::move(s).error();
   }
   c.vocab_size = static_cast<int32_t>(embd->shape[1]);
   c.tied_output = f.tensor("output.weight") == nullptr;
   c.qkv_bias = f.tensor("blk.0.attn_q.bias") != nullptr;
   c.rope_freq_factors = f.tensor("rope_freqs.weight") != nullptr;
+  if (c.rope_scaling == RopeScaling::kYarn && c.rope_freq_factors) {
+    return f.error(ErrorKind::kUnsupported,
+                   "YaRN RoPE scaling together with tensor 'rope_freqs.weight' is not supported");
+  }
 
   if (auto s = validate_model_tensors(f, c); !s) return std::move(s).error();
   return c;
-}
-
-Status validate_model_tensors(const GgufFile& f, const ModelConfig& c) {
-  const int64_t dim = c.dim, vocab = c.vocab_size, q = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
-  if (auto s = expect_tensor(f, "token_embd.weight", {dim, vocab}, false); !s) return s;
-  if (auto s = expect_tensor(f, "output_norm.weight", {dim}, true); !s) return s;
-  if (!c.tied_output) {
-    if (auto s = expect_tensor(f, "output.weight", {dim, vocab}, false); !s) return s;
-  }
-  if (c.rope_freq_factors) {
-    if (auto s = expect_tensor(f, "rope_freqs.weight", {c.rope_dim / 2}, true); !s) return s;
-  }
-  for (int32_t layer = 0; layer < c.n_layers; ++layer) {
-    const std::string b = "blk." + std::to_string(layer) + ".";
-    struct Expected {
-      const char* name;
-      std::vector<int64_t> shape;
-      bool f32_only;
-    };
-    std::vector<Expected> expected = {
-        {"attn_norm.weight", {dim}, true},       {"attn_q.weight", {dim, q}, false},
-        {"attn_k.weight", {dim, kv}, false},     {"attn_v.weight", {dim, kv}, false},
-        {"attn_output.weight", {q, dim}, false}, {"ffn_norm.weight", {dim}, true},
-        {"ffn_gate.weight", {dim, ffn}, false},  {"ffn_up.weight", {dim, ffn}, false},
-        {"ffn_down.weight", {ffn, dim}, false},
-    };
-    if (c.qkv_bias) {
-      expected.push_back({"attn_q.bias", {q}, true});
-      expected.push_back({"attn_k.bias", {kv}, true});
-      expected.push_back({"attn_v.bias", {kv}, true});
-    }
-    for (const Expected& e : expected) {
-      if (auto s = expect_tensor(f, b + e.name, e.shape, e.f32_only); !s) return s;
-    }
-  }
-  return {};
 }
 
 }  // namespace cutline::model

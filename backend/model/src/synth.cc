@@ -15,6 +15,7 @@
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/vocabulary.h"
+#include "synth_architectures.h"
 #include "synth_corpus.h"
 
 namespace cutline::model {
@@ -56,15 +57,6 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-// How a tensor's values are drawn: base + amplitude * U[-1, 1).
-struct TensorPlan {
-  std::string name;
-  TensorType type;
-  std::vector<int64_t> shape;
-  float base;
-  float amplitude;
-};
-
 Error bad_option(const std::string& message) {
   return make_error(ErrorKind::kBadRequest, "synth: " + message);
 }
@@ -88,6 +80,7 @@ Status validate(const SynthOptions& o) {
   if ((o.dim / o.heads) % 2 != 0) {
     return bad_option("head size " + std::to_string(o.dim / o.heads) + " (--dim / --heads) is odd");
   }
+  if (auto s = validate_architecture_options(o); !s) return s;
   if (o.vocab < 256 + kNumSpecial) {
     return bad_option("--vocab must be at least " + std::to_string(256 + kNumSpecial) +
                       " (256 byte tokens and " + std::to_string(kNumSpecial) + " special tokens)");
@@ -105,32 +98,6 @@ Status validate(const SynthOptions& o) {
     }
   }
   return {};
-}
-
-std::vector<TensorPlan> plan_tensors(const SynthOptions& o) {
-  const int64_t dim = o.dim, vocab = o.vocab, ffn = synth_ffn_dim(o);
-  const int64_t head_dim = dim / o.heads, kv = o.kv_heads * head_dim;
-  // Fan-in scaled weights (std 1/sqrt(fan_in) as U[-a, a) with a = sqrt(3 / fan_in)) keep
-  // activations O(1) through the layers; the output projection is ~3x hotter so that logits
-  // spread over several units and sampling is varied rather than uniform.
-  auto a = [](int64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); };
-  std::vector<TensorPlan> t;
-  t.push_back({"token_embd.weight", o.type, {dim, vocab}, 0.0f, 1.0f});
-  t.push_back({"output_norm.weight", TensorType::kF32, {dim}, 1.0f, 0.1f});
-  if (!o.tied_output) t.push_back({"output.weight", o.type, {dim, vocab}, 0.0f, 3.0f * a(dim)});
-  for (int32_t l = 0; l < o.layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    t.push_back({b + "attn_norm.weight", TensorType::kF32, {dim}, 1.0f, 0.1f});
-    t.push_back({b + "attn_q.weight", o.type, {dim, dim}, 0.0f, 2.0f * a(dim)});
-    t.push_back({b + "attn_k.weight", o.type, {dim, kv}, 0.0f, 2.0f * a(dim)});
-    t.push_back({b + "attn_v.weight", o.type, {dim, kv}, 0.0f, a(dim)});
-    t.push_back({b + "attn_output.weight", o.type, {dim, dim}, 0.0f, a(dim)});
-    t.push_back({b + "ffn_norm.weight", TensorType::kF32, {dim}, 1.0f, 0.1f});
-    t.push_back({b + "ffn_gate.weight", o.type, {dim, ffn}, 0.0f, a(dim)});
-    t.push_back({b + "ffn_up.weight", o.type, {dim, ffn}, 0.0f, a(dim)});
-    t.push_back({b + "ffn_down.weight", o.type, {ffn, dim}, 0.0f, a(ffn)});
-  }
-  return t;
 }
 
 void set_vocabulary(const SynthOptions& o, GgufWriter& w) {
@@ -213,23 +180,14 @@ int32_t synth_ffn_dim(const SynthOptions& o) {
 Status synthesize_tiny_model(const SynthOptions& o, const std::string& path) {
   if (auto s = validate(o); !s) return s;
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
+  w.set_string("general.architecture", o.arch);
   w.set_string("general.name", o.name);
   w.set_u32("general.file_type", file_type_of(o.type));
   if (o.type == TensorType::kQ8_0 || o.type == TensorType::kQ4_0) {
     w.set_u32("general.quantization_version", 2);
   }
   w.set_u64("cutline.synth.seed", o.seed);
-  w.set_u32("llama.context_length", static_cast<uint32_t>(o.context));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(o.dim));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(o.layers));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(synth_ffn_dim(o)));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(o.heads));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(o.kv_heads));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(o.dim / o.heads));
-  w.set_f32("llama.rope.freq_base", 10000.0f);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(o.vocab));
+  set_architecture_metadata(o, w);
   set_vocabulary(o, w);
 
   std::vector<TensorPlan> plan = plan_tensors(o);

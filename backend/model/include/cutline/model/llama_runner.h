@@ -1,8 +1,12 @@
 #pragma once
-// LlamaRunner: the Llama-family forward pass (architectures `llama` and `qwen2`) implementing
-// ModelRunner on a device::Device. GQA, RoPE (interleaved for llama, neox for qwen2; freq_base,
-// linear scaling, optional Llama 3.1 frequency factors), RMSNorm, SwiGLU, tied or untied output,
-// qwen2 QKV bias; K/V in F32 in paged storage addressed through the engine's block tables.
+// LlamaRunner: the decoder forward pass for every architecture ModelConfig describes (llama,
+// qwen2, qwen3, phi3, gemma2, gemma3) implementing ModelRunner on a device::Device. GQA, RoPE
+// (interleaved or neox; freq_base, linear / YaRN / Llama 3.1 / phi3 long-RoPE scaling), RMSNorm
+// (also per q/k head and after attention/FFN), SwiGLU or GeGLU, tied or untied output, QKV bias,
+// fused QKV and gate-up tensors, sliding-window layers, attention and final logit soft-caps;
+// K/V in F32 in paged storage addressed through the engine's block tables. What the Device
+// interface has no op for (GeGLU, soft-caps, a binding sliding window, the RoPE magnitude factor)
+// runs on host memory (host_ops.h): in place on the CPU device, staged on others.
 //
 // Who calls it: the residency manager loads it (LoadReport gives the phase timings it reports);
 // the engine thread calls forward(). On the CPU device the weights stay zero-copy in the GGUF
@@ -12,6 +16,7 @@
 // logits do not depend on the rest of the batch or on how its prompt was chunked (CPU device).
 
 #include <memory>
+#include <vector>
 
 #include "cutline/device/device.h"
 #include "cutline/model/gguf_file.h"
@@ -57,9 +62,22 @@ class LlamaRunner final : public ModelRunner {
  private:
   struct Layer;
   struct Scratch;
+  // One forward step's index arrays (device copies) and their host originals.
+  struct Step {
+    int64_t n = 0;
+    const int32_t* d_pos = nullptr;
+    const int32_t* d_slots = nullptr;
+    const std::vector<int32_t>* tables = nullptr;
+    const std::vector<device::AttentionToken>* tokens = nullptr;
+    device::AttentionArgs attn;  // block_tables, tokens, n_tokens, max_pos set
+  };
   LlamaRunner() = default;
   Status load_weights(LoadReport& report);
+  Status load_layer(int32_t layer, LoadReport& report);
+  Status ensure_scratch(int64_t rows, int64_t n_ints);
   Status check_batch(const ForwardBatch& batch) const;
+  void attention_block(int32_t layer, const Step& step);
+  void ffn_block(int32_t layer, const Step& step);
 
   std::shared_ptr<const GgufFile> file_;
   std::shared_ptr<device::Device> device_;
@@ -70,7 +88,10 @@ class LlamaRunner final : public ModelRunner {
   device::Weight token_embd_;
   device::Weight output_;  // empty (rows == 0) when tied to token_embd_
   device::Buffer output_norm_;
-  device::Buffer rope_factors_;
+  device::Buffer rope_factors_;     // per-pair frequency divisors (rope_scaling.h)
+  device::RopeParams rope_global_;  // global layers
+  device::RopeParams rope_local_;   // sliding-window layers (differs for gemma3)
+  float rope_mscale_ = 1.0f;        // YaRN / long-RoPE magnitude of the rotated dims
   std::vector<Layer> layers_;
   std::unique_ptr<Scratch> scratch_;
 

@@ -22,7 +22,7 @@ namespace cutline::model {
 // What the engine needs to know about a model to schedule it.
 struct ModelInfo {
   std::string name;          // e.g. the GGUF general.name or the --model NAME
-  std::string architecture;  // "llama" | "qwen2"
+  std::string architecture;  // general.architecture: "llama", "qwen2", "gemma3", ...
   int32_t vocab_size = 0;
   int32_t context_length = 0;  // the model's context window in tokens
   int32_t n_layers = 0;

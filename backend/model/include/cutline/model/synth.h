@@ -1,5 +1,7 @@
 #pragma once
-// The built-in tiny model: synthesize_tiny_model() writes a valid Llama-architecture GGUF with
+// The built-in tiny model: synthesize_tiny_model() writes a valid GGUF (architecture `llama` by
+// default; `qwen2`, `qwen3`, `phi3`, `gemma2` or `gemma3` with SynthOptions::arch, each with the
+// tensors and metadata keys llama.cpp's converter writes for it) with
 // deterministic pseudo-random weights (splitmix64, identical on every platform and library
 // version for a given seed and options), a byte-level BPE vocabulary learned from the bundled
 // text (backend/model/data), BOS/EOS and ChatML control tokens, and a ChatML chat template.
@@ -30,11 +32,21 @@ struct SynthOptions {
   // Type of the 2-D weight matrices (token_embd, attention, FFN, output): kF16, kQ8_0 or kQ4_0.
   // Norm weights are always F32.
   TensorType type = TensorType::kF16;
-  bool tied_output = false;  // omit output.weight (logits from token_embd)
+  bool tied_output = false;  // omit output.weight (logits from token_embd); always for gemma
   std::string name = "cutline-tiny";
   // Called after each tensor is written: tensor bytes written so far and in all (for a
   // progress bar; may be empty).
   std::function<void(int64_t done_bytes, int64_t total_bytes)> progress;
+  // Architecture-specific (model_config.h says what each means).
+  std::string arch = "llama";         // llama | qwen2 | qwen3 | phi3 | gemma2 | gemma3
+  int32_t sliding_window = 0;         // <arch>.attention.sliding_window; 0: none (gemma: 32)
+  float attn_softcap = 0;             // gemma2 only; 0: 50
+  float final_softcap = 0;            // gemma2 only; 0: 30
+  std::string rope_scaling;           // "" | "linear" | "yarn" (rope.scaling.type)
+  float rope_factor = 1.0f;           // rope.scaling.factor
+  int32_t rope_original_context = 0;  // YaRN / long RoPE; 0: context / 4
+  bool rope_freq_factors = false;     // write rope_freqs.weight (Llama 3.1 style)
+  bool long_rope = false;             // phi3: rope_factors_long/short.weight + attn_factor
 };
 
 // The ffn dim actually used for these options.
