@@ -36,6 +36,7 @@ CompletionStream::CompletionStream(std::shared_ptr<proto::ServerStream> http,
       params_(std::move(params)),
       writer_(std::move(writer)),
       metrics_(metrics),
+      series_(metrics.series_for(params_.model)),
       on_done_(std::move(on_done)) {}
 
 CompletionStream::~CompletionStream() = default;
@@ -74,7 +75,8 @@ void CompletionStream::on_engine_event(engine::EngineEvent event) {
   if (!event.tokens.empty()) {
     const int64_t now = steady_us();
     if (last_token_us_ >= 0)
-      metrics_.observe_inter_token_seconds(static_cast<double>(now - last_token_us_) / 1e6);
+      metrics_.observe_inter_token_seconds(series_,
+                                           static_cast<double>(now - last_token_us_) / 1e6);
     last_token_us_ = now;
   }
   if (!http_->closed()) writer_->text(*http_, utf8_.push(event.text), event.logprobs);

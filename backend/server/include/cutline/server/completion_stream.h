@@ -70,6 +70,7 @@ class CompletionStream final : public EventSink,
   ExchangeParams params_;
   std::unique_ptr<ExchangeWriter> writer_;
   BackendMetrics& metrics_;
+  ModelSeries series_;  // the model's per-token series
   std::function<void(CompletionStream*)> on_done_;
 
   engine::SeqId seq_id_ = 0;
