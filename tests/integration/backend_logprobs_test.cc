@@ -41,7 +41,9 @@ std::string check_chat_entry(dom::element e, size_t top_n) {
   dom::array arr;
   EXPECT_EQ(e["bytes"].get_array().get(arr), SUCCESS);
   for (dom::element b : arr) bytes += static_cast<char>(int64_t(b));
-  if (token.rfind("bytes:", 0) != 0) EXPECT_EQ(bytes, token);  // valid UTF-8: its bytes
+  if (token.rfind("bytes:", 0) != 0) {
+    EXPECT_EQ(bytes, token);  // valid UTF-8: its bytes
+  }
   dom::array top;
   EXPECT_EQ(e["top_logprobs"].get_array().get(top), SUCCESS);
   EXPECT_EQ(top.size(), top_n);
@@ -50,7 +52,9 @@ std::string check_chat_entry(dom::element e, size_t top_n) {
   for (dom::element t : top) {
     double lp = 1;
     EXPECT_EQ(t["logprob"].get_double().get(lp), SUCCESS);
-    if (!first) EXPECT_LE(lp, prev);  // most likely first
+    if (!first) {
+      EXPECT_LE(lp, prev);  // most likely first
+    }
     first = false;
     prev = lp;
     std::string_view tt;

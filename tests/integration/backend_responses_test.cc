@@ -218,6 +218,46 @@ TEST_F(BackendResponses, StreamingEmitsTheApiEventSequence) {
   EXPECT_EQ(json_string(whole->body, "/output/0/content/0/text"), deltas);
 }
 
+// A model stop (eos) is "completed": no incomplete_details, the item completed, the stream's last
+// event response.completed. The tiny model ends some answers with EOS; the first seed that does
+// is used.
+TEST_F(BackendResponses, ModelStopCompletesStreamedAndNot) {
+  std::string seed;
+  std::string body;
+  for (int s = 1; s <= 60 && seed.empty(); ++s) {
+    auto r = backend_->post("/v1/responses",
+                            R"({"model":"tiny","input":"Hi","max_output_tokens":300,"seed":)" +
+                                std::to_string(s) + "}");
+    ASSERT_TRUE(r.ok());
+    if (json_string(r->body, "/status") == "completed") {
+      seed = std::to_string(s);
+      body = r->body;
+    }
+  }
+  ASSERT_FALSE(seed.empty()) << "no seed in 1..60 ended with EOS";
+  EXPECT_TRUE(json_is_null(body, "/incomplete_details")) << body;
+  EXPECT_EQ(json_string(body, "/output/0/status"), "completed");
+  auto rec = cutline_of(body);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->cause, proto::Cause::kEos);
+  EXPECT_LT(json_number(body, "/usage/output_tokens"), 300);
+
+  auto streamed = backend_->post(
+      "/v1/responses", R"({"model":"tiny","input":"Hi","max_output_tokens":300,"seed":)" + seed +
+                           R"(,"stream":true})");
+  ASSERT_TRUE(streamed.ok());
+  const std::vector<Frame> frames = frames_of(streamed->body);
+  ASSERT_FALSE(frames.empty());
+  const std::string& last = frames.back().data;
+  EXPECT_EQ(json_string(last, "/type"), "response.completed") << last;
+  EXPECT_EQ(json_string(last, "/response/status"), "completed");
+  EXPECT_EQ(json_string(frames[frames.size() - 2].data, "/item/status"), "completed");
+  EXPECT_EQ(json_string(last, "/response/output/0/content/0/text"),
+            json_string(body, "/output/0/content/0/text"));
+  ASSERT_TRUE(cutline_of(last).has_value());
+  EXPECT_EQ(cutline_of(last)->cause, proto::Cause::kEos);
+}
+
 TEST_F(BackendResponses, BadInputIsAnOpenAiStyle400) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"model":"tiny"})", "input"},
@@ -247,7 +287,9 @@ TEST_F(BackendResponses, BadInputIsAnOpenAiStyle400) {
     ASSERT_TRUE(r.ok()) << body;
     EXPECT_EQ(r->status, 400) << body << " -> " << r->body;
     EXPECT_EQ(json_string(r->body, "/error/type"), "invalid_request_error") << r->body;
-    if (!param.empty()) EXPECT_EQ(json_string(r->body, "/error/param"), param) << r->body;
+    if (!param.empty()) {
+      EXPECT_EQ(json_string(r->body, "/error/param"), param) << r->body;
+    }
   }
   auto unknown = backend_->post("/v1/responses", R"({"model":"nope","input":"x"})");
   ASSERT_TRUE(unknown.ok());

@@ -47,19 +47,36 @@ try {
     if (event.type === 'response.output_text.delta') deltas += event.delta;
     if (event.type === 'response.completed' || event.type === 'response.incomplete') last = event;
   }
+  // The helper's final response: the snapshot it assembled from the events (this SDK version
+  // sets output_text only on responses.create's result).
   const final = await stream.finalResponse();
-  result.stream = { events: types.length, deltas, final_text: final.output_text, last: last?.type };
+  const finalText = final.output?.[0]?.content?.[0]?.text;
+  result.stream = { events: types.length, deltas, final_text: finalText, last: last?.type };
   check(types[0] === 'response.created', 'stream: first event');
   check(types.includes('response.output_text.delta'), 'stream: deltas');
   check(types.includes('response.output_text.done'), 'stream: text done');
   check(last?.type === 'response.incomplete', 'stream: response.incomplete');
   check(last?.response?.cutline?.cause === 'client_max_tokens', 'stream: cutline record');
   check(last?.response?.output?.[0]?.content?.[0]?.text === deltas, 'stream: final text');
-  check(final.output_text === deltas, 'stream: SDK assembled text');
+  check(finalText === deltas, 'stream: SDK assembled text');
   // The same seed and conversation as the non-streaming call (no instructions there) is not
   // required to match; the same request streamed and not must.
   const again = await client.responses.create({ model, input: 'Hello there', max_output_tokens: 8, seed: 7 });
   check(again.output_text === deltas, 'stream vs create: same text');
+
+  // A model stop: the stream ends with response.completed (the first seed whose answer ends with
+  // EOS in the tiny model).
+  let completed = null;
+  for (let seed = 1; seed <= 60 && !completed; ++seed) {
+    const s = client.responses.stream({ model, input: 'Hi', max_output_tokens: 300, seed });
+    let lastEvent = null;
+    for await (const event of s) lastEvent = event;
+    if (lastEvent?.type === 'response.completed') completed = { seed, final: await s.finalResponse() };
+  }
+  result.completed = completed ? { seed: completed.seed, status: completed.final.status } : null;
+  check(completed !== null, 'completed: some seed ends with response.completed');
+  check(completed?.final?.status === 'completed', 'completed: final status');
+  check(completed?.final?.cutline?.cause === 'eos', 'completed: cutline record');
 } catch (err) {
   failures.push(String(err));
 }

@@ -66,12 +66,12 @@ TEST(SamplingParams, LogprobsBounds) {
   EXPECT_FALSE(validate(p).empty());
 }
 
-struct Run {
+struct LogprobsRun {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;
 };
 
-Run run_one(float temperature, int32_t logprobs) {
+LogprobsRun run_one(float temperature, int32_t logprobs) {
   FakeRunner runner(64, 256);
   FakeTokenizer tok;
   auto engine = make_engine(runner, tok, {});
@@ -83,7 +83,7 @@ Run run_one(float temperature, int32_t logprobs) {
   r.sampling.temperature = temperature;
   r.sampling.logprobs = logprobs;
   EXPECT_TRUE(engine->add(std::move(r)).ok());
-  Run run;
+  LogprobsRun run;
   std::vector<EngineEvent> events;
   while (!engine->idle()) {
     engine->step();
@@ -100,7 +100,7 @@ Run run_one(float temperature, int32_t logprobs) {
 }
 
 TEST(EngineLogprobs, SentWithEachTokenFromTheRawLogits) {
-  const Run greedy = run_one(0.0f, 5);
+  const LogprobsRun greedy = run_one(0.0f, 5);
   ASSERT_EQ(greedy.tokens.size(), 12u);
   ASSERT_EQ(greedy.logprobs.size(), 12u);
   for (size_t i = 0; i < greedy.tokens.size(); ++i) {
@@ -112,7 +112,9 @@ TEST(EngineLogprobs, SentWithEachTokenFromTheRawLogits) {
     EXPECT_FLOAT_EQ(lp.top[0].logprob, lp.logprob);
     double mass = 0;
     for (size_t k = 0; k < lp.top.size(); ++k) {
-      if (k > 0) EXPECT_LE(lp.top[k].logprob, lp.top[k - 1].logprob);
+      if (k > 0) {
+        EXPECT_LE(lp.top[k].logprob, lp.top[k - 1].logprob);
+      }
       mass += std::exp(lp.top[k].logprob);
     }
     EXPECT_LT(mass, 1.0);
@@ -121,7 +123,7 @@ TEST(EngineLogprobs, SentWithEachTokenFromTheRawLogits) {
 
   // Raw logprobs: the temperature changes what is sampled, not the reported distribution. A hot
   // run reports, at its first token (same prompt, same logits), the same alternatives.
-  const Run hot = run_one(1.5f, 5);
+  const LogprobsRun hot = run_one(1.5f, 5);
   ASSERT_FALSE(hot.logprobs.empty());
   for (size_t k = 0; k < 5; ++k) {
     EXPECT_EQ(hot.logprobs[0].top[k].token, greedy.logprobs[0].top[k].token);
