@@ -391,8 +391,8 @@ void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Le
     rp.stream = r.stream;
     rp.instructions = r.instructions;
     rp.max_output_tokens = r.max_output_tokens;
-    rp.temperature = add->sampling.temperature;
-    rp.top_p = add->sampling.top_p;
+    rp.temperature = r.temperature.value_or(1.0);  // as sent (the engine's is a float)
+    rp.top_p = r.top_p.value_or(1.0);
     rp.top_logprobs = r.top_logprobs;
     auto writer = std::make_unique<ResponsesWriter>(std::move(rp), served.tokenizer());
     return launch(pending->http, std::move(lease), std::move(add).value(), std::move(params),

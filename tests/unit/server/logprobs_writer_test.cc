@@ -62,7 +62,8 @@ TEST(LogprobsWriter, SplicesIntoAOneChoiceBody) {
   EXPECT_EQ(chunk, R"({"id":"x","choices":[{"index":0,"text":"a","finish_reason":null,)"
                    R"("logprobs":{"tokens":[]}}]})");
   append_top_level(chunk, "usage", R"({"total_tokens":1})");
-  EXPECT_EQ(chunk.substr(chunk.size() - 30), R"(}}]},"usage":{"total_tokens":1}})");
+  EXPECT_EQ(chunk, R"({"id":"x","choices":[{"index":0,"text":"a","finish_reason":null,)"
+                   R"("logprobs":{"tokens":[]}}],"usage":{"total_tokens":1}})");
   std::string other = R"({"choices":[],"usage":{}})";
   EXPECT_FALSE(insert_choice_logprobs(other, "{}"));
 }
