@@ -195,6 +195,42 @@ TEST_F(BackendLogprobs, RawModelLogprobsIndependentOfTemperature) {
   EXPECT_EQ(cold, first_top("1.9"));
 }
 
+// The Responses API: include ["message.output_text.logprobs"] and top_logprobs give each delta
+// its tokens' logprobs and the final output_text part all of them.
+TEST_F(BackendLogprobs, ResponsesDeltasAndFinalPart) {
+  auto r = backend_->post("/v1/responses", R"({"model":"tiny","input":"Hi","max_output_tokens":7,)"
+                                           R"("seed":7,"stream":true,"top_logprobs":2,)"
+                                           R"("include":["message.output_text.logprobs"]})");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  size_t in_deltas = 0;
+  std::string last;
+  for (const std::string& event : sse_data(r->body)) {
+    dom::parser parser;
+    dom::element doc = parser.parse(event);
+    std::string_view type;
+    ASSERT_EQ(doc["type"].get_string().get(type), SUCCESS);
+    if (type == "response.output_text.delta") {
+      dom::array lps;
+      ASSERT_EQ(doc["logprobs"].get_array().get(lps), SUCCESS) << event;
+      for (dom::element e : lps) {
+        check_chat_entry(e, 2);
+        ++in_deltas;
+      }
+    }
+    last = event;
+  }
+  EXPECT_EQ(in_deltas, 7u) << r->body;
+  dom::parser parser;
+  dom::element doc = parser.parse(last);
+  dom::array final_lps;
+  ASSERT_EQ(doc.at_pointer("/response/output/0/content/0/logprobs").get_array().get(final_lps),
+            SUCCESS)
+      << last;
+  EXPECT_EQ(final_lps.size(), 7u);
+  EXPECT_EQ(json_number(last, "/response/top_logprobs"), 2);
+}
+
 TEST_F(BackendLogprobs, BoundsAreOpenAiStyle400s) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
