@@ -51,6 +51,23 @@ device::DeviceKind device_kind(DeviceChoice choice) {
   return device::DeviceKind::kAuto;
 }
 
+// What the Responses writer echoes and names.
+ResponsesParams responses_params(const ResponsesRequest& r, const std::string& id,
+                                 int64_t created_at) {
+  ResponsesParams p;
+  p.id = id;
+  p.item_id = "msg_" + id.substr(id.find('_') + 1);
+  p.model = r.model;
+  p.created_at = created_at;
+  p.stream = r.stream;
+  p.instructions = r.instructions;
+  p.max_output_tokens = r.max_output_tokens;
+  p.temperature = r.temperature.value_or(1.0);  // as sent (the engine's is a float)
+  p.top_p = r.top_p.value_or(1.0);
+  p.top_logprobs = r.top_logprobs;
+  return p;
+}
+
 }  // namespace
 
 // A parsed request waiting for its model's lease (on a loop, or off-loop while the model loads).
@@ -373,28 +390,10 @@ void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Le
     const ResponsesRequest& r = *pending->responses;
     params.id = next_id("resp_");
     params.requested_max_tokens = r.max_output_tokens;
-    auto tokens = chat_prompt_tokens(r.messages, served.text_info(), "input", detail);
-    if (!tokens.ok()) return refuse(tokens.error());
-    auto add = add_request_for_prompt(std::move(tokens).value(), served.text_info(), params.id,
-                                      "input", detail);
+    auto add = build_responses_add_request(r, served.text_info(), params.id, detail);
     if (!add.ok()) return refuse(add.error());
-    if (r.temperature) add->sampling.temperature = static_cast<float>(*r.temperature);
-    if (r.top_p) add->sampling.top_p = static_cast<float>(*r.top_p);
-    if (r.seed) add->sampling.seed = static_cast<uint64_t>(*r.seed);
-    add->sampling.logprobs = r.top_logprobs;
-    add->stop.max_tokens = r.max_output_tokens;
-    ResponsesParams rp;
-    rp.id = params.id;
-    rp.item_id = "msg_" + params.id.substr(5);
-    rp.model = r.model;
-    rp.created_at = now_unix_s;
-    rp.stream = r.stream;
-    rp.instructions = r.instructions;
-    rp.max_output_tokens = r.max_output_tokens;
-    rp.temperature = r.temperature.value_or(1.0);  // as sent (the engine's is a float)
-    rp.top_p = r.top_p.value_or(1.0);
-    rp.top_logprobs = r.top_logprobs;
-    auto writer = std::make_unique<ResponsesWriter>(std::move(rp), served.tokenizer());
+    auto writer = std::make_unique<ResponsesWriter>(responses_params(r, params.id, now_unix_s),
+                                                    served.tokenizer());
     return launch(pending->http, std::move(lease), std::move(add).value(), std::move(params),
                   std::move(writer));
   }

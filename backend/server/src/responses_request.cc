@@ -222,4 +222,22 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body,
   return r;
 }
 
+Result<engine::AddRequest> build_responses_add_request(const ResponsesRequest& r,
+                                                       const ModelTextInfo& model,
+                                                       std::string request_id,
+                                                       RequestErrorDetail& detail) {
+  auto tokens = chat_prompt_tokens(r.messages, model, "input", detail);
+  if (!tokens.ok()) return std::move(tokens).error();
+  auto add = add_request_for_prompt(std::move(tokens).value(), model, std::move(request_id),
+                                    "input", detail);
+  if (!add.ok()) return add;
+  auto& s = add->sampling;
+  if (r.temperature) s.temperature = static_cast<float>(*r.temperature);
+  if (r.top_p) s.top_p = static_cast<float>(*r.top_p);
+  if (r.seed) s.seed = static_cast<uint64_t>(*r.seed);
+  s.logprobs = r.top_logprobs;
+  add->stop.max_tokens = r.max_output_tokens;
+  return add;
+}
+
 }  // namespace cutline::server

@@ -48,4 +48,12 @@ struct ResponsesRequest {
 // `detail` names the field a refusal is about.
 Result<ResponsesRequest> parse_responses_request(std::string_view body, RequestErrorDetail& detail);
 
+// What the engine runs (on a worker loop, with the model's lease held): the messages through the
+// model's chat template, as for chat completions, with the sampling fields and the
+// max_output_tokens limit. Refusals as build_add_request's (param "input").
+Result<engine::AddRequest> build_responses_add_request(const ResponsesRequest& request,
+                                                       const ModelTextInfo& model,
+                                                       std::string request_id,
+                                                       RequestErrorDetail& detail);
+
 }  // namespace cutline::server
