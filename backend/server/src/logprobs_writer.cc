@@ -128,9 +128,16 @@ void CompletionLogprobs::add(std::span<const engine::TokenLogprobs> tokens) {
     v.clear();
     proto::JsonWriter tw(v);
     tw.begin_object();
+    bool sampled_listed = false;
     for (const engine::TopLogprob& alt : t.top) {
       tw.key(logprob_token_text(tokenizer_, alt.token));
       write_logprob(tw, alt.logprob);
+      sampled_listed = sampled_listed || alt.token == t.token;
+    }
+    // As OpenAI and vLLM do here: the sampled token is always among them (up to logprobs + 1).
+    if (!sampled_listed) {
+      tw.key(logprob_token_text(tokenizer_, t.token));
+      write_logprob(tw, t.logprob);
     }
     tw.end_object();
     append_item(top_logprobs_, v);

@@ -52,8 +52,9 @@ TEST(LogprobsWriter, CompletionColumnsCountTextOffsets) {
                               R"("top_logprobs":[{"é":-1},{"a":-0.25}],"text_offset":[0,2]})");
   columns.clear();  // a streamed chunk's columns; offsets continue
   columns.add(std::span(t).subspan(2));
-  EXPECT_EQ(columns.object(),
-            R"({"tokens":["</s>"],"token_logprobs":[-3],"top_logprobs":[{}],"text_offset":[3]})");
+  EXPECT_EQ(
+      columns.object(),
+      R"({"tokens":["</s>"],"token_logprobs":[-3],"top_logprobs":[{"</s>":-3}],"text_offset":[3]})");
 }
 
 TEST(LogprobsWriter, SplicesIntoAOneChoiceBody) {

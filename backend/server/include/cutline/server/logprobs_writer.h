@@ -4,6 +4,7 @@
 //                                      "top_logprobs":[{"token","logprob","bytes"}]}]}
 //   completions: choices[].logprobs = {"tokens":[..],"token_logprobs":[..],
 //                                      "top_logprobs":[{token: logprob}],"text_offset":[..]}
+//                (each top_logprobs entry holds the alternatives and the sampled token)
 // A token's text is its bytes when they are valid UTF-8, else OpenAI's "bytes:\xNN..." spelling
 // (a byte-fallback piece of a multi-byte character); `bytes` always holds the raw bytes.
 //
