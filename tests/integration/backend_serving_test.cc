@@ -183,7 +183,9 @@ TEST_F(BackendServing, ModelsHealthStateAndMetrics) {
         "cutline_backend_phase_seconds_count{phase=\"prefill\"}",
         "cutline_backend_step_tokens_count", "cutline_backend_inter_token_seconds_count",
         "cutline_backend_model_load_seconds_count{model=\"tiny\",phase=\"read\"}",
-        "cutline_backend_prefix_cache_hits_total"})
+        "cutline_backend_prefix_cache_hits_total", "cutline_backend_prefix_cache_queries_total",
+        "cutline_backend_ttft_seconds_count{model=\"tiny\"}",
+        "cutline_backend_inter_token_seconds_count{model=\"tiny\"}"})
     EXPECT_NE(m.find(name), std::string::npos) << name;
 }
 

@@ -368,6 +368,11 @@ void Engine::apply_outputs(const StepPlan& plan, const std::vector<float>& logit
     seq->tokens.push_back(token);
     EngineEvent& ev = event_for(seq);
     ev.tokens.push_back(token);
+    // From the same raw row the sampler read (before penalties and temperature).
+    if (seq->sampling.logprobs >= 0) {
+      ev.logprobs.emplace_back();
+      logprobs_.compute(row_logits, token, seq->sampling.logprobs, ev.logprobs.back());
+    }
     // A token counts as emitted once sampled and queued in its event (published with the step).
     const int64_t token_us = clock_->now_us();
     if (seq->first_token_us < 0) {

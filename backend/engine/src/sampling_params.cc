@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "cutline/engine/token_logprobs.h"
+
 namespace cutline::engine {
 
 std::string validate(const SamplingParams& p) {
@@ -16,6 +18,8 @@ std::string validate(const SamplingParams& p) {
     return "presence_penalty must be in [-2, 2]";
   if (!std::isfinite(p.frequency_penalty) || std::fabs(p.frequency_penalty) > 2)
     return "frequency_penalty must be in [-2, 2]";
+  if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
+    return "top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]";
   return {};
 }
 

@@ -28,6 +28,15 @@ const prometheus::Histogram::BucketBoundaries& token_buckets() {
   return b;
 }
 
+// The engines count cumulatively; a counter advances by the difference. The sum falls when a
+// model is evicted (its engine's counts go with it): the baseline follows it down, so that the
+// counter resumes with the next lookups instead of waiting to climb back past the old sum.
+void advance(prometheus::Counter& counter, double& reported, int64_t engines_total) {
+  const auto now = static_cast<double>(engines_total);
+  if (now > reported) counter.Increment(now - reported);
+  reported = now;
+}
+
 }  // namespace
 
 BackendMetrics::BackendMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
@@ -71,9 +80,8 @@ BackendMetrics::BackendMetrics() : registry_(std::make_shared<prometheus::Regist
                   .Add({});
   ttft_ = &BuildHistogram()
                .Name("cutline_backend_ttft_seconds")
-               .Help("Backend time to first token")
-               .Register(r)
-               .Add({}, seconds_buckets());
+               .Help("Backend time to first token, by model")
+               .Register(r);
   phase_ = &BuildHistogram()
                 .Name("cutline_backend_phase_seconds")
                 .Help("TTFT phases: queue, load, warmup, prefill, first_decode")
@@ -85,16 +93,20 @@ BackendMetrics::BackendMetrics() : registry_(std::make_shared<prometheus::Regist
                       .Add({}, token_buckets());
   inter_token_ = &BuildHistogram()
                       .Name("cutline_backend_inter_token_seconds")
-                      .Help("Gap between consecutive output tokens of a sequence")
-                      .Register(r)
-                      .Add({}, seconds_buckets());
+                      .Help("Gap between consecutive output tokens of a sequence, by model")
+                      .Register(r);
   model_load_ = &BuildHistogram()
                      .Name("cutline_backend_model_load_seconds")
                      .Help("Model load pipeline time by model and phase")
                      .Register(r);
+  prefix_queries_ = &BuildCounter()
+                         .Name("cutline_backend_prefix_cache_queries_total")
+                         .Help("Prefix-cache lookups (one per admitted prompt)")
+                         .Register(r)
+                         .Add({});
   prefix_hits_ = &BuildCounter()
                       .Name("cutline_backend_prefix_cache_hits_total")
-                      .Help("KV blocks reused from the prefix cache")
+                      .Help("Prefix-cache lookups that reused at least one KV block")
                       .Register(r)
                       .Add({});
   // Pre-create the phase series so that a scrape before the first request shows them.
@@ -109,7 +121,7 @@ void BackendMetrics::on_request_finished(std::string_view model, const proto::St
   requests_->Add({{"model", m}, {"cause", std::string(proto::to_string(rec.cause))}}).Increment();
   auto& pre = preemptions_->Add({{"model", m}});
   if (rec.preemptions && *rec.preemptions > 0) pre.Increment(static_cast<double>(*rec.preemptions));
-  if (rec.ttft_ms) ttft_->Observe(*rec.ttft_ms / 1000.0);
+  if (rec.ttft_ms) ttft_->Add({{"model", m}}, seconds_buckets()).Observe(*rec.ttft_ms / 1000.0);
   if (rec.phases) {
     const auto& p = *rec.phases;
     phase_->Add({{"phase", "queue"}}, seconds_buckets()).Observe(p.queue_ms / 1000.0);
@@ -124,7 +136,15 @@ void BackendMetrics::on_request_rejected(std::string_view model) {
   requests_->Add({{"model", std::string(model)}, {"cause", "error"}}).Increment();
 }
 
-void BackendMetrics::observe_inter_token_seconds(double seconds) { inter_token_->Observe(seconds); }
+ModelSeries BackendMetrics::series_for(std::string_view model) {
+  ModelSeries s;
+  s.inter_token = &inter_token_->Add({{"model", std::string(model)}}, seconds_buckets());
+  return s;
+}
+
+void BackendMetrics::observe_inter_token_seconds(const ModelSeries& series, double seconds) {
+  if (series.inter_token) series.inter_token->Observe(seconds);
+}
 
 void BackendMetrics::observe_step_tokens(int64_t tokens) {
   step_tokens_->Observe(static_cast<double>(tokens));
@@ -159,12 +179,8 @@ std::string BackendMetrics::render(const GaugeSnapshot& g) {
   device_free_bytes_->Set(static_cast<double>(g.device_free_bytes));
   queue_depth_->Set(static_cast<double>(g.queue_depth));
   running_->Set(static_cast<double>(g.running));
-  // The engines count prefix hits cumulatively; the counter advances by the difference.
-  const double hits = static_cast<double>(g.prefix_cache_hits);
-  if (hits > prefix_hits_reported_) {
-    prefix_hits_->Increment(hits - prefix_hits_reported_);
-    prefix_hits_reported_ = hits;
-  }
+  advance(*prefix_queries_, prefix_queries_reported_, g.prefix_cache_queries);
+  advance(*prefix_hits_, prefix_hits_reported_, g.prefix_cache_hits);
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, registry_->Collect());
   return out.str();

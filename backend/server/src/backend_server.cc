@@ -11,6 +11,9 @@
 #include "cutline/proto/openai_error.h"
 #include "cutline/server/completion_request.h"
 #include "cutline/server/completion_stream.h"
+#include "cutline/server/completion_writer.h"
+#include "cutline/server/responses_request.h"
+#include "cutline/server/responses_writer.h"
 #include "cutline/server/served_model.h"
 
 namespace cutline::server {
@@ -48,13 +51,32 @@ device::DeviceKind device_kind(DeviceChoice choice) {
   return device::DeviceKind::kAuto;
 }
 
+// What the Responses writer echoes and names.
+ResponsesParams responses_params(const ResponsesRequest& r, const std::string& id,
+                                 int64_t created_at) {
+  ResponsesParams p;
+  p.id = id;
+  p.item_id = "msg_" + id.substr(id.find('_') + 1);
+  p.model = r.model;
+  p.created_at = created_at;
+  p.stream = r.stream;
+  p.instructions = r.instructions;
+  p.max_output_tokens = r.max_output_tokens;
+  p.temperature = r.temperature.value_or(1.0);  // as sent (the engine's is a float)
+  p.top_p = r.top_p.value_or(1.0);
+  p.top_logprobs = r.top_logprobs;
+  return p;
+}
+
 }  // namespace
 
 // A parsed request waiting for its model's lease (on a loop, or off-loop while the model loads).
 struct BackendServer::PendingRequest {
   std::shared_ptr<proto::ServerStream> http;
-  proto::ParsedRequest parsed;  // views into http->request().body
+  proto::ParsedRequest parsed;                // chat/completions: views into http->request().body
+  std::optional<ResponsesRequest> responses;  // set for /v1/responses
   int64_t arrival_us = 0;
+  const std::string& model() const { return responses ? responses->model : parsed.model; }
 };
 
 BackendServer::BackendServer(BackendOptions options) : options_(std::move(options)) {}
@@ -166,9 +188,12 @@ Status BackendServer::start() {
 uint16_t BackendServer::port() const { return http_ ? http_->port() : 0; }
 
 std::string BackendServer::next_request_id(proto::Endpoint endpoint) {
+  return next_id(endpoint == proto::Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-");
+}
+
+std::string BackendServer::next_id(const char* prefix) {
   char buf[48];
-  std::snprintf(buf, sizeof(buf), "%s-%llx%06llx",
-                endpoint == proto::Endpoint::kChatCompletions ? "chatcmpl" : "cmpl",
+  std::snprintf(buf, sizeof(buf), "%s%llx%06llx", prefix,
                 static_cast<unsigned long long>(started_unix_s_),
                 static_cast<unsigned long long>(++request_counter_));
   return buf;
@@ -186,6 +211,12 @@ void BackendServer::handle(std::shared_ptr<proto::ServerStream> http) {
     return handle_completion(std::move(http), path == "/v1/completions"
                                                   ? proto::Endpoint::kCompletions
                                                   : proto::Endpoint::kChatCompletions);
+  }
+  if (path == "/v1/responses") {
+    if (!post)
+      return send_error(*http,
+                        make_error(ErrorKind::kBadRequest, "use POST for " + std::string(path)));
+    return handle_responses(std::move(http));
   }
   if (!get && (path == "/healthz" || path == "/metrics" || path == "/v1/models" ||
                path == "/v1/cutline/state"))
@@ -265,7 +296,29 @@ void BackendServer::handle_completion(std::shared_ptr<proto::ServerStream> http,
   pending->http = http;
   pending->parsed = std::move(parsed).value();
   pending->arrival_us = arrival_us;
-  const std::string& name = pending->parsed.model;
+  acquire_model(std::move(pending));
+}
+
+void BackendServer::handle_responses(std::shared_ptr<proto::ServerStream> http) {
+  const int64_t arrival_us = steady_us();
+  if (draining_.load())
+    return send_error(*http, make_error(ErrorKind::kExhausted, "the backend is shutting down"));
+  RequestErrorDetail detail;
+  auto parsed = parse_responses_request(http->request().body, detail);
+  if (!parsed.ok()) {
+    metrics_.on_request_rejected("");
+    return send_error(*http, parsed.error(), detail.param, detail.code);
+  }
+  auto pending = std::make_shared<PendingRequest>();
+  pending->http = std::move(http);
+  pending->responses = std::move(parsed).value();
+  pending->arrival_us = arrival_us;
+  acquire_model(std::move(pending));
+}
+
+void BackendServer::acquire_model(std::shared_ptr<PendingRequest> pending) {
+  const std::string& name = pending->model();
+  proto::ServerStream* http = pending->http.get();
   auto lease = residency_->try_acquire(name);
   if (!lease.ok()) {
     metrics_.on_request_rejected(name);
@@ -293,7 +346,7 @@ void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
   });
   auto done = std::make_shared<std::atomic<bool>>(false);
   auto waiter = [this, done, pending = std::move(pending)]() mutable {
-    auto lease = residency_->acquire(pending->parsed.model);
+    auto lease = residency_->acquire(pending->model());
     {
       std::lock_guard<std::mutex> lock(active_mu_);
       --waiting_for_model_;
@@ -303,12 +356,12 @@ void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
     loop.post([this, pending, shared_lease] {
       auto& result = *shared_lease;
       if (!result.ok()) {
-        metrics_.on_request_rejected(pending->parsed.model);
+        metrics_.on_request_rejected(pending->model());
         send_error(*pending->http, result.error());
       } else if (pending->http->closed()) {
         proto::StopRecord gone;
         gone.cause = proto::Cause::kClientCancel;
-        metrics_.on_request_finished(pending->parsed.model, gone);
+        metrics_.on_request_finished(pending->model(), gone);
       } else {
         admit(pending, std::move(result).value());
       }
@@ -323,33 +376,62 @@ void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
 
 void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease) {
   auto& served = static_cast<ServedModel&>(lease.model());
-  const proto::ParsedRequest& parsed = pending->parsed;
-  const std::string id = next_request_id(parsed.endpoint);
   RequestErrorDetail detail;
-  auto add = build_add_request(parsed, served.text_info(), id, detail);
-  if (!add.ok()) {
-    metrics_.on_request_rejected(parsed.model);
-    return send_error(*pending->http, add.error(), detail.param, detail.code);
-  }
-  CompletionParams params;
-  params.endpoint = parsed.endpoint;
-  params.stream = parsed.stream;
-  params.include_usage = parsed.include_usage;
-  params.model = parsed.model;
-  params.id = id;
-  params.created = static_cast<int64_t>(std::time(nullptr));
-  params.requested_max_tokens = parsed.requested_max_tokens();
+  auto refuse = [&](const Error& error) {
+    metrics_.on_request_rejected(pending->model());
+    send_error(*pending->http, error, detail.param, detail.code);
+  };
+  ExchangeParams params;
+  params.model = pending->model();
   params.arrival_us = pending->arrival_us;
-  auto stream =
-      std::make_shared<CompletionStream>(pending->http, std::move(lease), std::move(params),
-                                         metrics_, [this](CompletionStream* s) { stream_done(s); });
+  const int64_t now_unix_s = static_cast<int64_t>(std::time(nullptr));
+
+  if (pending->responses) {
+    const ResponsesRequest& r = *pending->responses;
+    params.id = next_id("resp_");
+    params.requested_max_tokens = r.max_output_tokens;
+    auto add = build_responses_add_request(r, served.text_info(), params.id, detail);
+    if (!add.ok()) return refuse(add.error());
+    auto writer = std::make_unique<ResponsesWriter>(responses_params(r, params.id, now_unix_s),
+                                                    served.tokenizer());
+    return launch(pending->http, std::move(lease), std::move(add).value(), std::move(params),
+                  std::move(writer));
+  }
+
+  const proto::ParsedRequest& parsed = pending->parsed;
+  params.id = next_request_id(parsed.endpoint);
+  params.requested_max_tokens = parsed.requested_max_tokens();
+  auto add = build_add_request(parsed, served.text_info(), params.id, detail);
+  if (!add.ok()) return refuse(add.error());
+  CompletionParams cp;
+  cp.endpoint = parsed.endpoint;
+  cp.stream = parsed.stream;
+  cp.include_usage = parsed.include_usage;
+  cp.model = parsed.model;
+  cp.id = params.id;
+  cp.created = now_unix_s;
+  cp.requested_max_tokens = params.requested_max_tokens;
+  cp.arrival_us = pending->arrival_us;
+  cp.logprobs = add->sampling.logprobs >= 0;
+  auto writer = std::make_unique<CompletionWriter>(std::move(cp), served.tokenizer());
+  launch(pending->http, std::move(lease), std::move(add).value(), std::move(params),
+         std::move(writer));
+}
+
+void BackendServer::launch(std::shared_ptr<proto::ServerStream> http, residency::Lease lease,
+                           engine::AddRequest add, ExchangeParams params,
+                           std::unique_ptr<ExchangeWriter> writer) {
+  const std::string model = params.model;
+  auto stream = std::make_shared<CompletionStream>(std::move(http), std::move(lease),
+                                                   std::move(params), std::move(writer), metrics_,
+                                                   [this](CompletionStream* s) { stream_done(s); });
   {
     std::lock_guard<std::mutex> lock(active_mu_);
     ++active_;
     streams_[stream.get()] = stream;
   }
-  if (auto st = stream->start(std::move(add).value()); !st.ok()) {
-    metrics_.on_request_rejected(parsed.model);
+  if (auto st = stream->start(std::move(add)); !st.ok()) {
+    metrics_.on_request_rejected(model);
     stream_done(stream.get());
   }
 }

@@ -16,6 +16,7 @@ BackendTotals totals_of(const BackendState& state) {
     t.kv_bytes_used += static_cast<int64_t>(e.kv_blocks_used) * e.kv_bytes_per_block;
     t.queue_depth += e.queue_depth;
     t.running += e.running;
+    t.prefix_queries += e.prefix_queries;
     t.prefix_hits += e.prefix_hits;
   }
   return t;
@@ -30,6 +31,7 @@ GaugeSnapshot gauges_of(const BackendState& state) {
   g.device_free_bytes = state.device_free_bytes;
   g.queue_depth = t.queue_depth;
   g.running = t.running;
+  g.prefix_cache_queries = t.prefix_queries;
   g.prefix_cache_hits = t.prefix_hits;
   return g;
 }
@@ -115,6 +117,7 @@ std::string backend_state_json(const BackendState& state) {
       w.field("block_size", static_cast<int64_t>(e.block_size));
       w.field("kv_bytes_per_block", e.kv_bytes_per_block);
       w.field("preemptions_total", e.preemptions_total);
+      w.field("prefix_queries", e.prefix_queries);
       w.field("prefix_hits", e.prefix_hits);
       w.field("steps", e.steps);
       w.field("sequences_finished", e.sequences_finished);

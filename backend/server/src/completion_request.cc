@@ -5,6 +5,8 @@
 
 #include <simdjson.h>
 
+#include "cutline/server/logprobs_request.h"
+
 namespace cutline::server {
 
 namespace {
@@ -31,10 +33,7 @@ Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const 
                         "takes text only");
       messages.push_back(model::ChatMessage{r.message_role(i), r.message_text(i)});
     }
-    auto rendered = model::render_chat(m.chat_template, messages, true);
-    if (!rendered.ok())
-      return fail(detail, ErrorKind::kBadRequest, "messages", rendered.error().message);
-    return model::encode_chat(tok, *rendered);
+    return chat_prompt_tokens(messages, m, "messages", detail);
   }
   switch (r.prompt_kind) {
     case proto::PromptKind::kString:
@@ -81,6 +80,34 @@ bool ignore_eos_requested(std::string_view body) {
 
 }  // namespace
 
+Result<std::vector<int32_t>> chat_prompt_tokens(std::span<const model::ChatMessage> messages,
+                                                const ModelTextInfo& m, std::string_view param,
+                                                RequestErrorDetail& detail) {
+  auto rendered = model::render_chat(m.chat_template, messages, true);
+  if (!rendered.ok())
+    return fail(detail, ErrorKind::kBadRequest, std::string(param), rendered.error().message);
+  return model::encode_chat(*m.tokenizer, *rendered);
+}
+
+Result<engine::AddRequest> add_request_for_prompt(std::vector<int32_t> prompt,
+                                                  const ModelTextInfo& m, std::string request_id,
+                                                  std::string_view param,
+                                                  RequestErrorDetail& detail) {
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  if (n_prompt == 0)
+    return fail(detail, ErrorKind::kBadRequest, std::string(param), "the prompt is empty");
+  if (m.context_length > 0 && n_prompt >= m.context_length)
+    return fail(detail, ErrorKind::kBadRequest, std::string(param),
+                "This model's maximum context length (context_length) is " +
+                    std::to_string(m.context_length) + " tokens, but the prompt has " +
+                    std::to_string(n_prompt) + " tokens",
+                "context_length_exceeded");
+  engine::AddRequest add;
+  add.request_id = std::move(request_id);
+  add.prompt = std::move(prompt);
+  return add;
+}
+
 Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& r, const ModelTextInfo& m,
                                              std::string request_id, RequestErrorDetail& detail) {
   if (r.n != 1)
@@ -92,21 +119,12 @@ Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& r, cons
 
   auto tokens = prompt_tokens(r, m, detail);
   if (!tokens.ok()) return std::move(tokens).error();
-  const auto n_prompt = static_cast<int64_t>(tokens->size());
   const char* prompt_param =
       r.endpoint == proto::Endpoint::kChatCompletions ? "messages" : "prompt";
-  if (n_prompt == 0)
-    return fail(detail, ErrorKind::kBadRequest, prompt_param, "the prompt is empty");
-  if (m.context_length > 0 && n_prompt >= m.context_length)
-    return fail(detail, ErrorKind::kBadRequest, prompt_param,
-                "This model's maximum context length (context_length) is " +
-                    std::to_string(m.context_length) + " tokens, but the prompt has " +
-                    std::to_string(n_prompt) + " tokens",
-                "context_length_exceeded");
-
-  engine::AddRequest add;
-  add.request_id = std::move(request_id);
-  add.prompt = std::move(tokens).value();
+  auto built = add_request_for_prompt(std::move(tokens).value(), m, std::move(request_id),
+                                      prompt_param, detail);
+  if (!built.ok()) return built;
+  engine::AddRequest add = std::move(built).value();
   auto& s = add.sampling;
   if (r.temperature) s.temperature = static_cast<float>(*r.temperature);
   if (r.top_p) s.top_p = static_cast<float>(*r.top_p);
@@ -116,6 +134,9 @@ Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& r, cons
   if (r.frequency_penalty) s.frequency_penalty = static_cast<float>(*r.frequency_penalty);
   if (r.repetition_penalty) s.repetition_penalty = static_cast<float>(*r.repetition_penalty);
   if (r.seed) s.seed = static_cast<uint64_t>(*r.seed);
+  auto logprobs = requested_logprobs(r, detail);
+  if (!logprobs.ok()) return std::move(logprobs).error();
+  s.logprobs = *logprobs;
   if (std::string err = engine::validate(s); !err.empty())
     return fail(detail, ErrorKind::kBadRequest, "", err);
   add.stop.stop_strings = r.stop;

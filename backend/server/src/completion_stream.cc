@@ -5,8 +5,6 @@
 #include <utility>
 
 #include "cutline/proto/openai_error.h"
-#include "cutline/proto/openai_writer.h"
-#include "cutline/proto/sse_writer.h"
 
 namespace cutline::server {
 
@@ -30,13 +28,15 @@ void send_error(proto::ServerStream& http, const Error& error, std::string_view 
 }  // namespace
 
 CompletionStream::CompletionStream(std::shared_ptr<proto::ServerStream> http,
-                                   residency::Lease lease, CompletionParams params,
-                                   BackendMetrics& metrics,
+                                   residency::Lease lease, ExchangeParams params,
+                                   std::unique_ptr<ExchangeWriter> writer, BackendMetrics& metrics,
                                    std::function<void(CompletionStream*)> on_done)
     : http_(std::move(http)),
       lease_(std::move(lease)),
       params_(std::move(params)),
+      writer_(std::move(writer)),
       metrics_(metrics),
+      series_(metrics.series_for(params_.model)),
       on_done_(std::move(on_done)) {}
 
 CompletionStream::~CompletionStream() = default;
@@ -58,7 +58,7 @@ Status CompletionStream::start(engine::AddRequest add) {
   http_->on_close([weak] {
     if (auto self = weak.lock(); self && !self->done_) self->served().engine().abort(self->seq_id_);
   });
-  if (params_.stream) send_stream_head();
+  writer_->start(*http_);
   return {};
 }
 
@@ -70,60 +70,18 @@ void CompletionStream::abort_for_shutdown() {
   });
 }
 
-void CompletionStream::send_stream_head() {
-  proto::HttpHeaders headers{{"Content-Type", "text/event-stream"},
-                             {"Cache-Control", "no-cache"},
-                             {"Trailer", "cutline-stop"}};
-  http_->send_head(200, headers, proto::BodyFraming::chunked());
-  if (params_.endpoint == proto::Endpoint::kChatCompletions) {
-    // OpenAI's first chunk carries the role.
-    std::string json;
-    proto::ChunkFields f;
-    f.endpoint = params_.endpoint;
-    f.id = params_.id;
-    f.created = params_.created;
-    f.model = params_.model;
-    f.role = "assistant";
-    f.content = std::string_view();
-    proto::write_chunk(json, f);
-    scratch_.clear();
-    proto::append_sse_data(scratch_, json);
-    http_->send_body(scratch_);
-  }
-}
-
-void CompletionStream::send_text(std::string_view text) {
-  if (text.empty()) return;
-  if (!params_.stream) {
-    text_.append(text);
-    return;
-  }
-  std::string json;
-  proto::ChunkFields f;
-  f.endpoint = params_.endpoint;
-  f.id = params_.id;
-  f.created = params_.created;
-  f.model = params_.model;
-  f.content = text;
-  proto::write_chunk(json, f);
-  scratch_.clear();
-  proto::append_sse_data(scratch_, json);
-  // Tokens come at model speed; the connection's buffer absorbs them. send_body's false (above
-  // high water) only means the client reads slowly; nothing is dropped.
-  http_->send_body(scratch_);
-}
-
 void CompletionStream::on_engine_event(engine::EngineEvent event) {
   if (done_) return;
   if (!event.tokens.empty()) {
     const int64_t now = steady_us();
     if (last_token_us_ >= 0)
-      metrics_.observe_inter_token_seconds(static_cast<double>(now - last_token_us_) / 1e6);
+      metrics_.observe_inter_token_seconds(series_,
+                                           static_cast<double>(now - last_token_us_) / 1e6);
     last_token_us_ = now;
   }
-  if (!http_->closed()) send_text(utf8_.push(event.text));
+  if (!http_->closed()) writer_->text(*http_, utf8_.push(event.text), event.logprobs);
   if (event.finished && event.record) {
-    if (!http_->closed()) send_text(utf8_.flush());
+    if (!http_->closed()) writer_->text(*http_, utf8_.flush(), {});
     finish_exchange(*event.record);
   }
 }
@@ -164,73 +122,7 @@ void CompletionStream::finish_exchange(const engine::SequenceRecord& rec) {
   done_ = true;
   const proto::StopRecord stop = make_stop_record(rec);
   metrics_.on_request_finished(params_.model, stop);
-  const std::string finish_reason(proto::default_finish_reason(stop.cause));
-  proto::Usage usage;
-  usage.prompt_tokens = rec.input_tokens;
-  usage.completion_tokens = rec.output_tokens;
-  usage.total_tokens = rec.input_tokens + rec.output_tokens;
-
-  if (!http_->closed()) {
-    if (params_.stream) {
-      std::string json;
-      scratch_.clear();
-      if (rec.runner_error) {
-        proto::ErrorBodyFields fields;
-        fields.cutline = &stop;
-        proto::write_error_body(json, make_error(ErrorKind::kInternal, rec.message), fields);
-        proto::append_sse_error(scratch_, json);
-        json.clear();
-      }
-      proto::ChunkFields f;
-      f.endpoint = params_.endpoint;
-      f.id = params_.id;
-      f.created = params_.created;
-      f.model = params_.model;
-      f.finish_reason = finish_reason;
-      f.cutline = &stop;
-      if (params_.endpoint == proto::Endpoint::kChatCompletions) f.content.reset();
-      proto::write_chunk(json, f);
-      proto::append_sse_data(scratch_, json);
-      if (params_.include_usage) {
-        json.clear();
-        proto::ChunkFields u;
-        u.endpoint = params_.endpoint;
-        u.id = params_.id;
-        u.created = params_.created;
-        u.model = params_.model;
-        u.no_choices = true;
-        u.usage = &usage;
-        proto::write_chunk(json, u);
-        proto::append_sse_data(scratch_, json);
-      }
-      proto::append_sse_done(scratch_);
-      http_->send_body(scratch_);
-      http_->finish({{"cutline-stop", proto::stop_header_value(stop)}});
-    } else if (rec.runner_error) {
-      proto::ErrorBodyFields fields;
-      fields.cutline = &stop;
-      http_->send_simple(
-          500,
-          {{"Content-Type", "application/json"}, {"Cutline-Stop", proto::stop_header_value(stop)}},
-          proto::error_body(make_error(ErrorKind::kInternal, rec.message), fields));
-    } else {
-      std::string body;
-      proto::CompletionFields f;
-      f.endpoint = params_.endpoint;
-      f.id = params_.id;
-      f.created = params_.created;
-      f.model = params_.model;
-      f.content = text_;
-      f.finish_reason = finish_reason;
-      f.usage = &usage;
-      f.cutline = &stop;
-      proto::write_completion(body, f);
-      http_->send_simple(
-          200,
-          {{"Content-Type", "application/json"}, {"Cutline-Stop", proto::stop_header_value(stop)}},
-          body);
-    }
-  }
+  if (!http_->closed()) writer_->finish(*http_, stop, rec);
   lease_.release();
   auto on_done = std::move(on_done_);
   if (on_done) on_done(this);

@@ -23,7 +23,7 @@ TEST(BackendMetrics, FinishedRequestCountsCauseAndPhases) {
       text, "cutline_backend_requests_total{cause=\"client_max_tokens\",model=\"tiny\"} 2"))
       << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_preemptions_total{model=\"tiny\"} 4")) << text;
-  EXPECT_TRUE(has_line(text, "cutline_backend_ttft_seconds_count 2")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_ttft_seconds_count{model=\"tiny\"} 2")) << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_phase_seconds_sum{phase=\"load\"} 0.1")) << text;
 }
 
@@ -50,6 +50,45 @@ TEST(BackendMetrics, GaugesComeFromTheSnapshot) {
   EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_hits_total 8")) << text;
 }
 
+TEST(BackendMetrics, PrefixQueriesBesideHitsAndAfterAnEviction) {
+  BackendMetrics m;
+  GaugeSnapshot g;
+  g.prefix_cache_queries = 10;
+  g.prefix_cache_hits = 4;
+  std::string text = m.render(g);
+  EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_queries_total 10")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_hits_total 4")) << text;
+  // A model with 6 of the queries and 3 of the hits was evicted: the sums fall to 4 and 1, the
+  // counters hold; new lookups on what remains count again at once.
+  g.prefix_cache_queries = 4;
+  g.prefix_cache_hits = 1;
+  text = m.render(g);
+  EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_queries_total 10")) << text;
+  g.prefix_cache_queries = 7;
+  g.prefix_cache_hits = 2;
+  text = m.render(g);
+  EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_queries_total 13")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_prefix_cache_hits_total 5")) << text;
+}
+
+TEST(BackendMetrics, LatencyHistogramsAreLabeledByModel) {
+  BackendMetrics m;
+  proto::StopRecord rec;
+  rec.ttft_ms = 50;
+  m.on_request_finished("a", rec);
+  m.on_request_finished("b", rec);
+  m.on_request_finished("b", rec);
+  const ModelSeries a = m.series_for("a");
+  for (int i = 0; i < 3; ++i) m.observe_inter_token_seconds(a, 0.01);
+  const std::string text = m.render(GaugeSnapshot{});
+  EXPECT_TRUE(has_line(text, "cutline_backend_ttft_seconds_count{model=\"a\"} 1")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_ttft_seconds_count{model=\"b\"} 2")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_inter_token_seconds_count{model=\"a\"} 3")) << text;
+  EXPECT_TRUE(
+      has_line(text, "cutline_backend_inter_token_seconds_bucket{model=\"a\",le=\"0.01\"} 3"))
+      << text;
+}
+
 TEST(BackendMetrics, ModelLoadPhasesAndTotal) {
   BackendMetrics m;
   residency::LoadReport r;
@@ -59,7 +98,7 @@ TEST(BackendMetrics, ModelLoadPhasesAndTotal) {
   r.total_ms = 800;
   m.on_model_load("big", r);
   m.observe_step_tokens(17);
-  m.observe_inter_token_seconds(0.02);
+  m.observe_inter_token_seconds(m.series_for("big"), 0.02);
   const std::string text = m.render(GaugeSnapshot{});
   EXPECT_TRUE(
       has_line(text, "cutline_backend_model_load_seconds_sum{model=\"big\",phase=\"read\"} 0.5"))
@@ -72,7 +111,7 @@ TEST(BackendMetrics, ModelLoadPhasesAndTotal) {
       has_line(text, "cutline_backend_model_load_seconds_count{model=\"big\",phase=\"read\"} 1"))
       << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_step_tokens_count 1")) << text;
-  EXPECT_TRUE(has_line(text, "cutline_backend_inter_token_seconds_count 1")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_inter_token_seconds_count{model=\"big\"} 1")) << text;
 }
 
 }  // namespace

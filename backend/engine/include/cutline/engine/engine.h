@@ -43,6 +43,7 @@
 #include "cutline/engine/scheduler.h"
 #include "cutline/engine/sequence.h"
 #include "cutline/engine/stop_conditions.h"
+#include "cutline/engine/token_logprobs.h"
 #include "cutline/kv/kv_cache_manager.h"
 #include "cutline/model/model_runner.h"
 #include "cutline/model/tokenizer.h"
@@ -147,6 +148,7 @@ class Engine {
   kv::KVCacheManager kv_;
   Scheduler scheduler_;
   Sampler sampler_;
+  LogprobsCalculator logprobs_;
 
   // Engine-thread state.
   std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cutline/engine/sequence_record.h"
+#include "cutline/engine/token_logprobs.h"
 
 namespace cutline::engine {
 
@@ -17,6 +18,9 @@ struct EngineEvent {
   SeqId seq_id = 0;
   // Output tokens sampled in this step (0 or 1 today), including a final EOS/stop token.
   std::vector<int32_t> tokens;
+  // One entry per element of `tokens` when the sequence asked for logprobs
+  // (SamplingParams::logprobs >= 0); empty otherwise.
+  std::vector<TokenLogprobs> logprobs;
   // Output bytes now safe to emit: stop strings are never included and bytes that could begin
   // one are held back until they cannot. Control tokens (EOS...) contribute nothing. May end
   // inside a UTF-8 character: pass it through a model::Utf8Streamer.

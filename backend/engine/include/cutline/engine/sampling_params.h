@@ -23,6 +23,10 @@ struct SamplingParams {
   // The random stream's seed. Absent: the engine draws one from its injected seed source and
   // reports it in the SequenceRecord, so that any run can be replayed.
   std::optional<uint64_t> seed;
+  // Log-probabilities reported with each sampled token (token_logprobs.h): -1 none (no cost);
+  // 0..kMaxTopLogprobs the sampled token's plus that many most likely alternatives. They come
+  // from the raw logits and do not change what is sampled.
+  int32_t logprobs = -1;
 };
 
 // An error message when the parameters are out of range, or empty when they are valid.

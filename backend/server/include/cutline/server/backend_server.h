@@ -7,6 +7,8 @@
 // Endpoints:
 //   POST /v1/chat/completions, /v1/completions   streaming (SSE) and not; every response ends with
 //                                                the `cutline` stop record
+//   POST /v1/responses                           the Responses API, streaming events and not, the
+//                                                `cutline` record in the final response object
 //   GET  /v1/models                              the configured models (resident or not)
 //   GET  /v1/cutline/state                       residency, KV blocks, queue, running (JSON)
 //   GET  /metrics                                cutline_backend_* (Prometheus text format)
@@ -34,10 +36,10 @@
 #include "cutline/server/backend_metrics.h"
 #include "cutline/server/backend_options.h"
 #include "cutline/server/backend_state.h"
+#include "cutline/server/completion_stream.h"
+#include "cutline/server/exchange_writer.h"
 
 namespace cutline::server {
-
-class CompletionStream;
 
 class BackendServer {
  public:
@@ -66,12 +68,20 @@ class BackendServer {
 
   void handle(std::shared_ptr<proto::ServerStream> http);
   void handle_completion(std::shared_ptr<proto::ServerStream> http, proto::Endpoint endpoint);
+  void handle_responses(std::shared_ptr<proto::ServerStream> http);
+  // Takes the model's lease now, or waits for its load.
+  void acquire_model(std::shared_ptr<PendingRequest> pending);
   void admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease);
+  // Starts the admitted exchange in the model's engine.
+  void launch(std::shared_ptr<proto::ServerStream> http, residency::Lease lease,
+              engine::AddRequest add, ExchangeParams params,
+              std::unique_ptr<ExchangeWriter> writer);
   void wait_for_load(std::shared_ptr<PendingRequest> pending);
   void stream_done(CompletionStream* stream);
   void wait_for_flush(int64_t timeout_ms);
   void send_models(proto::ServerStream& http);
   std::string next_request_id(proto::Endpoint endpoint);
+  std::string next_id(const char* prefix);  // "<prefix><start time><counter>", unique per process
 
   BackendOptions options_;
   int64_t started_unix_s_ = 0;

@@ -41,6 +41,7 @@ struct BackendTotals {
   int64_t kv_bytes_used = 0;
   int64_t queue_depth = 0;  // engine queues + requests waiting for their model
   int64_t running = 0;
+  int64_t prefix_queries = 0;
   int64_t prefix_hits = 0;
 };
 BackendTotals totals_of(const BackendState& state);

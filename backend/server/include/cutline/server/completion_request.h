@@ -11,7 +11,10 @@
 // "context_length_exceeded", the message says the model's context_length).
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cutline/engine/engine.h"
 #include "cutline/model/chat_template.h"
@@ -36,5 +39,17 @@ struct ModelTextInfo {
 Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& request,
                                              const ModelTextInfo& model, std::string request_id,
                                              RequestErrorDetail& detail);
+
+// The pieces build_add_request is made of, for the other request shapes (the Responses API):
+// chat messages rendered with the model's template and encoded (errors name `param`) ...
+Result<std::vector<int32_t>> chat_prompt_tokens(std::span<const model::ChatMessage> messages,
+                                                const ModelTextInfo& model, std::string_view param,
+                                                RequestErrorDetail& detail);
+// ... and an AddRequest around prompt tokens, refused when empty or not shorter than the context
+// window (400 context_length_exceeded). Sampling and stop fields are left at their defaults.
+Result<engine::AddRequest> add_request_for_prompt(std::vector<int32_t> prompt,
+                                                  const ModelTextInfo& model,
+                                                  std::string request_id, std::string_view param,
+                                                  RequestErrorDetail& detail);
 
 }  // namespace cutline::server

@@ -1,0 +1,166 @@
+#include "cutline/server/responses_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "cutline/proto/sse_parser.h"
+
+namespace cutline::server {
+namespace {
+
+// Records what a writer sends; never closed.
+class RecordingStream final : public proto::ServerStream {
+ public:
+  proto::HttpRequest& request() override { return request_; }
+  proto::EventLoop& loop() const override { std::abort(); }
+  std::string_view protocol() const override { return "HTTP/1.1"; }
+  std::string peer_address() const override { return "127.0.0.1:1"; }
+  bool send_head(int status, const proto::HttpHeaders&, proto::BodyFraming) override {
+    status_ = status;
+    return true;
+  }
+  bool send_body(std::string_view data) override {
+    body_.append(data);
+    return true;
+  }
+  bool finish(const proto::HttpHeaders& trailers) override {
+    trailers_ = trailers;
+    finished_ = true;
+    return true;
+  }
+  bool send_simple(int status, const proto::HttpHeaders&, std::string_view body) override {
+    status_ = status;
+    body_.assign(body);
+    finished_ = true;
+    return true;
+  }
+  void reset() override {}
+  void on_writable(std::function<void()>) override {}
+  void on_close(std::function<void()>) override {}
+  bool closed() const override { return false; }
+  bool head_sent() const override { return status_ != 0; }
+  bool finished() const override { return finished_; }
+  size_t buffered_bytes() const override { return 0; }
+
+  int status_ = 0;
+  std::string body_;
+  proto::HttpHeaders trailers_;
+  bool finished_ = false;
+
+ private:
+  proto::HttpRequest request_;
+};
+
+// Ids 0..255 are bytes.
+class ByteTokenizer : public model::Tokenizer {
+ public:
+  ByteTokenizer() {
+    for (int i = 0; i < 256; ++i) bytes_.emplace_back(1, static_cast<char>(i));
+  }
+  int32_t vocab_size() const override { return 256; }
+  std::vector<int32_t> encode(std::string_view, bool) const override { return {}; }
+  std::string_view token_bytes(int32_t id) const override { return bytes_[id]; }
+  int32_t special_token_id(std::string_view) const override { return -1; }
+  int32_t bos_id() const override { return -1; }
+  std::span<const int32_t> eos_ids() const override { return {}; }
+  bool is_control(int32_t) const override { return false; }
+
+ private:
+  std::vector<std::string> bytes_;
+};
+
+std::vector<std::pair<std::string, std::string>> events_of(const std::string& body) {
+  proto::SseParser p;
+  std::string_view in = body;
+  std::vector<std::pair<std::string, std::string>> out;
+  while (p.next(in) == proto::SseParser::Step::kEvent)
+    out.emplace_back(std::string(p.event().event), std::string(p.event().data));
+  return out;
+}
+
+ResponsesParams params(bool stream, int32_t top_logprobs = -1) {
+  ResponsesParams p;
+  p.id = "resp_1";
+  p.item_id = "msg_1";
+  p.model = "m";
+  p.created_at = 1700000000;
+  p.stream = stream;
+  p.top_logprobs = top_logprobs;
+  return p;
+}
+
+TEST(ResponsesWriter, RunnerFailureEndsTheStreamWithResponseFailed) {
+  ByteTokenizer tok;
+  RecordingStream http;
+  ResponsesWriter w(params(true), tok);
+  w.start(http);
+  w.text(http, "ab", {});
+  proto::StopRecord stop;
+  stop.cause = proto::Cause::kUpstreamError;
+  engine::SequenceRecord rec;
+  rec.cause = proto::Cause::kUpstreamError;
+  rec.runner_error = true;
+  rec.message = "forward failed";
+  w.finish(http, stop, rec);
+  const auto events = events_of(http.body_);
+  ASSERT_EQ(events.size(), 6u) << http.body_;
+  EXPECT_EQ(events[4].first, "response.output_text.delta");
+  EXPECT_EQ(events[5].first, "response.failed");
+  const std::string& last = events[5].second;
+  EXPECT_NE(last.find(R"("sequence_number":5)"), std::string::npos) << last;
+  EXPECT_NE(last.find(R"("status":"failed")"), std::string::npos) << last;
+  EXPECT_NE(last.find(R"("error":{"code":"server_error","message":"forward failed"})"),
+            std::string::npos)
+      << last;
+  EXPECT_NE(last.find(R"("cutline":{)"), std::string::npos);
+  EXPECT_TRUE(http.finished_);
+  EXPECT_TRUE(http.trailers_.get("cutline-stop").has_value());
+}
+
+TEST(ResponsesWriter, LogprobsRideOnDeltasAndTheFinalPart) {
+  ByteTokenizer tok;
+  RecordingStream http;
+  ResponsesWriter w(params(true, 1), tok);
+  w.start(http);
+  std::vector<engine::TokenLogprobs> lp(1);
+  lp[0] = {'a', -0.5f, {{'a', -0.5f}}};
+  w.text(http, "a", lp);
+  proto::StopRecord stop;
+  stop.cause = proto::Cause::kEos;
+  engine::SequenceRecord rec;
+  rec.output_tokens = 1;
+  w.finish(http, stop, rec);
+  const auto events = events_of(http.body_);
+  ASSERT_EQ(events.size(), 9u) << http.body_;
+  EXPECT_NE(events[3].second.find(R"("annotations":[],"logprobs":[])"), std::string::npos)
+      << events[3].second;
+  const std::string item = R"({"token":"a","logprob":-0.5,"bytes":[97],)"
+                           R"("top_logprobs":[{"token":"a","logprob":-0.5,"bytes":[97]}]})";
+  EXPECT_NE(events[4].second.find(R"("delta":"a","logprobs":[)" + item + "]"), std::string::npos)
+      << events[4].second;
+  EXPECT_EQ(events[8].first, "response.completed");
+  EXPECT_NE(events[8].second.find(R"("text":"a","annotations":[],"logprobs":[)" + item + "]"),
+            std::string::npos)
+      << events[8].second;
+  EXPECT_NE(events[8].second.find(R"("top_logprobs":1)"), std::string::npos);
+}
+
+TEST(ResponsesWriter, NonStreamingRunnerFailureIsA500WithTheRecord) {
+  ByteTokenizer tok;
+  RecordingStream http;
+  ResponsesWriter w(params(false), tok);
+  w.start(http);
+  w.text(http, "ab", {});
+  EXPECT_EQ(http.status_, 0);  // nothing sent before the end
+  proto::StopRecord stop;
+  engine::SequenceRecord rec;
+  rec.runner_error = true;
+  rec.message = "forward failed";
+  w.finish(http, stop, rec);
+  EXPECT_EQ(http.status_, 500);
+  EXPECT_NE(http.body_.find(R"("cutline":{)"), std::string::npos) << http.body_;
+}
+
+}  // namespace
+}  // namespace cutline::server
