@@ -5,7 +5,9 @@
 //   bandwidth
 //   - batch-8 decode throughput and its ratio to batch 1
 //   - prefill tokens/s for a 512-token prompt
-// Run by tests/bench/run_decode_bench.sh, not by ctest.
+// With --device cuda (tests/gpu/run.sh) the same figures come from the CUDA device, the roofline
+// against the GPU's bandwidth given by --bandwidth-gbs (tests/gpu/device_bandwidth.cu measures it).
+// Run by tests/bench/run_decode_bench.sh and tests/gpu/run.sh, not by ctest.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -160,7 +162,7 @@ Bandwidth measure_bandwidth(int threads) {
 }
 
 struct Figures {
-  double decode1_tps = 0, decode8_tps = 0, prefill_tps = 0;
+  double decode_tps = 0, prefill_tps = 0;
   double decode_cpu_s_per_token = 0;  // CPU seconds per decoded token
   double prefill_tokens_per_cpu_s = 0;
 };
@@ -208,17 +210,32 @@ Figures run(model::LlamaRunner& r, int batch, int prompt, int steps, bool time_p
   }
   const double tps = batch * steps / secs(t0);
   f.decode_cpu_s_per_token = (cpu_secs() - c0) / (batch * steps);
-  (batch == 1 ? f.decode1_tps : f.decode8_tps) = tps;
+  f.decode_tps = tps;
   return f;
 }
 
 }  // namespace
 
+// "1,8,32" -> {1, 8, 32}; nothing for an empty or malformed list.
+std::vector<int> parse_batches(const std::string& list) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos < list.size()) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    const int b = std::atoi(list.substr(pos, comma - pos).c_str());
+    if (b <= 0) return {};
+    out.push_back(b);
+    pos = comma + 1;
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
-  std::string dir = "/tmp", types = "f16,q8_0,q4_k";
+  std::string dir = "/tmp", types = "f16,q8_0,q4_k", device_name = "cpu", batches_list;
   Spec spec;
   bool keep = false;
   int threads = 0, steps = 16;
+  double given_gbs = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc)
@@ -231,18 +248,46 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     else if (a == "--steps" && i + 1 < argc)
       steps = std::atoi(argv[++i]);
+    else if (a == "--device" && i + 1 < argc)
+      device_name = argv[++i];
+    else if (a == "--bandwidth-gbs" && i + 1 < argc)
+      given_gbs = std::atof(argv[++i]);
+    else if (a == "--batches" && i + 1 < argc)
+      batches_list = argv[++i];
     else if (a == "--keep")
       keep = true;
     else {
       std::fprintf(stderr,
                    "usage: decode_bench --dir DIR [--types f16,q8_0,q4_k] [--layers N] [--threads "
-                   "N] [--steps N] [--keep]\n");
+                   "N] [--steps N] [--keep]\n"
+                   "                    [--device cpu|cuda] [--bandwidth-gbs GB/s] [--batches "
+                   "1,8,32,64]\n"
+                   "  --bandwidth-gbs: the device's measured read bandwidth for the roofline "
+                   "(default: a host STREAM run, which only fits the CPU device)\n"
+                   "  --batches: also report aggregate decode tokens/s at these batch sizes\n");
       return 2;
     }
   }
+  const std::vector<int> batches = parse_batches(batches_list);
+  if (!batches_list.empty() && batches.empty()) {
+    std::fprintf(stderr, "decode_bench: --batches expects positive integers, e.g. 1,8,32,64\n");
+    return 2;
+  }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  auto dev_r = device::make_device(
-      {.kind = device::DeviceKind::kCpu, .cpu_threads = threads, .cpu_isa = ""});
+  device::DeviceKind kind = device::DeviceKind::kCpu;
+  if (device_name == "cuda") {
+    kind = device::DeviceKind::kCuda;
+  } else if (device_name != "cpu") {
+    std::fprintf(stderr, "decode_bench: --device expects cpu or cuda, got '%s'\n",
+                 device_name.c_str());
+    return 2;
+  }
+  auto dev_r = device::make_device({.kind = kind, .cpu_threads = threads, .cpu_isa = ""});
+  if (!dev_r.ok()) {
+    std::fprintf(stderr, "decode_bench: no %s device: %s\n", device_name.c_str(),
+                 dev_r.error().message.c_str());
+    return 1;
+  }
   std::shared_ptr<device::Device> dev(std::move(dev_r).value());
   std::printf("device: %s; model: llama %d layers, dim %d, ffn %d, heads %d/%d, vocab %d\n",
               dev->description().c_str(), spec.layers, spec.dim, spec.ffn, spec.heads,
@@ -295,7 +340,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", runner.error().message.c_str());
       return 1;
     }
-    const Bandwidth bw = measure_bandwidth(threads);
+    const Bandwidth bw = given_gbs > 0 ? Bandwidth{.read_gbs = given_gbs, .copy_gbs = 0}
+                                       : measure_bandwidth(threads);
     const Figures one = run(**runner, 1, 16, steps, false);
     const Figures eight = run(**runner, 8, 16, steps, false);
     const Figures pre = run(**runner, 1, 512, 1, true);
@@ -303,10 +349,15 @@ int main(int argc, char** argv) {
         "%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f %10.1f %10.1f %10.2f "
         "%11.1f\n",
         name.c_str(), shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs,
-        bw.copy_gbs, one.decode1_tps, 100.0 * per_token * one.decode1_tps / 1e9 / bw.read_gbs,
-        eight.decode8_tps, eight.decode8_tps / one.decode1_tps, pre.prefill_tps,
+        bw.copy_gbs, one.decode_tps, 100.0 * per_token * one.decode_tps / 1e9 / bw.read_gbs,
+        eight.decode_tps, eight.decode_tps / one.decode_tps, pre.prefill_tps,
         1e3 * one.decode_cpu_s_per_token, 1e3 * eight.decode_cpu_s_per_token,
         one.decode_cpu_s_per_token / eight.decode_cpu_s_per_token, pre.prefill_tokens_per_cpu_s);
+    for (int b : batches) {
+      const Figures agg = run(**runner, b, 16, steps, false);
+      std::printf("%-6s aggregate decode, batch %3d: %10.1f tok/s (%.2fx batch 1)\n", name.c_str(),
+                  b, agg.decode_tps, agg.decode_tps / one.decode_tps);
+    }
     std::fflush(stdout);
     if (!keep) std::remove(path.c_str());
   }

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cutline/device/device.h"
@@ -39,8 +41,14 @@ class TinyModel : public ::testing::Test {
     auto tok = model::load_tokenizer(*file_);
     ASSERT_TRUE(tok.ok()) << tok.error().message;
     tokenizer_ = std::move(tok).value().release();
+    // CUTLINE_TEST_DEVICE=cuda runs the suite on the CUDA device (tests/gpu/run.sh); a missing
+    // device then fails the suite rather than falling back.
+    const char* env = std::getenv("CUTLINE_TEST_DEVICE");
+    const bool cuda = env != nullptr && std::string_view(env) == "cuda";
     auto dev =
-        device::make_device({.kind = device::DeviceKind::kCpu, .cpu_threads = 2, .cpu_isa = {}});
+        device::make_device({.kind = cuda ? device::DeviceKind::kCuda : device::DeviceKind::kCpu,
+                             .cpu_threads = 2,
+                             .cpu_isa = {}});
     ASSERT_TRUE(dev.ok()) << dev.error().message;
     auto runner =
         model::LlamaRunner::load(file_, std::shared_ptr<device::Device>(std::move(dev).value()),
