@@ -23,7 +23,8 @@ using model::SynthOptions;
 constexpr const char* kUsage =
     "usage: cutline model synth --out FILE [--layers N] [--dim D] [--heads H] [--kv-heads K]\n"
     "                           [--vocab V] [--ffn F] [--context C] [--seed S]\n"
-    "                           [--type f16|q8_0|q4_0] [--tied] [--name NAME]\n"
+    "                           [--type f16|q8_0|q4_0|q5_K|q4_K|iq4_xs|...] [--tied] [--name "
+    "NAME]\n"
     "       cutline model info FILE\n";
 
 bool parse_int(const char* s, int64_t min, int64_t max, int64_t& out) {
@@ -94,10 +95,9 @@ int run_synth(int argc, char** argv) {
       o.seed = seed;
     } else if (flag == "--type") {
       auto t = model::parse_tensor_type(value);
-      if (!t || (*t != model::TensorType::kF16 && *t != model::TensorType::kQ8_0 &&
-                 *t != model::TensorType::kQ4_0)) {
-        std::fprintf(stderr, "cutline model synth: --type must be f16, q8_0 or q4_0, got '%s'\n",
-                     value);
+      if (!t) {
+        std::fprintf(stderr, "cutline model synth: --type must be one of %s, got '%s'\n",
+                     model::supported_tensor_types().c_str(), value);
         return 2;
       }
       o.type = *t;

@@ -67,7 +67,7 @@ Status load_matrix(const GgufFile& file, device::Device& dev, std::string_view n
   if (!type) {
     return file.error(ErrorKind::kUnsupported,
                       "tensor '" + std::string(name) + "' has type " + tensor_type_name(t->type) +
-                          " (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K)");
+                          " (supported: " + supported_tensor_types() + ")");
   }
   device::WeightLoadTiming timing;
   auto w = dev.load_weight(t->data, *type, t->rows(), t->shape[0], &timing);
