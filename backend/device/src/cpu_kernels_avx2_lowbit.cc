@@ -186,7 +186,7 @@ struct Q4_1Traits {
   using Block = BlockQ4_1;
   static constexpr bool kSigned = false;
   TARGET static __m256i codes(const Block& a) { return nibbles(a.qs); }
-  static float offset(const Block& a) { return -_cvtsh_ss(a.m); }  // x = d * q + m
+  TARGET static float offset(const Block& a) { return -_cvtsh_ss(a.m); }  // x = d * q + m
 };
 
 struct Q5_0Traits {
@@ -203,7 +203,7 @@ struct Q5_0Traits {
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
     return _mm256_or_si256(nibbles(a.qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
   }
-  static float offset(const Block& a) { return 16.0f * _cvtsh_ss(a.d); }  // x = d * (q - 16)
+  TARGET static float offset(const Block& a) { return 16.0f * _cvtsh_ss(a.d); }  // x = d * (q - 16)
 };
 
 struct Iq4NlTraits {
@@ -212,7 +212,7 @@ struct Iq4NlTraits {
   TARGET static __m256i codes(const Block& a) {
     return _mm256_shuffle_epi8(iq4_table(), nibbles(a.qs));
   }
-  static float offset(const Block&) { return 0.0f; }
+  TARGET static float offset(const Block&) { return 0.0f; }
 };
 
 // 32-element blocks: per block 8 int32 lanes scaled by the block's d into one of two F32 partial

@@ -304,7 +304,7 @@ struct Q4_1Traits {
   static constexpr bool kSigned = false, kOffset = true;
   TARGET static __m512i codes(const Block& a, const Block& b) { return nibbles2(a.qs, b.qs); }
   // x = d * q + m: the m term is m * sum(x), subtracted as -m.
-  static float offset(const Block& a) { return -_cvtsh_ss(a.m); }
+  TARGET static float offset(const Block& a) { return -_cvtsh_ss(a.m); }
 };
 
 struct Q5_0Traits {
@@ -319,7 +319,7 @@ struct Q5_0Traits {
                            _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
   }
   // x = d * (q - 16): the -16 term is 16 * d * sum(x).
-  static float offset(const Block& a) { return 16.0f * _cvtsh_ss(a.d); }
+  TARGET static float offset(const Block& a) { return 16.0f * _cvtsh_ss(a.d); }
 };
 
 struct Iq4NlTraits {
@@ -330,7 +330,7 @@ struct Iq4NlTraits {
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
     return _mm512_shuffle_epi8(table, nibbles2(a.qs, b.qs));
   }
-  static float offset(const Block&) { return 0.0f; }
+  TARGET static float offset(const Block&) { return 0.0f; }
 };
 
 template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),

