@@ -97,9 +97,9 @@ TARGET void dot_q23_k_t(const void* wv, const QuantRow* xs, int64_t nb, float* o
     alignas(32) int16_t sc[16], off[16];
     float d, doff;
     if constexpr (kQ3) {
-      int8_t s8[16];
-      q3_k_scales(b.scales, s8);
-      for (int j = 0; j < 16; ++j) sc[j] = off[j] = s8[j];
+      uint8_t u6[16];
+      q3_k_scales_u6(b.scales, u6);
+      for (int j = 0; j < 16; ++j) sc[j] = off[j] = static_cast<int16_t>(u6[j] - 32);
       d = _cvtsh_ss(b.d);
       doff = 4.0f * d;
     } else {

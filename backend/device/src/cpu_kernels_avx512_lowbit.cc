@@ -50,6 +50,22 @@ TARGET inline __m512i mul_signed(__m512i w, __m512i x) {
   return _mm512_maddubs_epi16(_mm512_abs_epi8(w), sx);
 }
 
+// The 8 signed scales (ls - 32) of an IQ4_XS block as int16 lanes: ls's low 4 bits from nibble ib
+// of scales_l, its high 2 from bits 2ib of scales_h.
+TARGET inline __m128i iq4_xs_scales(const BlockIQ4_XS& b) {
+  uint32_t l;
+  std::memcpy(&l, b.scales_l, 4);
+  const __m128i bytes =
+      _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(l)),
+                       _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1));
+  const __m128i lo = _mm_and_si128(_mm_srlv_epi16(bytes, _mm_setr_epi16(0, 4, 0, 4, 0, 4, 0, 4)),
+                                   _mm_set1_epi16(0xF));
+  const __m128i hi = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(b.scales_h)),
+                                                  _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+                                   _mm_set1_epi16(3));
+  return _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+}
+
 // ---- 256-element super-blocks: per block, 16 int32 lanes summed exactly, then one F32 scale ----
 
 // Q5_K: as Q4_K (cpu_kernels_avx512_quant.cc) with the fifth bit from qh; mins from the int8
@@ -170,9 +186,11 @@ TARGET void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, float
   for (int c = 0; c < 4; ++c) scale_idx[c] = scale_index(4 * c, 8);
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ3_K& b = w[bi];
-    alignas(16) int8_t sc[16];
-    q3_k_scales(b.scales, sc);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+    alignas(16) uint8_t sc[16];
+    q3_k_scales_u6(b.scales, sc);
+    const __m256i sc16 =
+        _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))),
+                         _mm256_set1_epi16(32));
     const __m512i sc512 = _mm512_castsi256_si512(sc16);
     const float d = _cvtsh_ss(b.d);
     // hmask byte l holds bit 2c (element 64c + l) and 2c + 1 (element 64c + 32 + l).
@@ -215,10 +233,7 @@ TARGET void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, f
   for (int c = 0; c < 4; ++c) scale_idx[c] = scale_index(2 * c, 16);
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockIQ4_XS& b = w[bi];
-    alignas(16) int16_t sc[8];
-    for (int ib = 0; ib < 8; ++ib) sc[ib] = static_cast<int16_t>(iq4_xs_scale(b, ib));
-    const __m512i sc512 =
-        _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m512i sc512 = _mm512_castsi128_si512(iq4_xs_scales(b));
     const float d = _cvtsh_ss(b.d);
     __m512i iacc[NR];
     for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
@@ -255,48 +270,67 @@ TARGET inline __m512i nibbles2(const uint8_t* a, const uint8_t* b) {
 }
 
 // Per 256 activations (8 blocks): each pair of blocks' 16 int32 lanes (block a in lanes 0-7, b in
-// 8-15) scaled by (d_a, d_b) into one F32 partial sum, then by d8 into the row's accumulator;
-// `offset` collects, per block, a scalar term from the row's 32-element sums (subtracted at the
-// end). Traits: Block, codes(a, b) -> 64 code bytes, signed (IQ4) or not, offset(block).
+// 8-15) scaled by (d_a, d_b) into one F32 partial sum, then by d8 into the row's accumulator.
+// The 8 blocks' scales are converted once (vcvtph2ps) and handed to each pair by vpermps; the
+// offsets (Q4_1's m, Q5_0's -16) are each block's `offset` times the row's 32-element sums, 8
+// blocks per F32 multiply-add, subtracted at the end. Traits: Block, codes(a, b) -> 64 code
+// bytes, signed (IQ4) or not, offset_half(block) as F16 bits and kOffsetScale.
 template <typename Traits, int NR>
 TARGET void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, int64_t nb,
                            float* out, int64_t ldo) {
   constexpr int64_t kPer = kQBlock / 32;
   __m512 facc[NR];
-  float off[NR];
+  __m256 foff[NR];
   for (int r = 0; r < NR; ++r) {
     facc[r] = _mm512_setzero_ps();
-    off[r] = 0;
+    foff[r] = _mm256_setzero_ps();
   }
   const __m512i ones = _mm512_set1_epi16(1);
+  __m512i pair_idx[4];
+  for (int p = 0; p < 4; ++p)
+    pair_idx[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * p)),
+                                     _mm256_set1_epi32(2 * p + 1), 1);
   for (int64_t b0 = 0; b0 < nb; b0 += kPer) {
     const int64_t b1 = std::min(nb, b0 + kPer);
+    alignas(16) uint16_t dh[kPer] = {}, oh[kPer] = {};
+    for (int64_t i = 0; i < b1 - b0; ++i) {
+      dh[i] = w[b0 + i].d;
+      if constexpr (Traits::kOffset) oh[i] = Traits::offset_half(w[b0 + i]);
+    }
+    const __m512 d8v = _mm512_castps256_ps512(
+        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh))));
     __m512 part[NR];
     for (int r = 0; r < NR; ++r) part[r] = _mm512_setzero_ps();
     for (int64_t bi = b0; bi < b1; bi += 2) {
-      // An odd last block pairs with itself; its second half meets the row's zero padding.
+      // An odd last block pairs with itself; its second half meets the row's zero padding (and
+      // a zero scale).
       const auto& a = w[bi];
       const auto& b = w[bi + 1 < b1 ? bi + 1 : bi];
       const __m512i wq = Traits::codes(a, b);
-      const __m512 dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(a.d)),
-                                             _mm512_set1_ps(_cvtsh_ss(b.d)));
+      const __m512 dw = _mm512_permutexvar_ps(pair_idx[(bi - b0) / 2], d8v);
       for (int r = 0; r < NR; ++r) {
         const __m512i x = load64(xs[r].q8 + bi * 32);
-        const __m512i p = Traits::kSigned ? mul_signed(wq, x) : _mm512_maddubs_epi16(wq, x);
+        __m512i p;
+        if constexpr (Traits::kSigned) {
+          p = mul_signed(wq, x);
+        } else {
+          p = _mm512_maddubs_epi16(wq, x);
+        }
         part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(p, ones)), dw, part[r]);
       }
-      if constexpr (Traits::kOffset) {
-        const float oa = Traits::offset(a), ob = bi + 1 < b1 ? Traits::offset(b) : 0.0f;
-        for (int r = 0; r < NR; ++r) {
-          off[r] += oa * xs[r].sums8[bi];
-          if (bi + 1 < b1) off[r] += ob * xs[r].sums8[bi + 1];
-        }
-      }
+    }
+    if constexpr (Traits::kOffset) {
+      // The row's sums are zero past its end (padding), the offsets past b1 zero too.
+      const __m256 ov =
+          _mm256_mul_ps(_mm256_set1_ps(Traits::kOffsetScale),
+                        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(oh))));
+      for (int r = 0; r < NR; ++r)
+        foff[r] = _mm256_fmadd_ps(ov, _mm256_loadu_ps(xs[r].sums8 + b0), foff[r]);
     }
     for (int r = 0; r < NR; ++r)
       facc[r] = _mm512_fmadd_ps(part[r], _mm512_set1_ps(xs[r].d8[b0 / kPer]), facc[r]);
   }
-  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - off[r];
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(foff[r]);
 }
 
 struct Q4_1Traits {
@@ -304,7 +338,8 @@ struct Q4_1Traits {
   static constexpr bool kSigned = false, kOffset = true;
   TARGET static __m512i codes(const Block& a, const Block& b) { return nibbles2(a.qs, b.qs); }
   // x = d * q + m: the m term is m * sum(x), subtracted as -m.
-  TARGET static float offset(const Block& a) { return -_cvtsh_ss(a.m); }
+  static constexpr float kOffsetScale = -1.0f;
+  static uint16_t offset_half(const Block& a) { return a.m; }
 };
 
 struct Q5_0Traits {
@@ -319,7 +354,8 @@ struct Q5_0Traits {
                            _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
   }
   // x = d * (q - 16): the -16 term is 16 * d * sum(x).
-  TARGET static float offset(const Block& a) { return 16.0f * _cvtsh_ss(a.d); }
+  static constexpr float kOffsetScale = 16.0f;
+  static uint16_t offset_half(const Block& a) { return a.d; }
 };
 
 struct Iq4NlTraits {
@@ -330,7 +366,8 @@ struct Iq4NlTraits {
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
     return _mm512_shuffle_epi8(table, nibbles2(a.qs, b.qs));
   }
-  TARGET static float offset(const Block&) { return 0.0f; }
+  static constexpr float kOffsetScale = 0.0f;
+  static uint16_t offset_half(const Block&) { return 0; }
 };
 
 template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),

@@ -29,6 +29,19 @@ TEST(Q4KScales, AllEightPairsMatchTheReferenceUnpacking) {
   }
 }
 
+TEST(Q3KScales, WordUnpackingMatchesTheReference) {
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 20000; ++trial) {
+    uint8_t packed[12];
+    for (uint8_t& b : packed) b = static_cast<uint8_t>(trial < 256 ? trial : rng());
+    int8_t ref[16];
+    uint8_t u[16];
+    q3_k_scales(packed, ref);
+    q3_k_scales_u6(packed, u);
+    for (int j = 0; j < 16; ++j) ASSERT_EQ(u[j] - 32, ref[j]) << "trial " << trial << " j " << j;
+  }
+}
+
 constexpr f16_t kOne = 0x3C00;  // 1.0 as F16
 
 template <typename Block>

@@ -154,6 +154,19 @@ inline void q3_k_scales(const uint8_t* packed, int8_t out[16]) {
   }
 }
 
+// The 16 unsigned 6-bit scales (s, 0..63) of a Q3_K block with word operations: out[j] - 32
+// equals q3_k_scales(packed)[j].
+inline void q3_k_scales_u6(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t a[3];
+  std::memcpy(a, packed, 12);
+  const uint32_t w[4] = {(a[0] & kLow4) | ((a[2] & kLow2) << 4),
+                         (a[1] & kLow4) | (((a[2] >> 2) & kLow2) << 4),
+                         ((a[0] >> 4) & kLow4) | (((a[2] >> 4) & kLow2) << 4),
+                         ((a[1] >> 4) & kLow4) | (((a[2] >> 6) & kLow2) << 4)};
+  std::memcpy(out, w, 16);
+}
+
 // The signed scale (ls - 32, in -32..31) of sub-block ib (0..7) of an IQ4_XS block.
 inline int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
   const int ls =
