@@ -67,19 +67,10 @@ int main(int argc, char** argv) {
     const size_t comma = std::min(types.find(',', pos), types.size());
     const std::string name = types.substr(pos, comma - pos);
     pos = comma + 1;
-    device::DType type = device::DType::kF16;
-    if (name == "q8_0")
-      type = device::DType::kQ8_0;
-    else if (name == "q4_k")
-      type = device::DType::kQ4_K;
-    else if (name == "q4_0")
-      type = device::DType::kQ4_0;
-    else if (name == "q6_k")
-      type = device::DType::kQ6_K;
-    else if (name == "f32")
-      type = device::DType::kF32;
-    else if (name != "f16")
-      continue;
+    // Any type by its dtype_name ("f16", "q8_0", "q5_k", "iq4_xs", ...).
+    auto parsed = device::parse_dtype(name);
+    if (!parsed) continue;
+    const device::DType type = *parsed;
     const int64_t rb = device::row_bytes(type, cols);
     // Several copies so that a call streams from memory, not from the 32 MiB L3.
     const int copies = std::getenv("COPIES")

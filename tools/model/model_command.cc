@@ -43,14 +43,15 @@ void add_synth_options(CLI::App& cmd, SynthOptions& o, std::string& out) {
          "--type",
          [&o](const std::string& value) {
            auto t = model::parse_tensor_type(value);
-           if (!t || (*t != model::TensorType::kF16 && *t != model::TensorType::kQ8_0 &&
-                      *t != model::TensorType::kQ4_0)) {
-             throw CLI::ValidationError("--type", "must be f16, q8_0 or q4_0, got '" + value + "'");
+           if (!t) {
+             throw CLI::ValidationError(
+                 "--type",
+                 "must be one of " + model::supported_tensor_types() + ", got '" + value + "'");
            }
            o.type = *t;
          },
          "Type of the 2-D weight matrices")
-      ->type_name("f16|q8_0|q4_0");
+      ->type_name("f16|q8_0|q4_0|q5_K|q4_K|iq4_xs|...");
 }
 
 int run_synth(SynthOptions o, const std::string& out) {

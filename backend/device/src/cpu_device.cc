@@ -128,6 +128,7 @@ class CpuDevice final : public Device {
   std::vector<float> xd_;
   std::vector<int8_t> xq8_;
   std::vector<float> xd8_;
+  std::vector<int16_t> xs16_;
   std::vector<cpu::QuantRow> qrows_;
 };
 
@@ -249,6 +250,7 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
   if (x8 && static_cast<int64_t>(xq8_.size()) < n_rows * kp) {
     xq8_.resize(n_rows * kp);
     xd8_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
+    xs16_.resize(n_rows * (kp / 16));
   }
   float* d8 = xd8_.data();
   float* sums8 = xd8_.data() + n_rows * (kp / cpu::kQBlock);
@@ -269,6 +271,13 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
                        qrows_[r].q8 = q8;
                        qrows_[r].d8 = d8r;
                        qrows_[r].sums8 = s8r;
+                       int16_t* s16 = xs16_.data() + r * (kp / 16);
+                       for (int64_t g = 0; g < kp / 16; ++g) {
+                         int sum = 0;
+                         for (int i = 0; i < 16; ++i) sum += q8[16 * g + i];
+                         s16[g] = static_cast<int16_t>(sum);
+                       }
+                       qrows_[r].sums16 = s16;
                      }
                    }
                  });

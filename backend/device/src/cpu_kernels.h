@@ -32,6 +32,9 @@ struct QuantRow {
   const int8_t* q8 = nullptr;
   const float* d8 = nullptr;
   const float* sums8 = nullptr;
+  // With q8: the integer sum of q8 over each 16 elements (|.| <= 16 * 127), for the types with
+  // 16-element sub-blocks (Q2_K's mins, Q3_K's offset), taken out exactly in integers.
+  const int16_t* sums16 = nullptr;
 };
 constexpr int64_t kQBlock = 256;
 constexpr int64_t kQGroup = 32;

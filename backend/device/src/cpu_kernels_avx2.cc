@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cpu_kernels.h"
+#include "cpu_kernels_avx2_lowbit.h"
 
 #define CUTLINE_KQ_TARGET __attribute__((target("avx2,fma,f16c")))
 #define TARGET CUTLINE_KQ_TARGET
@@ -117,6 +118,16 @@ TARGET void dequant(DType type, const void* src, float* dst, int64_t n) {
       return;
     case DType::kQ6_K:
       kq_dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQK_K);
+      return;
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      // Embedding rows only: their matmuls read the blocks in place (dot_block_q).
+      dequantize_row(type, src, dst, n);
       return;
   }
 }
@@ -279,7 +290,7 @@ TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, con
             wb, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
       return true;
     default:
-      return false;
+      return avx2::dot_block_q_lowbit(type, w, w_stride, nw, xs, nr, k, out, ldo);
   }
 }
 
@@ -291,6 +302,8 @@ const Kernels& avx2_kernels() {
                          .dot_rows = &dot_rows,
                          .dequant = &dequant,
                          .quantize_row_x = &quantize_row_x,
+                         .reads_x8 = &avx2::reads_x8,
+                         .quantize_row_x8 = &avx2::quantize_row_x8,
                          .dot_block_q = &dot_block_q};
   return k;
 }

@@ -401,6 +401,16 @@ TARGET void dequant(DType type, const void* src, float* dst, int64_t n) {
     case DType::kQ6_K:
       kq_dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQK_K);
       return;
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      // Embedding rows only: their matmuls read the blocks in place (dot_block_q).
+      dequantize_row(type, src, dst, n);
+      return;
   }
 }
 

@@ -259,7 +259,7 @@ TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8, fl
   quantize_row_t<int8_t, 127>(x, k, q8, d8, sums8);
 }
 
-bool reads_x8(DType type) { return type == DType::kQ4_K; }
+bool reads_x8(DType type) { return type == DType::kQ4_K || reads_x8_lowbit(type); }
 
 TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                         int nr, int64_t k, float* out, int64_t ldo) {
@@ -287,7 +287,7 @@ TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, con
             wb, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
       return true;
     default:
-      return false;
+      return dot_block_q_lowbit(type, w, w_stride, nw, xs, nr, k, out, ldo);
   }
 }
 

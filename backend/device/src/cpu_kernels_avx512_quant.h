@@ -15,6 +15,12 @@ CUTLINE_AVX512_TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q,
 CUTLINE_AVX512_TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8,
                                            float* sums8);
 bool reads_x8(DType type);
+// Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS (cpu_kernels_avx512_lowbit.cc): all read the
+// int8 activations; dot_block_q hands these types to dot_block_q_lowbit.
+bool reads_x8_lowbit(DType type);
+CUTLINE_AVX512_TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int nw,
+                                              const QuantRow* xs, int nr, int64_t k, float* out,
+                                              int64_t ldo);
 CUTLINE_AVX512_TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw,
                                        const QuantRow* xs, int nr, int64_t k, float* out,
                                        int64_t ldo);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant_types.h"
+
 namespace cutline::device {
 
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
@@ -17,12 +19,26 @@ std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
       return DType::kF16;
     case 2:
       return DType::kQ4_0;
+    case 3:
+      return DType::kQ4_1;
+    case 6:
+      return DType::kQ5_0;
     case 8:
       return DType::kQ8_0;
+    case 10:
+      return DType::kQ2_K;
+    case 11:
+      return DType::kQ3_K;
     case 12:
       return DType::kQ4_K;
+    case 13:
+      return DType::kQ5_K;
     case 14:
       return DType::kQ6_K;
+    case 20:
+      return DType::kIQ4_NL;
+    case 23:
+      return DType::kIQ4_XS;
     case 30:
       return DType::kBF16;
     default:
@@ -44,10 +60,31 @@ std::string_view dtype_name(DType type) {
       return "q4_k";
     case DType::kQ6_K:
       return "q6_k";
+    case DType::kQ4_1:
+      return "q4_1";
+    case DType::kQ5_0:
+      return "q5_0";
+    case DType::kQ2_K:
+      return "q2_k";
+    case DType::kQ3_K:
+      return "q3_k";
+    case DType::kQ5_K:
+      return "q5_k";
+    case DType::kIQ4_NL:
+      return "iq4_nl";
+    case DType::kIQ4_XS:
+      return "iq4_xs";
     case DType::kBF16:
       return "bf16";
   }
   return "unknown";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (uint32_t id = 0; id <= 30; ++id) {
+    if (auto t = dtype_from_ggml(id); t && dtype_name(*t) == name) return t;
+  }
+  return std::nullopt;
 }
 
 int64_t block_elems(DType type) {
@@ -57,10 +94,17 @@ int64_t block_elems(DType type) {
     case DType::kBF16:
       return 1;
     case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
     case DType::kQ8_0:
+    case DType::kIQ4_NL:
       return 32;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kIQ4_XS:
       return kQK_K;
   }
   return 1;
@@ -81,6 +125,20 @@ int64_t block_bytes(DType type) {
       return sizeof(BlockQ4_K);
     case DType::kQ6_K:
       return sizeof(BlockQ6_K);
+    case DType::kQ4_1:
+      return sizeof(BlockQ4_1);
+    case DType::kQ5_0:
+      return sizeof(BlockQ5_0);
+    case DType::kQ2_K:
+      return sizeof(BlockQ2_K);
+    case DType::kQ3_K:
+      return sizeof(BlockQ3_K);
+    case DType::kQ5_K:
+      return sizeof(BlockQ5_K);
+    case DType::kIQ4_NL:
+      return sizeof(BlockIQ4_NL);
+    case DType::kIQ4_XS:
+      return sizeof(BlockIQ4_XS);
   }
   return 0;
 }
@@ -148,6 +206,18 @@ bf16_t f32_to_bf16(float f) {
 }
 
 namespace {
+
+// Applies a per-block codec to nb consecutive blocks.
+template <typename Block>
+void dequant_blocks(void (*fn)(const Block&, float*), const void* src, float* dst, int64_t nb,
+                    int64_t per) {
+  for (int64_t i = 0; i < nb; ++i) fn(static_cast<const Block*>(src)[i], dst + i * per);
+}
+template <typename Block>
+void quant_blocks(void (*fn)(const float*, Block&), const float* src, void* dst, int64_t nb,
+                  int64_t per) {
+  for (int64_t i = 0; i < nb; ++i) fn(src + i * per, static_cast<Block*>(dst)[i]);
+}
 
 int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
 
@@ -345,6 +415,20 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < nb; ++i)
         dequant_q6_k(static_cast<const BlockQ6_K*>(src)[i], dst + i * kQK_K);
       return;
+    case DType::kQ4_1:
+      return dequant_blocks(&ref::dequant_q4_1, src, dst, nb, 32);
+    case DType::kQ5_0:
+      return dequant_blocks(&ref::dequant_q5_0, src, dst, nb, 32);
+    case DType::kQ2_K:
+      return dequant_blocks(&ref::dequant_q2_k, src, dst, nb, kQK_K);
+    case DType::kQ3_K:
+      return dequant_blocks(&ref::dequant_q3_k, src, dst, nb, kQK_K);
+    case DType::kQ5_K:
+      return dequant_blocks(&ref::dequant_q5_k, src, dst, nb, kQK_K);
+    case DType::kIQ4_NL:
+      return dequant_blocks(&ref::dequant_iq4_nl, src, dst, nb, 32);
+    case DType::kIQ4_XS:
+      return dequant_blocks(&ref::dequant_iq4_xs, src, dst, nb, kQK_K);
   }
 }
 
@@ -373,6 +457,20 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::kQ6_K:
       for (int64_t i = 0; i < nb; ++i) quant_q6_k(src + i * kQK_K, static_cast<BlockQ6_K*>(dst)[i]);
       return;
+    case DType::kQ4_1:
+      return quant_blocks(&ref::quant_q4_1, src, dst, nb, 32);
+    case DType::kQ5_0:
+      return quant_blocks(&ref::quant_q5_0, src, dst, nb, 32);
+    case DType::kQ2_K:
+      return quant_blocks(&ref::quant_q2_k, src, dst, nb, kQK_K);
+    case DType::kQ3_K:
+      return quant_blocks(&ref::quant_q3_k, src, dst, nb, kQK_K);
+    case DType::kQ5_K:
+      return quant_blocks(&ref::quant_q5_k, src, dst, nb, kQK_K);
+    case DType::kIQ4_NL:
+      return quant_blocks(&ref::quant_iq4_nl, src, dst, nb, 32);
+    case DType::kIQ4_XS:
+      return quant_blocks(&ref::quant_iq4_xs, src, dst, nb, kQK_K);
   }
 }
 

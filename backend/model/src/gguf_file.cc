@@ -290,8 +290,7 @@ Status GgufParser::parse() {
     if (!traits->supported) {
       return fail(ErrorKind::kUnsupported, "unsupported tensor type " + std::string(traits->name) +
                                                " for tensor '" + name +
-                                               "' (supported: f32, f16, bf16, q8_0, "
-                                               "q4_0, q4_K, q6_K)");
+                                               "' (supported: " + supported_tensor_types() + ")");
     }
     t.type = static_cast<TensorType>(type);
     if (t.shape[0] % traits->block_elems != 0) {

@@ -75,7 +75,7 @@ Status load_matrix(const GgufFile& file, device::Device& dev, std::string_view n
   if (!type) {
     return file.error(ErrorKind::kUnsupported,
                       "tensor '" + std::string(name) + "' has type " + tensor_type_name(t->type) +
-                          " (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K)");
+                          " (supported: " + supported_tensor_types() + ")");
   }
   if (n_rows < 0) n_rows = t->rows();
   if (row_begin < 0 || row_begin + n_rows > t->rows()) {

@@ -85,9 +85,11 @@ Status validate(const SynthOptions& o) {
     return bad_option("--vocab must be at least " + std::to_string(256 + kNumSpecial) +
                       " (256 byte tokens and " + std::to_string(kNumSpecial) + " special tokens)");
   }
-  if (o.type != TensorType::kF16 && o.type != TensorType::kQ8_0 && o.type != TensorType::kQ4_0 &&
-      o.type != TensorType::kF32) {
-    return bad_option("--type must be f16, q8_0 or q4_0 (got " + tensor_type_name(o.type) + ")");
+  // Every type the device can quantize (the 2-D weights' type; norms stay F32).
+  const auto traits = tensor_type_traits(o.type);
+  if (!traits || !traits->supported || !device::dtype_from_ggml(static_cast<uint32_t>(o.type))) {
+    return bad_option("--type must be one of " + supported_tensor_types() + " (got " +
+                      tensor_type_name(o.type) + ")");
   }
   int32_t ffn = synth_ffn_dim(o);
   for (auto [name, v] : {std::pair{"--dim", o.dim}, std::pair{"--ffn", ffn}}) {
@@ -135,8 +137,8 @@ Status write_tensor(const TensorPlan& t, uint64_t seed, GgufWriter& w, std::vect
   for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
   const int64_t row_bytes = tensor_row_bytes(t.type, cols);
   constexpr size_t kChunkBytes = 4 << 20;
-  // TensorType and device::DType share the GGML type ids; validate() only admits F32, F16, Q8_0
-  // and Q4_0, which the device's reference quantizers all write.
+  // TensorType and device::DType share the GGML type ids; validate() only admits types the
+  // device's reference quantizers write.
   const auto dtype = device::dtype_from_ggml(static_cast<uint32_t>(t.type));
   if (!dtype) return make_error(ErrorKind::kInternal, "synth: no quantizer for " + t.name);
   row.resize(cols);
@@ -164,6 +166,24 @@ uint32_t file_type_of(TensorType t) {
       return 2;  // MOSTLY_Q4_0
     case TensorType::kQ8_0:
       return 7;  // MOSTLY_Q8_0
+    case TensorType::kQ4_1:
+      return 3;  // MOSTLY_Q4_1
+    case TensorType::kQ5_0:
+      return 8;  // MOSTLY_Q5_0
+    case TensorType::kQ2_K:
+      return 10;  // MOSTLY_Q2_K
+    case TensorType::kQ3_K:
+      return 11;  // MOSTLY_Q3_K_S (every matrix Q3_K)
+    case TensorType::kQ4_K:
+      return 14;  // MOSTLY_Q4_K_S
+    case TensorType::kQ5_K:
+      return 16;  // MOSTLY_Q5_K_S
+    case TensorType::kQ6_K:
+      return 18;  // MOSTLY_Q6_K
+    case TensorType::kIQ4_NL:
+      return 25;  // MOSTLY_IQ4_NL
+    case TensorType::kIQ4_XS:
+      return 30;  // MOSTLY_IQ4_XS
     default:
       return 0;
   }
@@ -183,7 +203,7 @@ Status synthesize_tiny_model(const SynthOptions& o, const std::string& path) {
   w.set_string("general.architecture", o.arch);
   w.set_string("general.name", o.name);
   w.set_u32("general.file_type", file_type_of(o.type));
-  if (o.type == TensorType::kQ8_0 || o.type == TensorType::kQ4_0) {
+  if (tensor_type_traits(o.type)->block_elems > 1) {
     w.set_u32("general.quantization_version", 2);
   }
   w.set_u64("cutline.synth.seed", o.seed);

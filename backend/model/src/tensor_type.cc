@@ -17,25 +17,25 @@ constexpr Entry kTypes[] = {
     {0, {"f32", 1, 4, true}},
     {1, {"f16", 1, 2, true}},
     {2, {"q4_0", kQK4_0, 18, true}},
-    {3, {"q4_1", 32, 20, false}},
-    {6, {"q5_0", 32, 22, false}},
+    {3, {"q4_1", 32, 20, true}},
+    {6, {"q5_0", 32, 22, true}},
     {7, {"q5_1", 32, 24, false}},
     {8, {"q8_0", kQK8_0, 34, true}},
     {9, {"q8_1", 32, 36, false}},
-    {10, {"q2_K", kQK_K, 84, false}},
-    {11, {"q3_K", kQK_K, 110, false}},
+    {10, {"q2_K", kQK_K, 84, true}},
+    {11, {"q3_K", kQK_K, 110, true}},
     {12, {"q4_K", kQK_K, kQ4_KBytes, true}},
-    {13, {"q5_K", kQK_K, 176, false}},
+    {13, {"q5_K", kQK_K, 176, true}},
     {14, {"q6_K", kQK_K, kQ6_KBytes, true}},
     {15, {"q8_K", kQK_K, 292, false}},
     {16, {"iq2_xxs", kQK_K, 66, false}},
     {17, {"iq2_xs", kQK_K, 74, false}},
     {18, {"iq3_xxs", kQK_K, 98, false}},
     {19, {"iq1_s", kQK_K, 50, false}},
-    {20, {"iq4_nl", 32, 18, false}},
+    {20, {"iq4_nl", 32, 18, true}},
     {21, {"iq3_s", kQK_K, 110, false}},
     {22, {"iq2_s", kQK_K, 82, false}},
-    {23, {"iq4_xs", kQK_K, 136, false}},
+    {23, {"iq4_xs", kQK_K, 136, true}},
     {24, {"i8", 1, 1, false}},
     {25, {"i16", 1, 2, false}},
     {26, {"i32", 1, 4, false}},
@@ -60,6 +60,16 @@ std::optional<TensorTypeTraits> tensor_type_traits(uint32_t type_id) {
 std::string tensor_type_name(uint32_t type_id) {
   if (auto t = tensor_type_traits(type_id)) return std::string(t->name);
   return "type#" + std::to_string(type_id);
+}
+
+std::string supported_tensor_types() {
+  std::string out;
+  for (const Entry& e : kTypes) {
+    if (!e.traits.supported) continue;
+    if (!out.empty()) out += ", ";
+    out += e.traits.name;
+  }
+  return out;
 }
 
 int64_t tensor_row_bytes(TensorType type, int64_t n_elements) {

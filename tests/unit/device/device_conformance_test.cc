@@ -40,6 +40,20 @@ std::string config_name(const testing::TestParamInfo<Config>& info) {
   return "cpu_" + info.param.isa + "_t" + std::to_string(info.param.threads);
 }
 
+constexpr DType kAllTypes[] = {DType::kF32,    DType::kF16,   DType::kBF16, DType::kQ8_0,
+                               DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ2_K,
+                               DType::kQ3_K,   DType::kQ4_K,  DType::kQ5_K, DType::kQ6_K,
+                               DType::kIQ4_NL, DType::kIQ4_XS};
+
+// Whether the kernels of `isa` read int8 activations for type t (cpu_kernels.h QuantRow q8):
+// Q4_K on AVX-512; Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS on AVX-512 and AVX2.
+bool reads_int8(const std::string& isa, DType t) {
+  if (isa != "avx512" && isa != "avx2") return false;
+  if (t == DType::kQ4_K) return isa == "avx512";
+  return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ2_K || t == DType::kQ3_K ||
+         t == DType::kQ5_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS;
+}
+
 std::vector<float> random_vec(int64_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-scale, scale);
@@ -93,12 +107,12 @@ class DeviceConformance : public testing::TestWithParam<Config> {
 // AVX-512 and Q8_0, Q4_K on AVX2, whose integer kernels quantize the activations to int16 per 256
 // elements: 2e-5 x sum|w*x| (measured below 5e-6); Q4_K on AVX-512, whose kernel reads them as
 // int8 per 256 elements (as llama.cpp's K-quant kernels do): 1e-3 x sum|w*x| (measured below
-// 2e-4, against the 4-bit weights' own error of several percent); CUDA 3e-3 x sum|w*x| (F16 GEMM
-// inputs).
+// 2e-4, against the 4-bit weights' own error of several percent), and likewise Q4_1, Q5_0, Q2_K,
+// Q3_K, Q5_K, IQ4_NL and IQ4_XS on AVX-512 and AVX2 (int8 activations, 1e-3; scalar: the
+// reference dequantizer and F32 dot products, 1e-5); CUDA 3e-3 x sum|w*x| (F16 GEMM inputs).
 TEST_P(DeviceConformance, MatmulEveryTypeMatchesDequantizedReference) {
   for (const int64_t cols : {512, 288})
-    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                       DType::kQ4_K, DType::kQ6_K}) {
+    for (DType type : kAllTypes) {
       if (cols % block_elems(type) != 0) continue;
       const int64_t rows = 24, batch = 5;
       SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols));
@@ -118,7 +132,7 @@ TEST_P(DeviceConformance, MatmulEveryTypeMatchesDequantizedReference) {
       const bool int16_x =
           (GetParam().isa == "avx512" && (type == DType::kQ8_0 || type == DType::kQ6_K)) ||
           (GetParam().isa == "avx2" && (type == DType::kQ8_0 || type == DType::kQ4_K));
-      const bool int8_x = GetParam().isa == "avx512" && type == DType::kQ4_K;
+      const bool int8_x = reads_int8(GetParam().isa, type);
       const double rel = cuda_ ? 3e-3 : int8_x ? 1e-3 : int16_x ? 2e-5 : 1e-5;
       for (int64_t b = 0; b < batch; ++b) {
         for (int64_t r = 0; r < rows; ++r) {
@@ -137,8 +151,7 @@ TEST_P(DeviceConformance, MatmulEveryTypeMatchesDequantizedReference) {
 // reports non-finite logits instead of sampling them); the other rows stay finite.
 TEST_P(DeviceConformance, MatmulPropagatesNaN) {
   const int64_t rows = 8, cols = 512;
-  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                     DType::kQ4_K, DType::kQ6_K}) {
+  for (DType type : kAllTypes) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     const std::vector<float> wf = random_vec(rows * cols, 20);
     std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
@@ -191,8 +204,7 @@ TEST(Quant, RoundTripErrorOrderedByBits) {
 // Embedding rows of every type equal the reference dequantization (CUDA: F16 storage, 1e-3).
 TEST_P(DeviceConformance, EmbedEveryType) {
   const int64_t rows = 10, cols = 256;
-  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                     DType::kQ4_K, DType::kQ6_K}) {
+  for (DType type : kAllTypes) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     const std::vector<float> wf = random_vec(rows * cols, 4);
     std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
@@ -428,8 +440,7 @@ TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
     auto d1 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 1, .cpu_isa = isa});
     auto d3 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 3, .cpu_isa = isa});
     ASSERT_TRUE(d1.ok() && d3.ok());
-    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                       DType::kQ4_K, DType::kQ6_K}) {
+    for (DType type : kAllTypes) {
       SCOPED_TRACE(std::string(isa) + " " + std::string(dtype_name(type)));
       const std::vector<float> wf = random_vec(rows * cols, 12);
       std::vector<uint8_t> wq(row_bytes(type, cols) * rows);

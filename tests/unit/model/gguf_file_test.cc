@@ -259,9 +259,13 @@ TEST(GgufFile, TypedGettersNameTheKeyAndTheType) {
 }
 
 TEST(GgufFile, CorruptTensorInfosNameTheTensor) {
-  EXPECT_EQ(error_of(RawImage(1, 0).tensor("w", {32}, 13, 0).pad_data(64).bytes()),
-            "m.gguf: unsupported tensor type q5_K for tensor 'w' (supported: f32, f16, bf16, "
-            "q8_0, q4_0, q4_K, q6_K)");
+  // A type ggml defines that Cutline cannot compute with is refused by name, with the list.
+  EXPECT_EQ(error_of(RawImage(1, 0).tensor("w", {256}, 16, 0).pad_data(128).bytes()),
+            "m.gguf: unsupported tensor type iq2_xxs for tensor 'w' (supported: f32, f16, q4_0, "
+            "q4_1, q5_0, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, bf16)");
+  EXPECT_EQ(error_of(RawImage(1, 0).tensor("w", {32}, 7, 0).pad_data(64).bytes()),
+            "m.gguf: unsupported tensor type q5_1 for tensor 'w' (supported: f32, f16, q4_0, "
+            "q4_1, q5_0, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, bf16)");
   EXPECT_EQ(error_of(RawImage(1, 0).tensor("w", {32}, 77, 0).pad_data(64).bytes()),
             "m.gguf: tensor 'w' has unknown type id 77");
   EXPECT_EQ(error_of(RawImage(1, 0).tensor("w", {8}, 0, 16).pad_data(64).bytes()),

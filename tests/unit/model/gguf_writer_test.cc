@@ -17,8 +17,10 @@ TEST(GgufWriter, RefusesBadTensorDeclarations) {
             "gguf writer: tensor 'b' of type q8_0 cannot have rows of 33 elements");
   EXPECT_EQ(w.add_tensor("c", TensorType::kF32, {1, 1, 1, 1, 1}).error().message,
             "gguf writer: tensor 'c' needs 1 to 4 dimensions");
-  EXPECT_EQ(w.add_tensor("d", TensorType::kQ5_K, {256}).error().message,
-            "gguf writer: tensor 'd' of type q5_K cannot have rows of 256 elements");
+  EXPECT_EQ(w.add_tensor("d", TensorType::kQ5_1, {32}).error().message,  // unsupported type
+            "gguf writer: tensor 'd' of type q5_1 cannot have rows of 32 elements");
+  ASSERT_TRUE(w.add_tensor("e", TensorType::kQ5_K, {256, 2}).ok());
+  EXPECT_EQ(w.tensor_bytes(1), 2 * 176);
 }
 
 TEST(GgufWriter, CountsTheBytesOfEveryTensor) {

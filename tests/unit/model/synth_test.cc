@@ -141,10 +141,17 @@ TEST(Synth, WeightsHaveTheirIntendedScaleAndLogitsSpread) {
 }
 
 TEST(Synth, QuantizedTypesWriteBlocksOfTheRightSize) {
-  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
+                       TensorType::kIQ4_NL, TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ5_K,
+                       TensorType::kIQ4_XS}) {
+    SCOPED_TRACE(tensor_type_name(t));
     SynthOptions o;
     o.type = t;
     o.tied_output = true;
+    if (tensor_type_traits(t)->block_elems == 256) {
+      o.dim = 256;
+      o.ffn = 192 * 4;
+    }
     std::string path = temp_path("synth_q.gguf");
     ASSERT_TRUE(synthesize_tiny_model(o, path).ok());
     auto file = GgufFile::open(path);
@@ -154,7 +161,7 @@ TEST(Synth, QuantizedTypesWriteBlocksOfTheRightSize) {
     EXPECT_TRUE(config->tied_output);
     const GgufTensor* w = (*file)->tensor("blk.0.ffn_down.weight");
     EXPECT_EQ(w->type, t);
-    EXPECT_EQ(w->n_bytes, tensor_row_bytes(t, 192) * 64);
+    EXPECT_EQ(w->n_bytes, tensor_row_bytes(t, synth_ffn_dim(o)) * o.dim);
     EXPECT_EQ((*file)->tensor("blk.0.attn_norm.weight")->type, TensorType::kF32);
     // Q8_0: every block's scale is amax / 127 of uniform draws, so positive and < 1/127 * max.
     if (t == TensorType::kQ8_0) {
@@ -185,8 +192,13 @@ TEST(Synth, InvalidOptionsNameTheOption) {
   o.ffn = 100;
   EXPECT_EQ(message(o), "synth: --ffn 100 is not a multiple of the q4_0 block size 32");
   o = {};
-  o.type = TensorType::kQ6_K;
-  EXPECT_EQ(message(o), "synth: --type must be f16, q8_0 or q4_0 (got q6_K)");
+  o.type = TensorType::kQ6_K;  // 256-element blocks: --dim 64 is not whole blocks
+  EXPECT_EQ(message(o), "synth: --dim 64 is not a multiple of the q6_K block size 256");
+  o = {};
+  o.type = TensorType::kIQ2_XXS;
+  EXPECT_EQ(message(o),
+            "synth: --type must be one of f32, f16, q4_0, q4_1, q5_0, q8_0, q2_K, q3_K, q4_K, "
+            "q5_K, q6_K, iq4_nl, iq4_xs, bf16 (got iq2_xxs)");
 }
 
 TEST(Synth, LargeVocabulariesArePaddedWithReservedControlTokens) {

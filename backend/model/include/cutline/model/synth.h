@@ -29,8 +29,9 @@ struct SynthOptions {
   int32_t ffn = 0;      // 0: 8/3 * dim rounded up to a multiple of 32
   int32_t context = 2048;
   uint64_t seed = 1;
-  // Type of the 2-D weight matrices (token_embd, attention, FFN, output): kF16, kQ8_0 or kQ4_0.
-  // Norm weights are always F32.
+  // Type of the 2-D weight matrices (token_embd, attention, FFN, output): any supported type
+  // (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS; the K-quants and IQ4_XS
+  // need --dim and --ffn multiples of 256). Norm weights are always F32.
   TensorType type = TensorType::kF16;
   bool tied_output = false;  // omit output.weight (logits from token_embd); always for gemma
   std::string name = "cutline-tiny";

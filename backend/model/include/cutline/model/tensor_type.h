@@ -61,6 +61,7 @@ constexpr int32_t kQK4_0 = 32;       // Q4_0: f16 scale d, uint8 qs[16] (nibbles
 constexpr int32_t kQK_K = 256;       // K-quants super-block
 constexpr int32_t kQ4_KBytes = 144;  // f16 d, f16 dmin, uint8 scales[12], uint8 qs[128]
 constexpr int32_t kQ6_KBytes = 210;  // uint8 ql[128], uint8 qh[64], int8 scales[16], f16 d
+// Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS: see cutline/device/quant.h.
 
 // Traits of a type id read from a file; nullopt for an id ggml never defined.
 std::optional<TensorTypeTraits> tensor_type_traits(uint32_t type_id);
@@ -73,6 +74,9 @@ std::string tensor_type_name(uint32_t type_id);
 inline std::string tensor_type_name(TensorType type) {
   return tensor_type_name(static_cast<uint32_t>(type));
 }
+
+// The names of the types Cutline can load, in type-id order: "f32, f16, q4_0, ...".
+std::string supported_tensor_types();
 
 // Bytes of a row of `n_elements` of a supported type, or -1 when the type is unsupported or
 // n_elements is not a multiple of its block size.
