@@ -11,6 +11,8 @@ packages=(
   prometheus-cpp-dev libhiredis-dev libgtest-dev libgmock-dev libbenchmark-dev
   # tests and benchmarks: curl as a client, redis for shared pools, nginx/wrk/h2load to compare
   curl redis-server nginx-light wrk nghttp2-client clang
+  # tokenizer tests: PCRE2 as the pre-tokenizer oracle, the Unicode data the tables come from
+  libpcre2-dev unicode-data python3
 )
 if [[ "${CUTLINE_SETUP_BROWSER:-1}" == 1 ]]; then
   packages+=(chromium)   # headless rendering test of the probe's HTML report
