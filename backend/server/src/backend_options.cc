@@ -107,6 +107,9 @@ std::string backend_usage() {
                            chunks of a long prompt are smaller (default 0: off)
   --block-size N           tokens per KV block (default 16)
   --chat-template NAME     override the chat template (llama3, chatml, mistral, gemma, phi3)
+  --no-parse-special       keep special-token text ("<|im_start|>", "<s>") in a completions or
+                           /tokenize prompt as plain text (default: parsed as the token; a
+                           request may say "parse_special": true or false)
   --cache-dir DIR          where builtin models are synthesized
                            (default $CUTLINE_CACHE_DIR or ~/.cache/cutline)
   --threads N              HTTP worker threads (default 2)
@@ -123,6 +126,10 @@ Result<BackendOptions> parse_backend_options(int argc, const char* const* argv,
     std::string_view arg = argv[i];
     if (arg == "-h" || arg == "--help") {
       o.help = true;
+      continue;
+    }
+    if (arg == "--no-parse-special") {
+      o.parse_special = false;
       continue;
     }
     if (arg.substr(0, 2) != "--") return bad("unexpected argument '" + std::string(arg) + "'");

@@ -5,6 +5,8 @@
 
 #include <simdjson.h>
 
+#include "cutline/server/prompt_encoding.h"
+
 namespace cutline::server {
 
 namespace {
@@ -36,15 +38,19 @@ Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const 
       return fail(detail, ErrorKind::kBadRequest, "messages", rendered.error().message);
     return model::encode_chat(tok, *rendered);
   }
+  std::string param;
+  auto encoding = prompt_encoding_of(r.body, m.parse_special, param);
+  if (!encoding.ok())
+    return fail(detail, encoding.error().kind, std::move(param), encoding.error().message);
   switch (r.prompt_kind) {
     case proto::PromptKind::kString:
-      return tok.encode(r.prompt_text(0), true);
+      return encode_prompt(tok, r.prompt_text(0), *encoding);
     case proto::PromptKind::kStrings:
       if (r.prompts.size() != 1)
         return fail(detail, ErrorKind::kUnsupported, "prompt",
                     "a list of " + std::to_string(r.prompts.size()) +
                         " prompts is not supported; send one prompt per request");
-      return tok.encode(r.prompt_text(0), true);
+      return encode_prompt(tok, r.prompt_text(0), *encoding);
     case proto::PromptKind::kTokens: {
       std::vector<int32_t> ids;
       ids.reserve(r.prompt_tokens.size());

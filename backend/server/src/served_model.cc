@@ -33,6 +33,7 @@ ModelTextInfo ServedModel::text_info() const {
   t.tokenizer = tokenizer_.get();
   t.chat_template = chat_template_;
   t.context_length = runner_->info().context_length;
+  t.parse_special = parse_special_;
   return t;
 }
 
@@ -58,6 +59,7 @@ Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
   auto tokenizer = model::load_tokenizer(*served->file_);
   if (!tokenizer.ok()) return std::move(tokenizer).error();
   served->tokenizer_ = std::move(tokenizer).value();
+  served->parse_special_ = options.parse_special;
 
   if (!options.chat_template.empty()) {
     auto kind = model::chat_template_from_name(options.chat_template);

@@ -40,6 +40,8 @@ struct BackendOptions {
   int threads = 0;                              // --threads: HTTP worker loops (0 = auto)
   int64_t drain_timeout_ms = 10000;             // --drain-timeout on SIGTERM/SIGINT
   bool help = false;
+  // --no-parse-special: special-token text in a completions or /tokenize prompt stays text.
+  bool parse_special = true;
 };
 
 // Parses sizes like "256MiB", "2GiB", "1.5G", "4096" (bytes). Binary units K/M/G/T with or

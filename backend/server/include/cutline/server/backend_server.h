@@ -7,6 +7,7 @@
 // Endpoints:
 //   POST /v1/chat/completions, /v1/completions   streaming (SSE) and not; every response ends with
 //                                                the `cutline` stop record
+//   POST /tokenize, /detokenize                  a model's tokenizer (tokenize_api.h)
 //   GET  /v1/models                              the configured models (resident or not)
 //   GET  /v1/cutline/state                       residency, KV blocks, queue, running (JSON)
 //   GET  /metrics                                cutline_backend_* (Prometheus text format)
@@ -66,6 +67,7 @@ class BackendServer {
 
   void handle(std::shared_ptr<proto::ServerStream> http);
   void handle_completion(std::shared_ptr<proto::ServerStream> http, proto::Endpoint endpoint);
+  void handle_tokenize(std::shared_ptr<proto::ServerStream> http, bool detokenize);
   void admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease);
   void wait_for_load(std::shared_ptr<PendingRequest> pending);
   void stream_done(CompletionStream* stream);
