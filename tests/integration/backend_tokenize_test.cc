@@ -127,17 +127,17 @@ TEST_F(BackendTokenize, BadInputIsAnOpenAiStyle400) {
     const char* body;
     const char* param;
   };
-  for (Case c :
-       {Case{"/tokenize", R"({"model":"tiny","prompt":5})", "prompt"},
-        Case{"/tokenize", R"({"model":"tiny"})", "prompt"},
-        Case{"/tokenize", R"({"prompt":"a","messages":[]})", "messages"},
-        Case{"/tokenize", R"({"messages":[{"role":"robot","content":"x"}]})", "messages"},
-        Case{"/tokenize", R"({"prompt":"a","with_pieces":"yes"})", "with_pieces"},
-        Case{"/tokenize", R"({"prompt":"a","parse_special":1})", "parse_special"},
-        Case{"/detokenize", R"({"tokens":[1,-4]})", "tokens"},
-        Case{"/detokenize", R"({"tokens":[99999999]})", "tokens"},
-        Case{"/detokenize", R"({"tokens":"12"})", "tokens"},
-        Case{"/v1/completions", R"({"prompt":"a","parse_special":"no"})", "parse_special"}}) {
+  for (Case c : {Case{"/tokenize", R"({"model":"tiny","prompt":5})", "prompt"},
+                 Case{"/tokenize", R"({"model":"tiny"})", "prompt"},
+                 Case{"/tokenize", R"({"prompt":"a","messages":[]})", "messages"},
+                 Case{"/tokenize", R"({"messages":[{"role":"robot","content":"x"}]})", "messages"},
+                 Case{"/tokenize", R"({"prompt":"a","with_pieces":"yes"})", "with_pieces"},
+                 Case{"/tokenize", R"({"prompt":"a","parse_special":1})", "parse_special"},
+                 Case{"/detokenize", R"({"tokens":[1,-4]})", "tokens"},
+                 Case{"/detokenize", R"({"tokens":[99999999]})", "tokens"},
+                 Case{"/detokenize", R"({"tokens":"12"})", "tokens"},
+                 Case{"/v1/completions", R"({"model":"tiny","prompt":"a","parse_special":"no"})",
+                      "parse_special"}}) {
     auto r = backend_->post(c.path, c.body);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->status, 400) << c.body << " -> " << r->body;
