@@ -106,7 +106,8 @@ std::string backend_usage() {
   --prefill-attention N    charge a prefill token at position p 1 + p/N budget tokens, so late
                            chunks of a long prompt are smaller (default 0: off)
   --block-size N           tokens per KV block (default 16)
-  --chat-template NAME     override the chat template (llama3, chatml, mistral, gemma, phi3)
+  --chat-template NAME     override the chat template (llama3, chatml, mistral, gemma, phi3,
+                           phi4, phi4-mini, qwen3, qwen3-no-think)
   --no-parse-special       keep special-token text ("<|im_start|>", "<s>") in a completions or
                            /tokenize prompt as plain text (default: parsed as the token; a
                            request may say "parse_special": true or false)

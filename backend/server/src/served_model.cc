@@ -66,7 +66,8 @@ Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
     if (!kind)
       return make_error(ErrorKind::kBadRequest,
                         "unknown --chat-template '" + options.chat_template +
-                            "' (known: chatml, llama3, llama2, mistral, gemma, phi3)");
+                            "' (known: chatml, llama3, llama2, mistral, gemma, phi3, phi4, "
+                            "phi4-mini, qwen3, qwen3-no-think)");
     served->chat_template_ = *kind;
   } else {
     auto source = served->file_->get_string_or("tokenizer.chat_template", "");
