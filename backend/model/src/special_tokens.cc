@@ -20,14 +20,14 @@ std::vector<SpecialToken> collect_special_tokens(const Vocabulary& vocab) {
   return out;
 }
 
-std::vector<PromptFragment> split_special_tokens(const Tokenizer& tokenizer,
-                                                 std::string_view text) {
+std::vector<PromptFragment> split_special_tokens(const Tokenizer& tokenizer, std::string_view text,
+                                                 bool control) {
   std::vector<PromptFragment> out;
   if (text.empty()) return out;
   // A list, because each special token splits the plain fragments left by the longer ones.
   std::list<PromptFragment> parts{{-1, text}};
   for (const SpecialToken& special : tokenizer.special_tokens()) {
-    if (special.text.empty()) continue;
+    if (special.text.empty() || (special.control && !control)) continue;
     for (auto it = parts.begin(); it != parts.end(); ++it) {
       if (it->token >= 0) continue;
       std::string_view rest = it->text;
@@ -50,10 +50,10 @@ std::vector<PromptFragment> split_special_tokens(const Tokenizer& tokenizer,
 }
 
 std::vector<int32_t> encode_with_special_tokens(const Tokenizer& tokenizer, std::string_view text,
-                                                bool add_bos) {
+                                                bool add_bos, bool control) {
   std::vector<int32_t> out;
   if (add_bos) out = tokenizer.encode({}, true);  // BOS alone, when the model adds one
-  for (const PromptFragment& f : split_special_tokens(tokenizer, text)) {
+  for (const PromptFragment& f : split_special_tokens(tokenizer, text, control)) {
     if (f.token >= 0) {
       out.push_back(f.token);
       continue;

@@ -39,9 +39,9 @@ Result<PromptEncoding> prompt_encoding_of(std::string_view body, bool parse_spec
 
 std::vector<int32_t> encode_prompt(const model::Tokenizer& tokenizer, std::string_view text,
                                    const PromptEncoding& encoding) {
-  if (encoding.parse_special)
-    return model::encode_with_special_tokens(tokenizer, text, encoding.add_special_tokens);
-  return tokenizer.encode(text, encoding.add_special_tokens);
+  // Not parsing special tokens still splits out user-defined ones, as llama.cpp does.
+  return model::encode_with_special_tokens(tokenizer, text, encoding.add_special_tokens,
+                                           encoding.parse_special);
 }
 
 }  // namespace cutline::server

@@ -58,6 +58,11 @@ TEST(SpecialTokens, LongestTokenWinsAndTextBetweenIsKept) {
   EXPECT_EQ(fragments[4].token, 262);  // user-defined
   EXPECT_EQ(fragments[5].text, "c");
   EXPECT_TRUE(split_special_tokens(*t, "").empty());
+  // Control tokens off: only the user-defined token is split out.
+  fragments = split_special_tokens(*t, "a<|eot|><tool>", false);
+  ASSERT_EQ(fragments.size(), 2u);
+  EXPECT_EQ(fragments[0].text, "a<|eot|>");
+  EXPECT_EQ(fragments[1].token, 262);
   // Half a token is text.
   fragments = split_special_tokens(*t, "<|eot_id");
   ASSERT_EQ(fragments.size(), 1u);

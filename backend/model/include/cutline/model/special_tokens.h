@@ -29,12 +29,15 @@ struct PromptFragment {
 std::vector<SpecialToken> collect_special_tokens(const Vocabulary& vocab);
 
 // Partitions `text` into plain-text fragments and special tokens, in order. Empty text gives no
-// fragments; text without special tokens gives one.
-std::vector<PromptFragment> split_special_tokens(const Tokenizer& tokenizer, std::string_view text);
+// fragments; text without special tokens gives one. Without `control`, only user-defined tokens
+// are split out (llama.cpp and the Hugging Face tokenizers match those even when special tokens
+// are not parsed: Qwen's <think>, <tool_call>).
+std::vector<PromptFragment> split_special_tokens(const Tokenizer& tokenizer, std::string_view text,
+                                                 bool control = true);
 
 // encode() with special-token text parsed: BOS first when add_bos (and the model adds one).
 std::vector<int32_t> encode_with_special_tokens(const Tokenizer& tokenizer, std::string_view text,
-                                                bool add_bos);
+                                                bool add_bos, bool control = true);
 
 // The text a token stands for when shown to a user: its bytes, or its vocabulary text for a
 // control token (which decodes to nothing). For /detokenize and token pieces.

@@ -2,9 +2,10 @@
 // How a raw text prompt becomes tokens, with the request fields beyond OpenAI's that vLLM and
 // llama.cpp server accept:
 //   "add_special_tokens": false   no BOS before the prompt (vLLM; default true)
-//   "parse_special": false        special-token text ("<|im_start|>", "<s>") stays plain text
-//                                 (llama.cpp's name; default: on unless the backend runs with
-//                                 --no-parse-special)
+//   "parse_special": false        control-token text ("<|im_start|>", "<s>") stays plain text;
+//                                 user-defined tokens (<think>, <tool_call>) are still matched,
+//                                 as llama.cpp does (llama.cpp's name; default: on unless the
+//                                 backend runs with --no-parse-special)
 // Used for /v1/completions prompts and POST /tokenize.
 
 #include <cstdint>
