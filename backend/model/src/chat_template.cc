@@ -357,16 +357,20 @@ Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMess
 
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const RenderedChat& chat) {
   std::vector<int32_t> out;
+  bool strip_next = false;  // the last special token takes the white space after it
   for (const ChatPiece& p : chat.pieces) {
     if (p.special) {
       int32_t id = tokenizer.special_token_id(p.text);
       if (id >= 0) {
         out.push_back(id);
+        strip_next = strips_right(tokenizer, id);
         continue;
       }
     }
+    std::string_view text = strip_next ? strip_leading_space(p.text) : std::string_view(p.text);
+    strip_next = false;
     // Message text: user-defined tokens (<think>, <tool_call>) still count, control ones do not.
-    std::vector<int32_t> ids = encode_with_special_tokens(tokenizer, p.text, false, false);
+    std::vector<int32_t> ids = encode_with_special_tokens(tokenizer, text, false, false);
     out.insert(out.end(), ids.begin(), ids.end());
   }
   return out;

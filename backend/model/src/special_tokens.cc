@@ -1,9 +1,22 @@
 #include "cutline/model/special_tokens.h"
 
 #include <algorithm>
+#include <cctype>
 #include <list>
 
 namespace cutline::model {
+
+std::string_view strip_leading_space(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  return s;
+}
+
+bool strips_right(const Tokenizer& tokenizer, int32_t id) {
+  for (const SpecialToken& s : tokenizer.special_tokens()) {
+    if (s.id == id) return s.rstrip;
+  }
+  return false;
+}
 
 std::vector<SpecialToken> collect_special_tokens(const Vocabulary& vocab) {
   std::vector<SpecialToken> out;
@@ -12,7 +25,10 @@ std::vector<SpecialToken> collect_special_tokens(const Vocabulary& vocab) {
     if (k != TokenKind::kControl && k != TokenKind::kUserDefined && k != TokenKind::kUnknown)
       continue;
     if (vocab.tokens[id].empty()) continue;
-    out.push_back({vocab.tokens[id], id, k != TokenKind::kUserDefined});
+    const std::string& text = vocab.tokens[id];
+    const bool rstrip =
+        vocab.special_rstrip && text != "<unk>" && text != "<s>" && text != "<|endoftext|>";
+    out.push_back({text, id, k != TokenKind::kUserDefined, rstrip});
   }
   std::stable_sort(out.begin(), out.end(), [](const SpecialToken& a, const SpecialToken& b) {
     return a.text.size() > b.text.size();
@@ -39,6 +55,7 @@ std::vector<PromptFragment> split_special_tokens(const Tokenizer& tokenizer, std
         if (hit > 0) parts.insert(at, {-1, rest.substr(0, hit)});
         parts.insert(at, {special.id, rest.substr(hit, special.text.size())});
         rest = rest.substr(hit + special.text.size());
+        if (special.rstrip) rest = strip_leading_space(rest);
         hit = rest.find(special.text);
       }
       if (!rest.empty()) parts.insert(at, {-1, rest});

@@ -69,6 +69,22 @@ TEST(SpecialTokens, LongestTokenWinsAndTextBetweenIsKept) {
   EXPECT_EQ(fragments[0].token, -1);
 }
 
+TEST(SpecialTokens, Phi3TokensTakeTheWhiteSpaceAfterThem) {
+  Vocabulary v;
+  for (int b = 0; b < 256; ++b) v.tokens.emplace_back(byte_to_unicode(static_cast<uint8_t>(b)));
+  v.kinds.assign(v.tokens.size(), TokenKind::kNormal);
+  for (const char* s : {"<|user|>", "<|end|>", "<s>"}) {
+    v.tokens.emplace_back(s);
+    v.kinds.push_back(TokenKind::kControl);
+  }
+  v.special_rstrip = true;
+  auto t = BpeTokenizer::create(std::move(v), {}, PreTokenizer::kGpt2);
+  ASSERT_TRUE(t.ok());
+  // As llama.cpp for phi3: "<|user|>\nHi<|end|>\n" is <|user|> H i <|end|>; <s> keeps its space.
+  EXPECT_EQ(encode_with_special_tokens(**t, "<|user|>\nHi<|end|>\n<s> x", false),
+            (std::vector<int32_t>{256, 'H', 'i', 257, 258, ' ', 'x'}));
+}
+
 TEST(SpecialTokens, ControlTokensShowTheirTextForDisplay) {
   auto t = llama3_like();
   EXPECT_EQ(t->token_bytes(259), "");

@@ -39,6 +39,11 @@ std::vector<PromptFragment> split_special_tokens(const Tokenizer& tokenizer, std
 std::vector<int32_t> encode_with_special_tokens(const Tokenizer& tokenizer, std::string_view text,
                                                 bool add_bos, bool control = true);
 
+// Drops ASCII white space at the start (after a token with rstrip).
+std::string_view strip_leading_space(std::string_view s);
+// Whether the special token `id` takes the white space after it (SpecialToken::rstrip).
+bool strips_right(const Tokenizer& tokenizer, int32_t id);
+
 // The text a token stands for when shown to a user: its bytes, or its vocabulary text for a
 // control token (which decodes to nothing). For /detokenize and token pieces.
 std::string_view token_display_text(const Tokenizer& tokenizer, int32_t id);

@@ -19,6 +19,7 @@ struct SpecialToken {
   std::string_view text;  // as stored in the vocabulary, e.g. "<|start_header_id|>"
   int32_t id = -1;
   bool control = false;  // kControl or kUnknown (user-defined tokens are not)
+  bool rstrip = false;   // white space right after the token is dropped (Vocabulary)
 };
 
 class Tokenizer {
