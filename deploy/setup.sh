@@ -27,6 +27,8 @@ if [[ "$selection" == test ]]; then
     # tests and benchmarks: redis for shared pools, nginx/wrk/h2load to compare, clang to fuzz,
     # systemd-analyze to verify the package's units
     redis-server nginx-light wrk nghttp2-client clang systemd
+    # tokenizer tests: PCRE2 as the pre-tokenizer oracle, the Unicode data the tables come from
+    libpcre2-dev unicode-data python3
   )
   if [[ "${CUTLINE_SETUP_BROWSER:-1}" == 1 ]]; then
     packages+=(chromium)   # headless rendering test of the probe's HTML report

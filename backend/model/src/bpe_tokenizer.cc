@@ -3,6 +3,7 @@
 #include <queue>
 
 #include "cutline/model/bpe_trainer.h"
+#include "cutline/model/special_tokens.h"
 
 namespace cutline::model {
 
@@ -71,6 +72,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(Vocabulary vocab,
     t->merges_.emplace(pair_key(l->second, r->second),
                        Merge{static_cast<int32_t>(rank), j->second});
   }
+  t->specials_ = collect_special_tokens(t->vocab_);
   return t;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "cutline/model/special_tokens.h"
+
 namespace cutline::model {
 
 namespace {
@@ -11,12 +13,23 @@ struct NamedKind {
   ChatTemplateKind kind;
 };
 constexpr NamedKind kNames[] = {
-    {"chatml", ChatTemplateKind::kChatMl},  {"llama3", ChatTemplateKind::kLlama3},
-    {"llama2", ChatTemplateKind::kLlama2},  {"mistral", ChatTemplateKind::kMistral},
-    {"gemma", ChatTemplateKind::kGemma},    {"phi3", ChatTemplateKind::kPhi3},
-    {"qwen", ChatTemplateKind::kChatMl},    {"qwen2", ChatTemplateKind::kChatMl},
-    {"llama-3", ChatTemplateKind::kLlama3}, {"llama-2", ChatTemplateKind::kLlama2},
+    {"chatml", ChatTemplateKind::kChatMl},
+    {"llama3", ChatTemplateKind::kLlama3},
+    {"llama2", ChatTemplateKind::kLlama2},
+    {"mistral", ChatTemplateKind::kMistral},
+    {"gemma", ChatTemplateKind::kGemma},
+    {"phi3", ChatTemplateKind::kPhi3},
+    {"qwen", ChatTemplateKind::kChatMl},
+    {"qwen2", ChatTemplateKind::kChatMl},
+    {"llama-3", ChatTemplateKind::kLlama3},
+    {"llama-2", ChatTemplateKind::kLlama2},
     {"phi-3", ChatTemplateKind::kPhi3},
+    {"phi4", ChatTemplateKind::kPhi4},
+    {"phi4-mini", ChatTemplateKind::kPhi4Mini},
+    {"phi-4", ChatTemplateKind::kPhi4},
+    {"phi-4-mini", ChatTemplateKind::kPhi4Mini},
+    {"qwen3", ChatTemplateKind::kQwen3},
+    {"qwen3-no-think", ChatTemplateKind::kQwen3NoThink},
 };
 
 std::string trim(std::string_view s) {
@@ -182,6 +195,79 @@ void render_phi3(std::span<const ChatMessage> messages, bool gen, Builder& b) {
   }
 }
 
+std::string_view strip_newlines(std::string_view s, bool left, bool right) {
+  while (left && !s.empty() && s.front() == '\n') s.remove_prefix(1);
+  while (right && !s.empty() && s.back() == '\n') s.remove_suffix(1);
+  return s;
+}
+
+// Qwen3: ChatML, with the reasoning in assistant turns handled as its template does.
+void render_qwen3(std::span<const ChatMessage> messages, bool gen, bool thinking, Builder& b) {
+  // The last user message (as the template's ns.last_query_index: the last index without one).
+  size_t last_query = messages.empty() ? 0 : messages.size() - 1;
+  for (size_t i = messages.size(); i-- > 0;) {
+    if (messages[i].role == "user") {
+      last_query = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    std::string_view content = m.content;
+    b.special("<|im_start|>");
+    if (m.role != "assistant") {
+      b.text(m.role + "\n" + m.content);
+    } else {
+      std::string_view reasoning;
+      if (size_t end = content.find("</think>"); end != std::string_view::npos) {
+        reasoning = strip_newlines(content.substr(0, end), false, true);
+        if (size_t open = reasoning.rfind("<think>"); open != std::string_view::npos)
+          reasoning = reasoning.substr(open + 7);
+        reasoning = strip_newlines(reasoning, true, false);
+        content = strip_newlines(content.substr(content.rfind("</think>") + 8), true, false);
+      }
+      if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
+        b.text("assistant\n<think>\n" + std::string(strip_newlines(reasoning, true, true)) +
+               "\n</think>\n\n" + std::string(strip_newlines(content, true, false)));
+      } else {
+        b.text("assistant\n" + std::string(content));
+      }
+    }
+    b.special("<|im_end|>");
+    b.text("\n");
+  }
+  if (gen) {
+    b.special("<|im_start|>");
+    b.text(thinking ? "assistant\n" : "assistant\n<think>\n\n</think>\n\n");
+  }
+}
+
+// Phi-4 (14B): ChatML's markers with <|im_sep|> after the role and no newlines.
+void render_phi4(std::span<const ChatMessage> messages, bool gen, Builder& b) {
+  for (const ChatMessage& m : messages) {
+    b.special("<|im_start|>");
+    b.text(m.role);
+    b.special("<|im_sep|>");
+    b.text(m.content);
+    b.special("<|im_end|>");
+  }
+  if (gen) {
+    b.special("<|im_start|>");
+    b.text("assistant");
+    b.special("<|im_sep|>");
+  }
+}
+
+// Phi-4-mini: Phi-3's role markers without the newlines.
+void render_phi4_mini(std::span<const ChatMessage> messages, bool gen, Builder& b) {
+  for (const ChatMessage& m : messages) {
+    b.special("<|" + m.role + "|>");
+    b.text(m.content);
+    b.special("<|end|>");
+  }
+  if (gen) b.special("<|assistant|>");
+}
+
 }  // namespace
 
 std::string_view to_string(ChatTemplateKind kind) {
@@ -207,9 +293,15 @@ DetectedChatTemplate detect_chat_template(std::string_view src) {
     return {ChatTemplateKind::kChatMl, "the model has no chat template; using chatml"};
   }
   if (has("<|start_header_id|>")) return {ChatTemplateKind::kLlama3, {}};
+  if (has("<|im_sep|>")) return {ChatTemplateKind::kPhi4, {}};
+  if (has("<|im_start|>") && has("</think>")) return {ChatTemplateKind::kQwen3, {}};
   if (has("<|im_start|>")) return {ChatTemplateKind::kChatMl, {}};
   if (has("<start_of_turn>")) return {ChatTemplateKind::kGemma, {}};
-  if (has("<|assistant|>") && has("<|end|>")) return {ChatTemplateKind::kPhi3, {}};
+  if (has("<|assistant|>") && has("<|end|>")) {
+    // Phi-3 writes a newline after each role marker; Phi-4-mini appends the content directly.
+    const bool newline = has("|>\\n") || has("|>' + '\\n'") || has("|>\n");
+    return {newline ? ChatTemplateKind::kPhi3 : ChatTemplateKind::kPhi4Mini, {}};
+  }
   if (has("[INST]")) {
     return {has("<<SYS>>") ? ChatTemplateKind::kLlama2 : ChatTemplateKind::kMistral, {}};
   }
@@ -249,21 +341,36 @@ Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMess
     case ChatTemplateKind::kPhi3:
       render_phi3(messages, add_generation_prompt, b);
       break;
+    case ChatTemplateKind::kPhi4:
+      render_phi4(messages, add_generation_prompt, b);
+      break;
+    case ChatTemplateKind::kPhi4Mini:
+      render_phi4_mini(messages, add_generation_prompt, b);
+      break;
+    case ChatTemplateKind::kQwen3:
+    case ChatTemplateKind::kQwen3NoThink:
+      render_qwen3(messages, add_generation_prompt, kind == ChatTemplateKind::kQwen3, b);
+      break;
   }
   return b.take();
 }
 
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const RenderedChat& chat) {
   std::vector<int32_t> out;
+  bool strip_next = false;  // the last special token takes the white space after it
   for (const ChatPiece& p : chat.pieces) {
     if (p.special) {
       int32_t id = tokenizer.special_token_id(p.text);
       if (id >= 0) {
         out.push_back(id);
+        strip_next = strips_right(tokenizer, id);
         continue;
       }
     }
-    std::vector<int32_t> ids = tokenizer.encode(p.text, false);
+    std::string_view text = strip_next ? strip_leading_space(p.text) : std::string_view(p.text);
+    strip_next = false;
+    // Message text: user-defined tokens (<think>, <tool_call>) still count, control ones do not.
+    std::vector<int32_t> ids = encode_with_special_tokens(tokenizer, text, false, false);
     out.insert(out.end(), ids.begin(), ids.end());
   }
   return out;

@@ -53,12 +53,17 @@ class Chars {
   std::vector<size_t> offsets_;
 };
 
-uint32_t lower_ascii(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+// Simple case folding for the contraction letters: ASCII, and U+017F LATIN SMALL LETTER LONG S,
+// which folds to 's' (the reference regex engines match (?i:'s) against "'ſ" too).
+uint32_t fold(uint32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  return c == 0x017F ? 's' : c;
+}
 
 // 's 't 're 've 'm 'll 'd at i; returns the match length in characters or 0.
 size_t contraction(const Chars& c, size_t i, bool case_insensitive) {
   if (c.cp(i) != '\'' || i + 1 >= c.size()) return 0;
-  auto at = [&](size_t k) { return case_insensitive ? lower_ascii(c.cp(k)) : c.cp(k); };
+  auto at = [&](size_t k) { return case_insensitive ? fold(c.cp(k)) : c.cp(k); };
   uint32_t a = at(i + 1);
   if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
   if (i + 2 < c.size()) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <queue>
 
+#include "cutline/model/special_tokens.h"
 #include "unicode_class.h"
 
 namespace cutline::model {
@@ -105,6 +106,7 @@ Result<std::unique_ptr<SpmTokenizer>> SpmTokenizer::create(Vocabulary vocab,
       }
     }
   }
+  t->specials_ = collect_special_tokens(t->vocab_);
   return t;
 }
 

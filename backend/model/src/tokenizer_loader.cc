@@ -101,6 +101,9 @@ Result<Vocabulary> load_vocabulary(const GgufFile& f) {
   auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", *model == "llama");
   if (!add_bos) return std::move(add_bos).error();
   v.add_bos = *add_bos;
+  auto arch = f.get_string_or("general.architecture", "");
+  if (!arch) return std::move(arch).error();
+  v.special_rstrip = *arch == "phi3";
 
   auto add_eos = [&](int32_t id) {
     if (id >= 0 && std::find(v.eos_ids.begin(), v.eos_ids.end(), id) == v.eos_ids.end()) {

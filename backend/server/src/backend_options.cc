@@ -75,7 +75,12 @@ std::unique_ptr<CLI::App> make_backend_app(BackendOptions& o, std::vector<std::s
   app->add_option("--block-size", o.block_size, "Tokens per KV block (default 16)")
       ->check(CLI::Range(1, 4096));
   app->add_option("--chat-template", o.chat_template,
-                  "Override the chat template (llama3, chatml, mistral, gemma, phi3)");
+                  "Override the chat template (llama3, chatml, mistral, gemma, phi3, phi4, "
+                  "phi4-mini, qwen3, qwen3-no-think)");
+  app->add_flag_function(
+      "--no-parse-special", [&o](int64_t) { o.parse_special = false; },
+      "Keep special-token text (\"<|im_start|>\", \"<s>\") in a completions or /tokenize prompt "
+      "as plain text (default: parsed as the token; a request may say \"parse_special\")");
   app->add_option("--cache-dir", o.cache_dir,
                   "Where builtin models are synthesized (default $CUTLINE_CACHE_DIR or "
                   "~/.cache/cutline)");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <utility>
 
 #include "cutline/model/synth.h"
@@ -15,6 +16,7 @@
 #include "cutline/server/responses_request.h"
 #include "cutline/server/responses_writer.h"
 #include "cutline/server/served_model.h"
+#include "cutline/server/tokenize_api.h"
 
 namespace cutline::server {
 
@@ -77,6 +79,8 @@ struct BackendServer::PendingRequest {
   std::optional<ResponsesRequest> responses;  // set for /v1/responses
   int64_t arrival_us = 0;
   const std::string& model() const { return responses ? responses->model : parsed.model; }
+  // Set for requests that only need the model's tokenizer (/tokenize): runs instead of admit.
+  std::function<void(residency::Lease)> on_lease;
 };
 
 BackendServer::BackendServer(BackendOptions options) : options_(std::move(options)) {}
@@ -110,6 +114,7 @@ Result<std::unique_ptr<BackendServer>> BackendServer::create(BackendOptions opti
   model_options.max_step_tokens = s.options_.max_step_tokens;
   model_options.attention_positions_per_token = s.options_.attention_positions_per_token;
   model_options.chat_template = s.options_.chat_template;
+  model_options.parse_special = s.options_.parse_special;
   BackendMetrics* metrics = &s.metrics_;
   model_options.on_drained = [metrics](engine::Engine& engine, int64_t& last_steps) {
     const engine::EngineStats stats = engine.stats();
@@ -217,6 +222,12 @@ void BackendServer::handle(std::shared_ptr<proto::ServerStream> http) {
       return send_error(*http,
                         make_error(ErrorKind::kBadRequest, "use POST for " + std::string(path)));
     return handle_responses(std::move(http));
+  }
+  if (path == "/tokenize" || path == "/detokenize") {
+    if (!post)
+      return send_error(*http,
+                        make_error(ErrorKind::kBadRequest, "use POST for " + std::string(path)));
+    return handle_tokenize(std::move(http), path == "/detokenize");
   }
   if (!get && (path == "/healthz" || path == "/metrics" || path == "/v1/models" ||
                path == "/v1/cutline/state"))
@@ -330,6 +341,32 @@ void BackendServer::acquire_model(std::shared_ptr<PendingRequest> pending) {
   wait_for_load(std::move(pending));
 }
 
+void BackendServer::handle_tokenize(std::shared_ptr<proto::ServerStream> http, bool detokenize) {
+  if (draining_.load())
+    return send_error(*http, make_error(ErrorKind::kExhausted, "the backend is shutting down"));
+  auto name = tokenize_model_of(http->request().body);
+  if (!name.ok()) return send_error(*http, name.error());
+  auto pending = std::make_shared<PendingRequest>();
+  pending->http = http;
+  pending->parsed.model = name->value_or(options_.models.front().name);
+  pending->on_lease = [http, detokenize](residency::Lease lease) {
+    const ModelTextInfo info = static_cast<ServedModel&>(lease.model()).text_info();
+    std::string param;
+    auto body = detokenize ? detokenize_json(http->request().body, info, param)
+                           : tokenize_json(http->request().body, info, param);
+    if (!body.ok()) return send_error(*http, body.error(), param);
+    send_json(*http, 200, *body);
+  };
+  auto lease = residency_->try_acquire(pending->parsed.model);
+  if (!lease.ok()) {
+    const bool unknown = lease.error().kind == ErrorKind::kNotFound;
+    return send_error(*http, lease.error(), unknown ? "model" : "",
+                      unknown ? "model_not_found" : "");
+  }
+  if (lease->has_value()) return pending->on_lease(std::move(**lease));
+  wait_for_load(std::move(pending));
+}
+
 void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
   std::lock_guard<std::mutex> lock(active_mu_);
   if (shut_down_) {
@@ -375,6 +412,7 @@ void BackendServer::wait_for_load(std::shared_ptr<PendingRequest> pending) {
 }
 
 void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease) {
+  if (pending->on_lease) return pending->on_lease(std::move(lease));
   auto& served = static_cast<ServedModel&>(lease.model());
   RequestErrorDetail detail;
   auto refuse = [&](const Error& error) {

@@ -6,6 +6,7 @@
 #include <simdjson.h>
 
 #include "cutline/server/logprobs_request.h"
+#include "cutline/server/prompt_encoding.h"
 
 namespace cutline::server {
 
@@ -35,15 +36,19 @@ Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const 
     }
     return chat_prompt_tokens(messages, m, "messages", detail);
   }
+  std::string param;
+  auto encoding = prompt_encoding_of(r.body, m.parse_special, param);
+  if (!encoding.ok())
+    return fail(detail, encoding.error().kind, std::move(param), encoding.error().message);
   switch (r.prompt_kind) {
     case proto::PromptKind::kString:
-      return tok.encode(r.prompt_text(0), true);
+      return encode_prompt(tok, r.prompt_text(0), *encoding);
     case proto::PromptKind::kStrings:
       if (r.prompts.size() != 1)
         return fail(detail, ErrorKind::kUnsupported, "prompt",
                     "a list of " + std::to_string(r.prompts.size()) +
                         " prompts is not supported; send one prompt per request");
-      return tok.encode(r.prompt_text(0), true);
+      return encode_prompt(tok, r.prompt_text(0), *encoding);
     case proto::PromptKind::kTokens: {
       std::vector<int32_t> ids;
       ids.reserve(r.prompt_tokens.size());

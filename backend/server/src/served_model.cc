@@ -37,6 +37,7 @@ ModelTextInfo ServedModel::text_info() const {
   t.tokenizer = tokenizer_.get();
   t.chat_template = chat_template_;
   t.context_length = runner_->info().context_length;
+  t.parse_special = parse_special_;
   return t;
 }
 
@@ -71,13 +72,15 @@ Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
   auto tokenizer = model::load_tokenizer(*served->file_);
   if (!tokenizer.ok()) return std::move(tokenizer).error();
   served->tokenizer_ = std::move(tokenizer).value();
+  served->parse_special_ = options.parse_special;
 
   if (!options.chat_template.empty()) {
     auto kind = model::chat_template_from_name(options.chat_template);
     if (!kind)
       return make_error(ErrorKind::kBadRequest,
                         "unknown --chat-template '" + options.chat_template +
-                            "' (known: chatml, llama3, llama2, mistral, gemma, phi3)");
+                            "' (known: chatml, llama3, llama2, mistral, gemma, phi3, phi4, "
+                            "phi4-mini, qwen3, qwen3-no-think)");
     served->chat_template_ = *kind;
   } else {
     auto source = served->file_->get_string_or("tokenizer.chat_template", "");

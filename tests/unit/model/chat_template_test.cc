@@ -70,6 +70,39 @@ TEST(ChatTemplate, Phi3) {
             "<|user|>\nBye<|end|>\n<|assistant|>\n");
 }
 
+TEST(ChatTemplate, Phi4SeparatesTheRoleWithImSep) {
+  EXPECT_EQ(render(ChatTemplateKind::kPhi4),
+            "<|im_start|>system<|im_sep|>You are terse.<|im_end|><|im_start|>user<|im_sep|>Hi"
+            "<|im_end|><|im_start|>assistant<|im_sep|>Hello!<|im_end|><|im_start|>user<|im_sep|>"
+            "Bye<|im_end|><|im_start|>assistant<|im_sep|>");
+}
+
+TEST(ChatTemplate, Phi4MiniHasNoNewlines) {
+  EXPECT_EQ(render(ChatTemplateKind::kPhi4Mini),
+            "<|system|>You are terse.<|end|><|user|>Hi<|end|><|assistant|>Hello!<|end|>"
+            "<|user|>Bye<|end|><|assistant|>");
+}
+
+TEST(ChatTemplate, Qwen3DropsEarlierReasoningAndCanTurnThinkingOff) {
+  const std::vector<ChatMessage> turns = {
+      {"user", "Hi"},
+      {"assistant", "<think>\ngreet back\n</think>\n\nHello!"},
+      {"user", "Bye"},
+  };
+  EXPECT_EQ(render(ChatTemplateKind::kQwen3, turns),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render(ChatTemplateKind::kQwen3NoThink, turns),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  // A final assistant turn (after the last user message) keeps its reasoning block.
+  const std::vector<ChatMessage> last = {{"user", "Hi"},
+                                         {"assistant", "<think>plan</think>Hello!"}};
+  EXPECT_EQ(render(ChatTemplateKind::kQwen3, last, false),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\nplan\n</think>\n\n"
+            "Hello!<|im_end|>\n");
+}
+
 TEST(ChatTemplate, BadRolesAndOrdersAreClientErrors) {
   auto r = render_chat(ChatTemplateKind::kChatMl, std::vector<ChatMessage>{{"tool", "x"}}, true);
   ASSERT_FALSE(r.ok());
@@ -105,6 +138,23 @@ TEST(ChatTemplate, DetectsTheCommonTemplatesFromTheirJinjaSource) {
        ChatTemplateKind::kGemma},
       {"{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}",
        ChatTemplateKind::kPhi3},
+      // Phi-4 and Phi-4-mini, as their tokenizer_config.json ship them.
+      {"{% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system"
+       "<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}"
+       "{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}{% endif %}"
+       "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}"
+       "{% endif %}",
+       ChatTemplateKind::kPhi4},
+      {"{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+       "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
+       "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
+       "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}"
+       "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}",
+       ChatTemplateKind::kPhi4Mini},
+      {"{%- if message.role == \"assistant\" %}{%- if '</think>' in content %}{%- set content = "
+       "content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}{{- '<|im_start|>' + "
+       "message.role + '\\n' + content }}",
+       ChatTemplateKind::kQwen3},
   };
   for (const Case& c : cases) {
     DetectedChatTemplate d = detect_chat_template(c.source);
@@ -121,7 +171,9 @@ TEST(ChatTemplate, DetectsTheCommonTemplatesFromTheirJinjaSource) {
 TEST(ChatTemplate, NamesForTheOverride) {
   for (ChatTemplateKind k :
        {ChatTemplateKind::kChatMl, ChatTemplateKind::kLlama3, ChatTemplateKind::kLlama2,
-        ChatTemplateKind::kMistral, ChatTemplateKind::kGemma, ChatTemplateKind::kPhi3}) {
+        ChatTemplateKind::kMistral, ChatTemplateKind::kGemma, ChatTemplateKind::kPhi3,
+        ChatTemplateKind::kPhi4, ChatTemplateKind::kPhi4Mini, ChatTemplateKind::kQwen3,
+        ChatTemplateKind::kQwen3NoThink}) {
     EXPECT_EQ(chat_template_from_name(to_string(k)), k);
   }
   EXPECT_EQ(chat_template_from_name("Llama-3"), ChatTemplateKind::kLlama3);

@@ -36,6 +36,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return vocab_.bos_id; }
   std::span<const int32_t> eos_ids() const override { return vocab_.eos_ids; }
   bool is_control(int32_t id) const override;
+  std::span<const SpecialToken> special_tokens() const override { return specials_; }
 
   PreTokenizer pre_tokenizer() const { return pre_; }
 
@@ -58,7 +59,8 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string_view, int32_t> token_ids_;    // normal token text -> id
   std::unordered_map<std::string_view, int32_t> special_ids_;  // control/user token text -> id
   std::unordered_map<uint64_t, Merge> merges_;                 // pair_key(left, right) -> merge
-  std::array<int32_t, 256> byte_token_{};                      // byte -> its single-byte token
+  std::vector<SpecialToken> specials_;     // views into vocab_.tokens, longest first
+  std::array<int32_t, 256> byte_token_{};  // byte -> its single-byte token
 };
 
 }  // namespace cutline::model

@@ -10,6 +10,11 @@
 //   kMistral  <s>[INST] {user} [/INST]{assistant}</s>  (system prepended to the first user turn)
 //   kGemma    <bos><start_of_turn>user\n{content}<end_of_turn>\n<start_of_turn>model\n
 //   kPhi3     <|user|>\n{content}<|end|>\n<|assistant|>\n
+//   kPhi4     <|im_start|>user<|im_sep|>{content}<|im_end|> ... <|im_start|>assistant<|im_sep|>
+//   kPhi4Mini <|user|>{content}<|end|><|assistant|>  (Phi-4-mini: no newlines)
+//   kQwen3    ChatML; an assistant turn's <think>...</think> is dropped before the last user
+//             message and kept (normalized) after it
+//   kQwen3NoThink  kQwen3 with thinking off: the generation prompt ends "<think>\n\n</think>\n\n"
 //
 // The rendered prompt is a list of pieces: special-token text (<|im_start|>) apart from plain
 // text (message contents), so that encode_chat() turns only the template's own markers into
@@ -29,9 +34,21 @@
 
 namespace cutline::model {
 
-enum class ChatTemplateKind { kChatMl, kLlama3, kLlama2, kMistral, kGemma, kPhi3 };
+enum class ChatTemplateKind {
+  kChatMl,
+  kLlama3,
+  kLlama2,
+  kMistral,
+  kGemma,
+  kPhi3,
+  kPhi4,
+  kPhi4Mini,
+  kQwen3,
+  kQwen3NoThink,
+};
 
-// "chatml", "llama3", "llama2", "mistral", "gemma", "phi3".
+// "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "phi4", "phi4-mini", "qwen3",
+// "qwen3-no-think".
 std::string_view to_string(ChatTemplateKind kind);
 // Parses a name as to_string() writes it (also "qwen" -> chatml, "llama-3" -> llama3,
 // "phi-3" -> phi3); nullopt for an unknown name.

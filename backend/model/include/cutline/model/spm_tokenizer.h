@@ -36,6 +36,7 @@ class SpmTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return vocab_.bos_id; }
   std::span<const int32_t> eos_ids() const override { return vocab_.eos_ids; }
   bool is_control(int32_t id) const override;
+  std::span<const SpecialToken> special_tokens() const override { return specials_; }
 
   // True when encode() prepends "▁": the first decoded byte of the output is then a space the
   // user did not type (llama.cpp drops it when detokenizing the start of a sequence).
@@ -50,6 +51,7 @@ class SpmTokenizer final : public Tokenizer {
   std::vector<std::string> bytes_;                           // decoded bytes per id
   std::unordered_map<std::string_view, int32_t> piece_ids_;  // mergeable pieces (normal, user)
   std::unordered_map<std::string_view, int32_t> special_ids_;
+  std::vector<SpecialToken> specials_;     // views into vocab_.tokens, longest first
   std::array<int32_t, 256> byte_token_{};  // <0xNN> ids, -1 when absent
 };
 

@@ -3,7 +3,8 @@
 // SentencePiece "llama"). Used by the backend server (prompts, streaming output) and the engine
 // (stop strings are matched on the bytes tokens decode to).
 //
-// Special tokens (BOS/EOS/EOT and token_type control tokens) are never produced from plain text.
+// Special tokens (BOS/EOS/EOT and token_type control tokens) are never produced from plain text
+// by encode(); encode_with_special_tokens() (special_tokens.h) parses their text in a raw prompt.
 
 #include <cstdint>
 #include <span>
@@ -12,6 +13,14 @@
 #include <vector>
 
 namespace cutline::model {
+
+// A token whose text a raw prompt may name: control, user-defined and unknown tokens.
+struct SpecialToken {
+  std::string_view text;  // as stored in the vocabulary, e.g. "<|start_header_id|>"
+  int32_t id = -1;
+  bool control = false;  // kControl or kUnknown (user-defined tokens are not)
+  bool rstrip = false;   // white space right after the token is dropped (Vocabulary)
+};
 
 class Tokenizer {
  public:
@@ -35,6 +44,8 @@ class Tokenizer {
     return false;
   }
   virtual bool is_control(int32_t id) const = 0;
+  // The special tokens, longest text first (ties by id). Views valid for the tokenizer's lifetime.
+  virtual std::span<const SpecialToken> special_tokens() const { return {}; }
 
   // Concatenated bytes of the tokens (control tokens contribute nothing).
   std::string decode(std::span<const int32_t> ids) const {

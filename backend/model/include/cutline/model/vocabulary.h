@@ -29,6 +29,10 @@ struct Vocabulary {
   int32_t eot_id = -1;  // end of turn (<|eot_id|>, <|im_end|>, <end_of_turn>) when known
   int32_t unk_id = -1;
   bool add_bos = false;  // tokenizer.ggml.add_bos_token (default: true for SentencePiece)
+  // Phi-3 (general.architecture "phi3"): white space after a special token other than <unk>,
+  // <s> and <|endoftext|> belongs to the token (its tokenizer.json's "rstrip"; llama.cpp does the
+  // same for that architecture).
+  bool special_rstrip = false;
   // Every id that ends generation: eos, eot, and control tokens known to end a turn.
   std::vector<int32_t> eos_ids;
 

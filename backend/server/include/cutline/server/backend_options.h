@@ -41,6 +41,8 @@ struct BackendOptions {
   int64_t drain_timeout_ms = 10000;             // --drain-timeout on SIGTERM/SIGINT
   bool help = false;                            // --help: print backend_usage() and exit 0
   bool version = false;                         // --version: print cli::version_line() and exit 0
+  // --no-parse-special: special-token text in a completions or /tokenize prompt stays text.
+  bool parse_special = true;
 };
 
 // argv[0] is skipped. Both "--opt value" and "--opt=value" are accepted; sizes and durations use

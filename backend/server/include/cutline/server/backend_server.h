@@ -9,6 +9,7 @@
 //                                                the `cutline` stop record
 //   POST /v1/responses                           the Responses API, streaming events and not, the
 //                                                `cutline` record in the final response object
+//   POST /tokenize, /detokenize                  a model's tokenizer (tokenize_api.h)
 //   GET  /v1/models                              the configured models (resident or not)
 //   GET  /v1/cutline/state                       residency, KV blocks, queue, running (JSON)
 //   GET  /metrics                                cutline_backend_* (Prometheus text format)
@@ -71,6 +72,7 @@ class BackendServer {
   void handle_responses(std::shared_ptr<proto::ServerStream> http);
   // Takes the model's lease now, or waits for its load.
   void acquire_model(std::shared_ptr<PendingRequest> pending);
+  void handle_tokenize(std::shared_ptr<proto::ServerStream> http, bool detokenize);
   void admit(std::shared_ptr<PendingRequest> pending, residency::Lease lease);
   // Starts the admitted exchange in the model's engine.
   void launch(std::shared_ptr<proto::ServerStream> http, residency::Lease lease,

@@ -4,7 +4,8 @@
 // sampling parameters and stop conditions. Pure: no I/O, no engine; called by the backend server
 // on a worker loop once the model's lease is held (it needs the model's tokenizer and context).
 //
-// Besides the OpenAI fields, `"ignore_eos": true` (vLLM's extension) is honoured.
+// Besides the OpenAI fields, `"ignore_eos": true` (vLLM's extension) is honoured, and for
+// completions `"add_special_tokens"` and `"parse_special"` (prompt_encoding.h).
 //
 // Refusals are OpenAI-style client errors naming the field: n > 1, tools, several prompts,
 // token ids out of range, and a prompt that does not fit the context window (400, code
@@ -34,6 +35,9 @@ struct ModelTextInfo {
   const model::Tokenizer* tokenizer = nullptr;
   model::ChatTemplateKind chat_template = model::ChatTemplateKind::kChatMl;
   int32_t context_length = 0;
+  // Special-token text in a completions prompt is parsed as the token unless the request says
+  // "parse_special": false; false (--no-parse-special) makes that the default.
+  bool parse_special = true;
 };
 
 Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& request,

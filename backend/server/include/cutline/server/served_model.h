@@ -32,6 +32,7 @@ struct ServedModelOptions {
   int32_t max_step_tokens = 512;
   int32_t attention_positions_per_token = 0;  // engine::EngineConfig's
   std::string chat_template;                  // override by name; empty = detect from the GGUF
+  bool parse_special = true;                  // ModelTextInfo's default for prompts
   // Runs on the dispatch loop after each drain of this model's events (metrics sampling);
   // `last_steps` is per-model state for the callback (the engine step count it saw last).
   std::function<void(engine::Engine&, int64_t& last_steps)> on_drained;
@@ -64,6 +65,7 @@ class ServedModel final : public residency::ResidentModel {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<model::ModelRunner> runner_;
   model::ChatTemplateKind chat_template_ = model::ChatTemplateKind::kChatMl;
+  bool parse_special_ = true;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<EventRouter> router_;
 };
