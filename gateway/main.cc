@@ -30,6 +30,7 @@
 
 #include "cutline/gateway/gateway.h"
 #include "cutline/policy/duration.h"
+#include "cutline/proto/descriptor_limit.h"
 
 namespace {
 
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  cutline::proto::raise_descriptor_limit_and_log("cutline-gateway");  // soft -> hard, logged
   auto created = cutline::gateway::Gateway::create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "cutline-gateway: %s\n", created.error().message.c_str());
