@@ -42,9 +42,32 @@ struct Http1Parser::Impl {
   // value piece that starts right after a line feed is an obs-fold continuation.
   const char* chunk_start = nullptr;
   char byte_before_chunk = 0;
+  char last_non_blank_before_chunk = 0;
   std::optional<Error> error;  // set by a callback that failed (HPE_USER)
 
   static Impl& of(llhttp_t* p) { return *static_cast<Impl*>(p->data); }
+
+  // Whether the header value piece at `at` continues a folded line (see on_header_value).
+  bool folded(const char* at) const {
+    if (!value.empty()) return (at > chunk_start ? at[-1] : byte_before_chunk) == '\n';
+    const char* p = at;
+    while (p > chunk_start && (p[-1] == ' ' || p[-1] == '\t')) --p;
+    return (p > chunk_start ? p[-1] : last_non_blank_before_chunk) == '\n';
+  }
+
+  // After llhttp consumed [start, end): what folded() needs from before the next chunk.
+  void note_consumed(const char* start, const char* end) {
+    // A response body (the relay's per-token path) needs none of this; trailers after it are
+    // still checked within each chunk.
+    if (end <= start || (owner.type_ == Type::kResponse && owner.phase_ == Phase::kBody)) return;
+    byte_before_chunk = end[-1];
+    for (const char* p = end; p > start; --p) {
+      if (p[-1] != ' ' && p[-1] != '\t') {
+        last_non_blank_before_chunk = p[-1];
+        break;
+      }
+    }
+  }
 
   int fail(ErrorKind kind, std::string message) {
     error = Error{kind, std::move(message)};
@@ -102,10 +125,11 @@ struct Http1Parser::Impl {
 
   static int on_header_value(llhttp_t* p, const char* at, size_t n) {
     Impl& s = of(p);
-    // llhttp skips the whitespace before a value, so a piece starting after LF is a folded line
-    // (RFC 9112 5.2: a server must reject obs-fold or replace it; we reject).
-    const char before = at > s.chunk_start ? at[-1] : s.byte_before_chunk;
-    if (before == '\n') {
+    // llhttp skips the whitespace before a value, so a piece whose nearest non-blank byte
+    // before it is a line feed is a folded line (RFC 9112 5.2: a server must reject obs-fold or
+    // replace it; we reject). A first piece may follow folded blanks ("X:\r\n\tb"); a later
+    // piece starts right after the line feed ("X: a\r\n b").
+    if (n > 0 && s.folded(at)) {
       return s.fail(
           ErrorKind::kBadRequest,
           "malformed HTTP/1.1 message: obsolete line folding in header \"" + s.field + "\"");
@@ -223,6 +247,7 @@ struct Http1Parser::Impl {
     parser.data = this;
     error.reset();
     byte_before_chunk = 0;
+    last_non_blank_before_chunk = 0;
   }
 
   Error to_error(llhttp_errno_t err) {
@@ -260,13 +285,13 @@ Result<size_t> Http1Parser::feed(std::string_view data) {
     impl_->chunk_start = start;
     const llhttp_errno_t err = llhttp_execute(&impl_->parser, start, len);
     if (err == HPE_OK) {
-      impl_->byte_before_chunk = start[len - 1];
+      impl_->note_consumed(start, start + len);
       return data.size();
     }
     if (err == HPE_PAUSED) {
       paused_ = true;
       const char* pos = llhttp_get_error_pos(&impl_->parser);
-      if (pos > start) impl_->byte_before_chunk = pos[-1];
+      impl_->note_consumed(start, pos);
       consumed += static_cast<size_t>(pos - start);
       return consumed;
     }
@@ -274,7 +299,7 @@ Result<size_t> Http1Parser::feed(std::string_view data) {
       // The message (with an Upgrade or CONNECT head) is complete; we do not switch protocols, so
       // the bytes after it are parsed as the next message.
       const char* pos = llhttp_get_error_pos(&impl_->parser);
-      if (pos > start) impl_->byte_before_chunk = pos[-1];
+      impl_->note_consumed(start, pos);
       consumed += static_cast<size_t>(pos - start);
       llhttp_reset(&impl_->parser);
       if (paused_) return consumed;

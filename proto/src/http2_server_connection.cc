@@ -590,9 +590,19 @@ void Http2ServerConnection::run_events() {
         host_.dispatch(std::move(event.stream));
         break;
       }
-      case EventKind::kReject:
-        if (streams_.count(event.stream->id()) != 0) answer_error(*event.stream, event.error);
+      case EventKind::kReject: {
+        const int32_t id = event.stream->id();
+        if (streams_.count(id) == 0) break;
+        answer_error(*event.stream, event.error);
+        // Refused while the client still sends its body: once the answer is out, ask it to stop
+        // (RST_STREAM NO_ERROR, RFC 9113 8.1) so the stream ends instead of lingering half-open.
+        flush();
+        if (!ended_ && streams_.count(id) != 0 && event.stream->buffered_bytes() == 0 &&
+            nghttp2_session_get_stream_remote_close(session_, id) == 0) {
+          nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+        }
         break;
+      }
       case EventKind::kClosed:
         event.stream->notify_closed();
         event.stream->detach();

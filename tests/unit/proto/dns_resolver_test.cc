@@ -59,7 +59,7 @@ TEST(DnsResolverTest, AStalledNameserverDoesNotStallOtherStreamsOnTheLoop) {
     t->stream = s;
     t->timer = std::make_unique<Timer>(s->loop(), [t] {
       t->stream->send_body("tick\n");
-      if (++t->sent == 40) {
+      if (++t->sent == 20) {
         t->stream->finish({});
         t->timer->cancel();
       }
@@ -120,8 +120,8 @@ TEST(DnsResolverTest, AStalledNameserverDoesNotStallOtherStreamsOnTheLoop) {
   workers.stop();
   server.stop();
 
-  // The stream's 40 chunks came at their 50 ms pace while the lookup hung for 2 s.
-  ASSERT_GE(tick_ms.size(), 20u);
+  // The stream's 20 chunks came at their 50 ms pace while the lookup hung for 2 s.
+  ASSERT_GE(tick_ms.size(), 10u);
   int64_t max_gap = 0;
   for (size_t i = 1; i < tick_ms.size(); ++i)
     max_gap = std::max(max_gap, tick_ms[i] - tick_ms[i - 1]);
