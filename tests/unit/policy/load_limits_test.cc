@@ -19,7 +19,7 @@ TEST(LoadLimits, DefaultsBoundEveryClient) {
   EXPECT_EQ(l.request_body_timeout_ms, 30000);
   EXPECT_EQ(l.max_connections, 16384);
   EXPECT_EQ(l.max_request_memory_bytes, 256 << 20);
-  EXPECT_EQ(l.http2_max_unfinished_streams, 32);
+  EXPECT_EQ(l.http2_max_unfinished_streams, 100);
   EXPECT_EQ(l.http2_max_buffered_request_bytes, 8 << 20);
   EXPECT_EQ(l.http2_max_resets_per_s, 100);
 }

@@ -246,7 +246,7 @@ struct Limits {
   // Per HTTP/2 connection: streams whose request is still arriving, the body bytes they hold
   // (past either: 503 on the new stream), and client RST_STREAMs per second (past it: GOAWAY and
   // close; 0 = unlimited).
-  int64_t http2_max_unfinished_streams = 32;
+  int64_t http2_max_unfinished_streams = 100;
   int64_t http2_max_buffered_request_bytes = 8 << 20;
   int64_t http2_max_resets_per_s = 100;
 };

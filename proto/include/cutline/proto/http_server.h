@@ -81,7 +81,7 @@ struct ServerOptions {
   uint32_t http2_initial_window_bytes = 1024 * 1024;
   // Per HTTP/2 connection: streams whose request has not fully arrived (HEADERS seen, END_STREAM
   // not yet), and the request body bytes they hold. A stream past either cap is answered 503.
-  uint32_t http2_max_unfinished_streams = 32;
+  uint32_t http2_max_unfinished_streams = 100;
   size_t http2_max_buffered_request_bytes = 16 * 1024 * 1024;
   // RST_STREAM frames a client may send per second on one connection (a burst of twice that is
   // allowed). Past it: GOAWAY(ENHANCE_YOUR_CALM) and close ("rapid reset"). 0 = unlimited.
