@@ -72,7 +72,7 @@ std::vector<Hostile> hostile_requests() {
        "a\r\n b\r\n\r\n",
        "folding"},
       {"space before the colon", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length : 3\r\n\r\nabc",
-       "field name"},
+       "field"},
       {"Transfer-Encoding in HTTP/1.0",
        "POST / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
        "HTTP/1.0"},
