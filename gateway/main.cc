@@ -33,6 +33,7 @@
 #include "cutline/cli/cli.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/supervisor.h"
+#include "cutline/proto/descriptor_limit.h"
 
 namespace {
 
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  cutline::proto::raise_descriptor_limit_and_log("cutline-gateway");  // soft -> hard, logged
   auto created = cutline::gateway::Gateway::create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "cutline-gateway: %s\n", created.error().message.c_str());

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "cutline/proto/json_writer.h"
 
@@ -44,44 +45,105 @@ std::string access_log_line(const AccessLogEntry& e) {
   return out;
 }
 
-Result<std::unique_ptr<AccessLog>> AccessLog::open(const std::string& path) {
-  if (path.empty() || path == "-")
-    return std::unique_ptr<AccessLog>(new AccessLog(stdout, false, "-"));
-  std::FILE* f = std::fopen(path.c_str(), "a");
+Result<std::unique_ptr<AccessLog>> AccessLog::open(const std::string& path,
+                                                   size_t max_queued_bytes) {
+  if (path.empty() || path == "-") return over(stdout, false, max_queued_bytes);
+  std::FILE* f = std::fopen(path.c_str(), "ae");
   if (!f) {
     return make_error(ErrorKind::kIo,
                       "access log " + path + ": " + std::string(std::strerror(errno)));
   }
-  return std::unique_ptr<AccessLog>(new AccessLog(f, true, path));
+  return std::unique_ptr<AccessLog>(new AccessLog(f, true, path, max_queued_bytes));
+}
+
+std::unique_ptr<AccessLog> AccessLog::over(std::FILE* file, bool owned, size_t max_queued_bytes) {
+  return std::unique_ptr<AccessLog>(new AccessLog(file, owned, "", max_queued_bytes));
+}
+
+AccessLog::AccessLog(std::FILE* f, bool owned, std::string path, size_t max_queued_bytes)
+    : file_(f), owned_(owned), path_(std::move(path)), max_queued_bytes_(max_queued_bytes) {
+  writer_ = std::thread([this] { run(); });
+}
+
+AccessLog::~AccessLog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  writer_.join();
+  if (reopened_) std::fclose(reopened_);
+  if (owned_) std::fclose(file_);
 }
 
 Status AccessLog::reopen() {
-  if (!owned_) return {};  // stdout: nothing to reopen
-  std::FILE* f = std::fopen(path_.c_str(), "a");
+  if (!owned_ || path_.empty()) return {};
+  std::FILE* f = std::fopen(path_.c_str(), "ae");
   if (!f) {
     return make_error(ErrorKind::kIo,
                       "access log " + path_ + ": " + std::string(std::strerror(errno)));
   }
-  std::FILE* old = nullptr;
+  std::FILE* superseded = nullptr;
   {
     std::lock_guard lock(mu_);
-    old = file_;
-    file_ = f;
+    superseded = std::exchange(reopened_, f);  // two reopens before a batch: the newest wins
   }
-  std::fclose(old);
+  if (superseded) std::fclose(superseded);
   return {};
 }
 
-AccessLog::~AccessLog() {
-  if (owned_) std::fclose(file_);
+void AccessLog::write(const AccessLogEntry& e) { write_line(access_log_line(e)); }
+
+void AccessLog::write_line(std::string line) {
+  line.push_back('\n');
+  {
+    std::lock_guard lock(mu_);
+    if (queued_bytes_ + line.size() > max_queued_bytes_) {
+      ++dropped_;
+      return;
+    }
+    queued_bytes_ += line.size();
+    queue_.push_back(std::move(line));
+    ++enqueued_;
+  }
+  wake_.notify_one();
 }
 
-void AccessLog::write(const AccessLogEntry& e) {
-  std::string line = access_log_line(e);
-  line.push_back('\n');
+uint64_t AccessLog::dropped_lines() const {
   std::lock_guard lock(mu_);
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+  return dropped_;
+}
+
+void AccessLog::flush() {
+  std::unique_lock lock(mu_);
+  const uint64_t target = enqueued_;
+  written_.wait(lock, [&] { return done_ >= target || stop_; });
+}
+
+void AccessLog::run() {
+  std::deque<std::string> batch;
+  std::string out;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && stop_) break;
+    batch.swap(queue_);
+    queued_bytes_ = 0;
+    std::FILE* reopened = std::exchange(reopened_, nullptr);
+    lock.unlock();
+    if (reopened) {
+      std::fclose(file_);
+      file_ = reopened;
+    }
+    out.clear();
+    for (const std::string& line : batch) out.append(line);
+    std::fwrite(out.data(), 1, out.size(), file_);
+    std::fflush(file_);
+    lock.lock();
+    done_ += batch.size();
+    batch.clear();
+    written_.notify_all();
+  }
 }
 
 }  // namespace cutline::gateway

@@ -76,6 +76,8 @@ void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
     if (const auto* redis = gw_.redis_pools()) {
       gw_.metrics().set_budget_store_errors(redis->errors_total());
     }
+    if (AccessLog* log = gw_.access_log())
+      gw_.metrics().set_access_log_dropped(log->dropped_lines());
     s->send_simple(200, {{"Content-Type", "text/plain; version=0.0.4"}}, gw_.metrics().serialize());
   } else if (path == "/healthz") {
     s->send_simple(200, {{"Content-Type", "text/plain"}}, "ok\n");

@@ -7,6 +7,7 @@
 #include "cutline/gateway/admin.h"
 #include "cutline/gateway/listener_tls.h"
 #include "cutline/gateway/passthrough.h"
+#include "cutline/gateway/server_limits.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/upstream_target.h"
 #include "cutline/policy/glob.h"
@@ -91,8 +92,7 @@ Gateway::~Gateway() { stop(); }
 Status Gateway::start() {
   auto policy = holder_->snapshot();
   proto::ServerOptions so;
-  so.limits.max_body_bytes = static_cast<size_t>(policy->limits.max_body_bytes);
-  so.limits.max_header_bytes = static_cast<size_t>(policy->limits.max_header_bytes);
+  apply_limits(policy->limits, metrics_, so);  // sizes, deadlines, process-wide caps
   // The HTTP layer answers 400/413/431 itself; the hook gives that answer its stop record.
   so.on_protocol_error = [this, limits = policy->limits](const proto::HttpRequest& req,
                                                          const Error& e, proto::HttpHeaders& h,
@@ -183,6 +183,8 @@ size_t Gateway::open_streams() {
     const Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
     size_t n = w.passthroughs.size();
     for (const auto& [id, stream] : w.streams) n += stream->phase() != Phase::kDone ? 1 : 0;
+    // A finished stream whose last bytes a slow client has not taken yet counts too.
+    for (const auto& server : servers_) n += server->unsent_connections_on(loop);
     open += n;
   });
   return open.load();

@@ -100,6 +100,19 @@ GatewayMetrics::GatewayMetrics(LabelBounds bounds)
                "budget_store (Redis) failed or was marked down")
            .Register(r)
            .Add({});
+  refused_ = &prometheus::BuildCounter()
+                  .Name("cutline_refused_total")
+                  .Help(
+                      "Connections or HTTP/2 streams the server refused before any policy: "
+                      "connection cap, rapid reset, accept back-off for lack of descriptors")
+                  .Register(r);
+  access_log_dropped_ = &prometheus::BuildCounter()
+                             .Name("cutline_access_log_dropped_total")
+                             .Help(
+                                 "Access-log lines dropped because the writer's queue was full "
+                                 "(the log's disk or pipe stalled)")
+                             .Register(r)
+                             .Add({});
   upstream_ready_ = &prometheus::BuildGauge()
                          .Name("cutline_upstream_ready")
                          .Help("1 when a supervised upstream process answers /healthz, else 0")
@@ -229,6 +242,17 @@ void GatewayMetrics::upstream_error(std::string_view upstream, std::string_view 
 void GatewayMetrics::set_budget_store_errors(uint64_t total) {
   const double delta = static_cast<double>(total) - budget_store_errors_->Value();
   if (delta > 0) budget_store_errors_->Increment(delta);
+}
+
+void GatewayMetrics::refused(std::string_view reason) {
+  const bool known =
+      reason == "connections" || reason == "http2_resets" || reason == "accept_backoff";
+  refused_->Add({{"reason", known ? std::string(reason) : std::string("other")}}).Increment();
+}
+
+void GatewayMetrics::set_access_log_dropped(uint64_t total) {
+  const double delta = static_cast<double>(total) - access_log_dropped_->Value();
+  if (delta > 0) access_log_dropped_->Increment(delta);
 }
 
 void GatewayMetrics::policy_reload(bool ok) {

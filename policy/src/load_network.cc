@@ -463,13 +463,38 @@ void load_access_log(YamlReader& r, const YAML::Node& node, Policy& p) {
 }
 
 void load_limits(YamlReader& r, const YAML::Node& node, Policy& p) {
-  auto f = r.map(node, "limits", {"max_body_bytes", "max_header_bytes"});
+  auto f =
+      r.map(node, "limits",
+            {"max_body_bytes", "max_header_bytes", "request_header_timeout", "request_body_timeout",
+             "max_connections", "max_request_memory_bytes", "http2_max_unfinished_streams",
+             "http2_max_buffered_request_bytes", "http2_max_resets_per_s"});
   if (!f) return;
-  if (auto* e = f->get("max_body_bytes")) {
-    if (auto v = r.integer(e->value, "limits.max_body_bytes", 1)) p.limits.max_body_bytes = *v;
-  }
-  if (auto* e = f->get("max_header_bytes")) {
-    if (auto v = r.integer(e->value, "limits.max_header_bytes", 1)) p.limits.max_header_bytes = *v;
+  Limits& l = p.limits;
+  const auto integer = [&](const char* key, int64_t min, int64_t& out) {
+    if (auto* e = f->get(key)) {
+      if (auto v = r.integer(e->value, std::string("limits.") + key, min)) out = *v;
+    }
+  };
+  const auto duration = [&](const char* key, int64_t& out) {
+    if (auto* e = f->get(key)) {
+      if (auto v = r.duration(e->value, std::string("limits.") + key)) out = *v;
+    }
+  };
+  integer("max_body_bytes", 1, l.max_body_bytes);
+  integer("max_header_bytes", 1, l.max_header_bytes);
+  duration("request_header_timeout", l.request_header_timeout_ms);
+  duration("request_body_timeout", l.request_body_timeout_ms);
+  integer("max_connections", 1, l.max_connections);
+  integer("max_request_memory_bytes", 1, l.max_request_memory_bytes);
+  integer("http2_max_unfinished_streams", 1, l.http2_max_unfinished_streams);
+  integer("http2_max_buffered_request_bytes", 1, l.http2_max_buffered_request_bytes);
+  integer("http2_max_resets_per_s", 0, l.http2_max_resets_per_s);
+  if (l.max_request_memory_bytes < l.max_body_bytes) {
+    if (auto* e = f->get("max_request_memory_bytes")) {
+      r.error(e->value, "limits.max_request_memory_bytes",
+              "must be at least limits.max_body_bytes (" + std::to_string(l.max_body_bytes) +
+                  "), or no request of the largest allowed size could ever be served");
+    }
   }
 }
 

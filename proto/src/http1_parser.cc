@@ -6,6 +6,22 @@
 
 namespace cutline::proto {
 
+namespace {
+
+// RFC 9110 5.6.2 tchar: what a field name may consist of.
+bool is_token(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool ok = (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
+                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 // The llhttp state plus what is being accumulated for the current message. llhttp calls the
 // static callbacks below with `parser->data` pointing here.
 struct Http1Parser::Impl {
@@ -20,10 +36,38 @@ struct Http1Parser::Impl {
   size_t header_bytes = 0;  // head (or trailer) bytes counted against max_header_bytes
   size_t header_count = 0;
   uint64_t body_bytes = 0;
+  size_t chunk_extension_bytes = 0;
   bool in_trailers = false;
+  // The bytes llhttp_execute is running over, and the last byte it consumed before them: a header
+  // value piece that starts right after a line feed is an obs-fold continuation.
+  const char* chunk_start = nullptr;
+  char byte_before_chunk = 0;
+  char last_non_blank_before_chunk = 0;
   std::optional<Error> error;  // set by a callback that failed (HPE_USER)
 
   static Impl& of(llhttp_t* p) { return *static_cast<Impl*>(p->data); }
+
+  // Whether the header value piece at `at` continues a folded line (see on_header_value).
+  bool folded(const char* at) const {
+    if (!value.empty()) return (at > chunk_start ? at[-1] : byte_before_chunk) == '\n';
+    const char* p = at;
+    while (p > chunk_start && (p[-1] == ' ' || p[-1] == '\t')) --p;
+    return (p > chunk_start ? p[-1] : last_non_blank_before_chunk) == '\n';
+  }
+
+  // After llhttp consumed [start, end): what folded() needs from before the next chunk.
+  void note_consumed(const char* start, const char* end) {
+    // A response body (the relay's per-token path) needs none of this; trailers after it are
+    // still checked within each chunk.
+    if (end <= start || (owner.type_ == Type::kResponse && owner.phase_ == Phase::kBody)) return;
+    byte_before_chunk = end[-1];
+    for (const char* p = end; p > start; --p) {
+      if (p[-1] != ' ' && p[-1] != '\t') {
+        last_non_blank_before_chunk = p[-1];
+        break;
+      }
+    }
+  }
 
   int fail(ErrorKind kind, std::string message) {
     error = Error{kind, std::move(message)};
@@ -49,6 +93,7 @@ struct Http1Parser::Impl {
     s.header_bytes = 0;
     s.header_count = 0;
     s.body_bytes = 0;
+    s.chunk_extension_bytes = 0;
     s.in_trailers = false;
     s.owner.phase_ = Phase::kHead;
     return HPE_OK;
@@ -80,12 +125,26 @@ struct Http1Parser::Impl {
 
   static int on_header_value(llhttp_t* p, const char* at, size_t n) {
     Impl& s = of(p);
+    // llhttp skips the whitespace before a value, so a piece whose nearest non-blank byte
+    // before it is a line feed is a folded line (RFC 9112 5.2: a server must reject obs-fold or
+    // replace it; we reject). A first piece may follow folded blanks ("X:\r\n\tb"); a later
+    // piece starts right after the line feed ("X: a\r\n b").
+    if (n > 0 && s.folded(at)) {
+      return s.fail(
+          ErrorKind::kBadRequest,
+          "malformed HTTP/1.1 message: obsolete line folding in header \"" + s.field + "\"");
+    }
     s.value.append(at, n);
     return s.count_head_bytes(n);
   }
 
   static int on_header_value_complete(llhttp_t* p) {
     Impl& s = of(p);
+    if (!is_token(s.field)) {
+      // e.g. "Content-Length : 5": a proxy may read the field, we would not.
+      return s.fail(ErrorKind::kBadRequest,
+                    "malformed HTTP/1.1 message: invalid header field name");
+    }
     if (++s.header_count > s.owner.limits_.max_header_count) {
       return s.fail(ErrorKind::kHeadersTooLarge,
                     std::string(s.in_trailers ? "trailer" : "header") + " fields exceed " +
@@ -110,6 +169,11 @@ struct Http1Parser::Impl {
     if ((p->flags & F_CONTENT_LENGTH) != 0) h.content_length = p->content_length;
     if (o.type_ == Type::kRequest) {
       h.expect_continue = h.headers.has_token("expect", "100-continue");
+      // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing.
+      if ((p->flags & F_TRANSFER_ENCODING) != 0 && h.version_major == 1 && h.version_minor == 0) {
+        return s.fail(ErrorKind::kBadRequest,
+                      "malformed HTTP/1.1 message: Transfer-Encoding in an HTTP/1.0 request");
+      }
     }
     const size_t max_body = o.limits_.max_body_bytes;
     if (max_body != 0 && h.content_length && *h.content_length > max_body) {
@@ -139,6 +203,17 @@ struct Http1Parser::Impl {
     return s.owner.sink_.on_body(std::string_view(at, n)) ? HPE_OK : HPE_PAUSED;
   }
 
+  static int on_chunk_extension(llhttp_t* p, const char* /*at*/, size_t n) {
+    Impl& s = of(p);
+    s.chunk_extension_bytes += n;
+    if (s.chunk_extension_bytes > s.owner.limits_.max_chunk_extension_bytes) {
+      return s.fail(ErrorKind::kBadRequest,
+                    "malformed HTTP/1.1 message: chunk extensions exceed " +
+                        std::to_string(s.owner.limits_.max_chunk_extension_bytes) + " bytes");
+    }
+    return HPE_OK;
+  }
+
   static int on_message_complete(llhttp_t* p) {
     Impl& s = of(p);
     s.owner.phase_ = Phase::kIdle;
@@ -159,6 +234,8 @@ struct Http1Parser::Impl {
       st.on_header_value_complete = &Impl::on_header_value_complete;
       st.on_headers_complete = &Impl::on_headers_complete;
       st.on_body = &Impl::on_body;
+      st.on_chunk_extension_name = &Impl::on_chunk_extension;
+      st.on_chunk_extension_value = &Impl::on_chunk_extension;
       st.on_message_complete = &Impl::on_message_complete;
       return st;
     }();
@@ -169,6 +246,8 @@ struct Http1Parser::Impl {
     llhttp_init(&parser, owner.type_ == Type::kRequest ? HTTP_REQUEST : HTTP_RESPONSE, &settings());
     parser.data = this;
     error.reset();
+    byte_before_chunk = 0;
+    last_non_blank_before_chunk = 0;
   }
 
   Error to_error(llhttp_errno_t err) {
@@ -203,17 +282,25 @@ Result<size_t> Http1Parser::feed(std::string_view data) {
   while (consumed < data.size()) {
     const char* start = data.data() + consumed;
     const size_t len = data.size() - consumed;
+    impl_->chunk_start = start;
     const llhttp_errno_t err = llhttp_execute(&impl_->parser, start, len);
-    if (err == HPE_OK) return data.size();
+    if (err == HPE_OK) {
+      impl_->note_consumed(start, start + len);
+      return data.size();
+    }
     if (err == HPE_PAUSED) {
       paused_ = true;
-      consumed += static_cast<size_t>(llhttp_get_error_pos(&impl_->parser) - start);
+      const char* pos = llhttp_get_error_pos(&impl_->parser);
+      impl_->note_consumed(start, pos);
+      consumed += static_cast<size_t>(pos - start);
       return consumed;
     }
     if (err == HPE_PAUSED_UPGRADE) {
       // The message (with an Upgrade or CONNECT head) is complete; we do not switch protocols, so
       // the bytes after it are parsed as the next message.
-      consumed += static_cast<size_t>(llhttp_get_error_pos(&impl_->parser) - start);
+      const char* pos = llhttp_get_error_pos(&impl_->parser);
+      impl_->note_consumed(start, pos);
+      consumed += static_cast<size_t>(pos - start);
       llhttp_reset(&impl_->parser);
       if (paused_) return consumed;
       continue;

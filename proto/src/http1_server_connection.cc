@@ -24,17 +24,55 @@ Http1ServerConnection::Http1ServerConnection(ServerConnectionHost& host,
                                              std::shared_ptr<const TlsContext> tls)
     : host_(host),
       conn_(std::move(conn)),
-      parser_(Http1Parser::Type::kRequest, host.options().limits, *this) {
+      parser_(Http1Parser::Type::kRequest, host.options().limits, *this),
+      request_timer_(host.loop(), [this] { on_request_timeout(); }),
+      charge_(host.options().budget) {
   tls_ = std::move(tls);
   conn_->set_handler(*this);
   conn_->set_read_timeout(host_.options().idle_timeout_ms);
+  update_request_timer();
 }
 
 Http1ServerConnection::~Http1ServerConnection() = default;
 
+void Http1ServerConnection::update_request_timer() {
+  Waiting want = Waiting::kNothing;
+  if (!ended_ && !stream_ && !request_ready_ && !refused_) {
+    if (parser_.phase() == Http1Parser::Phase::kHead || first_request_) {
+      want = Waiting::kHead;
+    } else if (parser_.phase() == Http1Parser::Phase::kBody) {
+      want = Waiting::kBody;
+    }
+  }
+  if (want == waiting_) return;
+  waiting_ = want;
+  const ServerOptions& o = host_.options();
+  const int64_t ms = want == Waiting::kHead   ? o.request_header_timeout_ms
+                     : want == Waiting::kBody ? o.request_body_timeout_ms
+                                              : 0;
+  if (ms > 0) {
+    request_timer_.arm(ms);
+  } else {
+    request_timer_.cancel();
+  }
+}
+
+void Http1ServerConnection::on_request_timeout() {
+  if (ended_ || waiting_ == Waiting::kNothing) return;
+  const bool head = waiting_ == Waiting::kHead;
+  const int64_t ms =
+      head ? host_.options().request_header_timeout_ms : host_.options().request_body_timeout_ms;
+  waiting_ = Waiting::kNothing;
+  refused_ =
+      Error{ErrorKind::kRequestTimeout, std::string(head ? "request head" : "request body") +
+                                            " not complete within " + std::to_string(ms) + " ms"};
+  fail_request(*refused_);
+}
+
 void Http1ServerConnection::shutdown() {
   if (ended_) return;
   ended_ = true;
+  request_timer_.cancel();
   conn_->close();
   if (auto stream = std::move(stream_)) stream->notify_closed();
 }
@@ -42,6 +80,7 @@ void Http1ServerConnection::shutdown() {
 void Http1ServerConnection::end() {
   if (ended_) return;
   ended_ = true;
+  request_timer_.cancel();
   conn_->close();
   if (auto stream = std::move(stream_)) stream->notify_closed();
   host_.retire(this);
@@ -66,7 +105,10 @@ void Http1ServerConnection::stream_reset() {
 }
 
 void Http1ServerConnection::on_readable(evbuffer* input) {
-  if (ended_) return;
+  if (ended_ || refused_) {
+    if (input != nullptr) evbuffer_drain(input, evbuffer_get_length(input));
+    return;
+  }
   if (stream_) {
     // A response is in progress: pipelined bytes wait. Bound what we buffer for them.
     if (evbuffer_get_length(input) > host_.options().limits.max_header_bytes) {
@@ -87,25 +129,37 @@ void Http1ServerConnection::parse_input(evbuffer* input) {
     Result<size_t> consumed =
         parser_.feed(std::string_view(static_cast<const char*>(vec.iov_base), vec.iov_len));
     if (!consumed.ok()) {
+      refused_ = consumed.error();
       fail_request(consumed.error());
       break;
     }
+    if (*consumed > 0) first_request_ = false;
     evbuffer_drain(input, *consumed);
+    if (refused_) {  // a callback paused to refuse (the memory budget)
+      fail_request(*refused_);
+      break;
+    }
     if (request_ready_) {
       request_ready_ = false;
       parser_.release_idle();  // while the response streams; the next request starts afresh
       conn_->set_read_timeout(0);
+      update_request_timer();
       stream_ = std::make_shared<Http1ServerStream>(*this, host_.loop(), std::move(pending_),
-                                                    keep_alive_);
+                                                    keep_alive_, std::move(charge_));
       pending_ = HttpRequest{};
+      charge_ = RequestCharge(host_.options().budget);
       // The handler may finish (or reset) the stream before returning.
       host_.dispatch(stream_);
     }
   }
   in_parse_ = false;
+  update_request_timer();
 }
 
 void Http1ServerConnection::fail_request(const Error& error) {
+  request_timer_.cancel();
+  waiting_ = Waiting::kNothing;
+  charge_.reset();
   std::string response;
   if (const auto& hook = host_.options().on_protocol_error) {
     HttpHeaders headers{{"Content-Type", "application/json"}};
@@ -138,6 +192,11 @@ bool Http1ServerConnection::on_head(Http1Head& head) {
   pending_.version_minor = head.version_minor;
   pending_.headers = std::move(head.headers);
   keep_alive_ = head.keep_alive;
+  if (head.content_length && !charge_.add(static_cast<size_t>(*head.content_length))) {
+    refused_ =
+        Error{ErrorKind::kExhausted, "the server is holding too many request bytes; retry later"};
+    return false;  // pause: parse_input answers 503
+  }
   if (head.content_length) {
     // Already checked against max_body_bytes; capped anyway (0 = unlimited would trust the peer).
     constexpr uint64_t kMaxReserve = 1024 * 1024;
@@ -148,6 +207,13 @@ bool Http1ServerConnection::on_head(Http1Head& head) {
 }
 
 bool Http1ServerConnection::on_body(std::string_view data) {
+  // A declared length was charged with the head; a chunked body is charged as it arrives.
+  if (pending_.body.size() + data.size() > charge_.bytes() &&
+      !charge_.add(pending_.body.size() + data.size() - charge_.bytes())) {
+    refused_ =
+        Error{ErrorKind::kExhausted, "the server is holding too many request bytes; retry later"};
+    return false;
+  }
   pending_.body.append(data);
   return true;
 }
@@ -161,14 +227,15 @@ bool Http1ServerConnection::on_message_complete(HttpHeaders& trailers) {
 // ---- Http1ServerStream --------------------------------------------------------------------------
 
 Http1ServerStream::Http1ServerStream(Http1ServerConnection& conn, EventLoop& loop,
-                                     HttpRequest request, bool keep_alive)
+                                     HttpRequest request, bool keep_alive, RequestCharge charge)
     : conn_(&conn),
       connection_(&conn.connection()),
       keep_alive_(keep_alive),
       head_request_(request.method == "HEAD"),
       loop_(loop),
       request_(std::move(request)),
-      peer_(conn.connection().peer_address()) {}
+      peer_(conn.connection().peer_address()),
+      charge_(std::move(charge)) {}
 
 std::string_view Http1ServerStream::protocol() const {
   return request_.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";

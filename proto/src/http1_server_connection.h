@@ -8,15 +8,26 @@
 // parsing (keep-alive) or closes after flushing → ... A connection that ends (peer, error,
 // timeout, reset, server stop) tells its open stream (on_close) and is retired: the host destroys
 // it from the loop later, never inside one of its own callbacks.
+//
+// Request deadlines (ServerOptions::request_header_timeout_ms, request_body_timeout_ms): one
+// timer, armed for the head from the accept (first request) or from the first byte of a later
+// one, re-armed for the body when the head is complete, cancelled when the request is; it fires
+// whatever bytes keep trickling in, and answers 408 and closes. The request's body bytes are
+// charged to the process-wide memory budget (server_budget.h): a declared Content-Length before
+// any body byte is read, a chunked body piece by piece; no room is 503 and close. The charge goes
+// with the request into its stream.
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cutline/proto/connection.h"
 #include "cutline/proto/http1_parser.h"
 #include "cutline/proto/http_server.h"
+#include "cutline/proto/server_budget.h"
 #include "cutline/proto/server_stream.h"
+#include "cutline/proto/timer.h"
 #include "server_connection.h"
 #include "stream_callbacks.h"
 
@@ -37,6 +48,7 @@ class Http1ServerConnection final : public ServerConnection,
 
   // Server stop: closes the socket now; an open stream gets its on_close.
   void shutdown() override;
+  size_t unsent_bytes() const override { return ended_ ? 0 : conn_->output_bytes(); }
   // Connection::Handler (public: the protocol sniffer hands over the bytes it peeked at).
   void on_readable(evbuffer* input) override;
 
@@ -59,6 +71,12 @@ class Http1ServerConnection final : public ServerConnection,
   void parse_input(evbuffer* input);
   void fail_request(const Error& error);
   void end();
+  // Arms, re-arms or cancels request_timer_ for where the request being read is.
+  void update_request_timer();
+  void on_request_timeout();
+
+  // Which deadline request_timer_ is armed for.
+  enum class Waiting { kNothing, kHead, kBody };
 
   ServerConnectionHost& host_;
   std::unique_ptr<Connection> conn_;
@@ -69,12 +87,20 @@ class Http1ServerConnection final : public ServerConnection,
   bool request_ready_ = false;                 // pending_ is complete, not yet dispatched
   bool in_parse_ = false;                      // inside parse_input (no re-entry)
   bool ended_ = false;
+  bool first_request_ = true;  // nothing parsed yet: the head deadline runs from the accept
+  // request_timer_: armed for the head deadline while a head is being read (from the accept for
+  // the first request), for the body deadline from the head's end; cancelled when the request
+  // is complete, failed, or the connection ends.
+  Timer request_timer_;
+  Waiting waiting_ = Waiting::kNothing;
+  RequestCharge charge_;          // pending_'s body bytes in the memory budget
+  std::optional<Error> refused_;  // set by a parser callback that paused to refuse
 };
 
 class Http1ServerStream final : public ServerStream {
  public:
   Http1ServerStream(Http1ServerConnection& conn, EventLoop& loop, HttpRequest request,
-                    bool keep_alive);
+                    bool keep_alive, RequestCharge charge);
 
   HttpRequest& request() override { return request_; }
   EventLoop& loop() const override { return loop_; }
@@ -118,6 +144,7 @@ class Http1ServerStream final : public ServerStream {
   HttpRequest request_;
   std::string peer_;
   StreamCallbacks callbacks_;
+  RequestCharge charge_;  // the request's bytes in the memory budget, until this is destroyed
 };
 
 }  // namespace cutline::proto

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http1_writer.h"
@@ -36,6 +37,12 @@ nghttp2_nv make_nv(const char* name, size_t name_len, const char* value, size_t 
                     NGHTTP2_NV_FLAG_NONE};
 }
 
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 struct CallbacksDeleter {
   void operator()(nghttp2_session_callbacks* c) const { nghttp2_session_callbacks_del(c); }
 };
@@ -45,8 +52,10 @@ struct CallbacksDeleter {
 Http2ServerConnection::Http2ServerConnection(ServerConnectionHost& host,
                                              std::unique_ptr<Connection> conn,
                                              std::shared_ptr<const TlsContext> tls)
-    : host_(host), conn_(std::move(conn)) {
+    : host_(host), conn_(std::move(conn)), request_timer_(host.loop(), [this] { on_deadline(); }) {
   tls_ = std::move(tls);
+  reset_tokens_ = 2.0 * host_.options().http2_max_resets_per_s;
+  reset_refill_ms_ = steady_ms();
   conn_->set_handler(*this);
   peer_ = conn_->peer_address();
 
@@ -98,10 +107,17 @@ void Http2ServerConnection::on_readable(evbuffer* input) {
       break;
     }
     evbuffer_drain(input, static_cast<size_t>(consumed));
+    if (too_many_resets_) break;
   }
   in_recv_ = false;
-  if (failed) evbuffer_drain(input, evbuffer_get_length(input));
+  if (failed || too_many_resets_) evbuffer_drain(input, evbuffer_get_length(input));
+  if (too_many_resets_ && !terminating_) {
+    if (const auto& hook = host_.options().on_refused) hook("http2_resets");
+    terminate(NGHTTP2_ENHANCE_YOUR_CALM);
+    return;
+  }
   run_events();
+  schedule_deadline();
   flush();
   if (failed && !ended_) {
     // A fatal protocol error: say GOAWAY (flushed above), then close.
@@ -120,6 +136,7 @@ void Http2ServerConnection::on_closed(Connection::CloseReason /*reason*/,
 void Http2ServerConnection::shutdown() {
   if (ended_) return;
   ended_ = true;
+  request_timer_.cancel();
   conn_->close();
   end_streams();
 }
@@ -127,6 +144,7 @@ void Http2ServerConnection::shutdown() {
 void Http2ServerConnection::end() {
   if (ended_) return;
   ended_ = true;
+  request_timer_.cancel();
   conn_->close();
   end_streams();
   host_.retire(this);
@@ -150,6 +168,15 @@ void Http2ServerConnection::end_streams() {
   writable_.clear();
 }
 
+size_t Http2ServerConnection::unsent_bytes() const {
+  if (ended_) return 0;
+  size_t n = conn_->output_bytes();
+  for (const auto& [id, s] : streams_) n += s->buffered_bytes();
+  // Frames nghttp2 still has to produce (a trailer, an END_STREAM) count as one byte.
+  if (nghttp2_session_want_write(session_) != 0) ++n;
+  return n;
+}
+
 void Http2ServerConnection::drain() {
   if (goaway_sent_ || ended_) return;
   goaway_sent_ = true;
@@ -157,6 +184,76 @@ void Http2ServerConnection::drain() {
                         nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
                         nullptr, 0);
   flush();
+}
+
+void Http2ServerConnection::terminate(uint32_t error_code) {
+  if (ended_ || terminating_) return;
+  terminating_ = true;
+  request_timer_.cancel();
+  nghttp2_session_terminate_session(session_, error_code);
+  goaway_sent_ = true;
+  flush();
+  if (ended_) return;
+  end_streams();
+  conn_->close_after_flush();  // ends with on_closed(kFlushed) -> end()
+}
+
+bool Http2ServerConnection::take_reset() {
+  const uint32_t rate = host_.options().http2_max_resets_per_s;
+  if (rate == 0) return true;
+  const int64_t now = steady_ms();
+  reset_tokens_ = std::min(2.0 * rate, reset_tokens_ + (now - reset_refill_ms_) * rate / 1000.0);
+  reset_refill_ms_ = now;
+  if (reset_tokens_ < 1.0) return false;
+  reset_tokens_ -= 1.0;
+  return true;
+}
+
+void Http2ServerConnection::uncount(Http2ServerStream& stream) {
+  buffered_request_bytes_ -= std::min(buffered_request_bytes_, stream.buffered_counted);
+  stream.buffered_counted = 0;
+}
+
+void Http2ServerConnection::schedule_deadline() {
+  if (ended_ || terminating_) return;
+  int64_t earliest = 0;
+  for (const auto& [id, s] : streams_) {
+    if (s->rejected || s->dispatched() || s->deadline_ms == 0) continue;
+    if (earliest == 0 || s->deadline_ms < earliest) earliest = s->deadline_ms;
+  }
+  if (earliest == 0) {
+    if (timer_at_ms_ != 0) request_timer_.cancel();
+    timer_at_ms_ = 0;
+    return;
+  }
+  if (earliest == timer_at_ms_) return;
+  timer_at_ms_ = earliest;
+  request_timer_.arm(std::max<int64_t>(0, earliest - steady_ms()));
+}
+
+void Http2ServerConnection::on_deadline() {
+  timer_at_ms_ = 0;
+  if (ended_ || terminating_) return;
+  const int64_t now = steady_ms();
+  const ServerOptions& o = host_.options();
+  std::vector<Http2ServerStream*> late;
+  for (const auto& [id, s] : streams_) {
+    if (s->rejected || s->dispatched() || s->deadline_ms == 0 || s->deadline_ms > now) continue;
+    if (!s->headers_done) {
+      // The connection is inside this stream's header block: nothing else can arrive on it.
+      terminate(NGHTTP2_ENHANCE_YOUR_CALM);
+      return;
+    }
+    late.push_back(s.get());
+  }
+  for (Http2ServerStream* s : late) {
+    reject(*s, Error{ErrorKind::kRequestTimeout, "request body not complete within " +
+                                                     std::to_string(o.request_body_timeout_ms) +
+                                                     " ms"});
+  }
+  run_events();
+  flush();
+  schedule_deadline();
 }
 
 void Http2ServerConnection::update_idle_timer() {
@@ -315,6 +412,10 @@ int Http2ServerConnection::on_begin_headers(nghttp2_session* /*session*/,
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto s = std::make_shared<Http2ServerStream>(*self, frame->hd.stream_id);
   s->set_peer(self->peer_);
+  s->charge = RequestCharge(self->host_.options().budget);
+  if (const int64_t ms = self->host_.options().request_header_timeout_ms; ms > 0) {
+    s->deadline_ms = steady_ms() + ms;
+  }
   s->request().version_major = 2;
   s->request().version_minor = 0;
   self->streams_.emplace(frame->hd.stream_id, std::move(s));
@@ -359,12 +460,28 @@ int Http2ServerConnection::on_data_chunk(nghttp2_session* /*session*/, uint8_t /
   Http2ServerStream* s = self->stream(stream_id);
   if (s == nullptr || s->rejected) return 0;
   std::string& body = s->request().body;
-  const size_t max_body = self->host_.options().limits.max_body_bytes;
+  const ServerOptions& o = self->host_.options();
+  const size_t max_body = o.limits.max_body_bytes;
   if (max_body > 0 && body.size() + len > max_body) {
     self->reject(*s, Error{ErrorKind::kTooLarge,
                            "request body larger than " + std::to_string(max_body) + " bytes"});
     return 0;
   }
+  if (o.http2_max_buffered_request_bytes > 0 &&
+      self->buffered_request_bytes_ + len > o.http2_max_buffered_request_bytes) {
+    self->reject(*s, Error{ErrorKind::kExhausted,
+                           "this connection holds too many unfinished request bytes; retry later"});
+    return 0;
+  }
+  // A declared Content-Length was charged with the head; otherwise the body as it arrives.
+  if (body.size() + len > s->charge.bytes() &&
+      !s->charge.add(body.size() + len - s->charge.bytes())) {
+    self->reject(*s, Error{ErrorKind::kExhausted,
+                           "the server is holding too many request bytes; retry later"});
+    return 0;
+  }
+  self->buffered_request_bytes_ += len;
+  s->buffered_counted += len;
   body.append(reinterpret_cast<const char*>(data), len);
   return 0;
 }
@@ -372,13 +489,33 @@ int Http2ServerConnection::on_data_chunk(nghttp2_session* /*session*/, uint8_t /
 int Http2ServerConnection::on_frame_recv(nghttp2_session* /*session*/, const nghttp2_frame* frame,
                                          void* arg) {
   auto* self = static_cast<Http2ServerConnection*>(arg);
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    if (!self->take_reset()) self->too_many_resets_ = true;
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   auto it = self->streams_.find(frame->hd.stream_id);
   if (it == self->streams_.end() || it->second->rejected || it->second->dispatched()) return 0;
   Http2ServerStream& s = *it->second;
+  const ServerOptions& o = self->host_.options();
+  const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    s.headers_done = true;
+    s.deadline_ms =
+        !end_stream && o.request_body_timeout_ms > 0 ? steady_ms() + o.request_body_timeout_ms : 0;
+    if (!end_stream && o.http2_max_unfinished_streams > 0) {
+      uint32_t unfinished = 0;
+      for (const auto& [id, other] : self->streams_) {
+        if (other->headers_done && !other->rejected && !other->dispatched()) ++unfinished;
+      }
+      if (unfinished > o.http2_max_unfinished_streams) {
+        self->reject(s, Error{ErrorKind::kExhausted,
+                              "too many unfinished requests on this connection; retry later"});
+        return 0;
+      }
+    }
     // A declared body over the limit is refused before it is sent.
-    const size_t max_body = self->host_.options().limits.max_body_bytes;
+    const size_t max_body = o.limits.max_body_bytes;
     if (auto length = s.request().headers.get("content-length"); length && max_body > 0) {
       uint64_t n = 0;
       const auto [ptr, ec] = std::from_chars(length->data(), length->data() + length->size(), n);
@@ -387,10 +524,17 @@ int Http2ServerConnection::on_frame_recv(nghttp2_session* /*session*/, const ngh
                               "request body larger than " + std::to_string(max_body) + " bytes"});
         return 0;
       }
+      if (ec == std::errc() && !s.charge.add(static_cast<size_t>(n))) {
+        self->reject(s, Error{ErrorKind::kExhausted,
+                              "the server is holding too many request bytes; retry later"});
+        return 0;
+      }
       s.request().body.reserve(static_cast<size_t>(std::min<uint64_t>(n, 1024 * 1024)));
     }
   }
-  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+  if (end_stream) {
+    self->uncount(s);
+    s.deadline_ms = 0;
     s.mark_dispatched();
     self->events_.push_back(Event{EventKind::kRequest, it->second, Error{}});
   }
@@ -402,6 +546,7 @@ int Http2ServerConnection::on_stream_close(nghttp2_session* /*session*/, int32_t
   auto* self = static_cast<Http2ServerConnection*>(arg);
   auto it = self->streams_.find(stream_id);
   if (it == self->streams_.end()) return 0;
+  self->uncount(*it->second);
   self->events_.push_back(Event{EventKind::kClosed, std::move(it->second), Error{}});
   self->streams_.erase(it);
   return 0;
@@ -410,6 +555,8 @@ int Http2ServerConnection::on_stream_close(nghttp2_session* /*session*/, int32_t
 void Http2ServerConnection::reject(Http2ServerStream& stream, const Error& error) {
   if (stream.rejected) return;
   stream.rejected = true;
+  stream.deadline_ms = 0;
+  uncount(stream);
   auto it = streams_.find(stream.id());
   if (it == streams_.end()) return;
   events_.push_back(Event{EventKind::kReject, it->second, error});
@@ -432,12 +579,30 @@ void Http2ServerConnection::run_events() {
   for (size_t i = 0; i < events_.size() && !ended_; ++i) {
     Event event = std::move(events_[i]);
     switch (event.kind) {
-      case EventKind::kRequest:
+      case EventKind::kRequest: {
+        // A stream the client reset (or a connection past its reset rate) before the handler got
+        // it costs no work: nothing is authenticated, parsed, admitted or sent upstream for it.
+        auto open = streams_.find(event.stream->id());
+        if (terminating_ || too_many_resets_ || open == streams_.end() ||
+            open->second != event.stream) {
+          break;
+        }
         host_.dispatch(std::move(event.stream));
         break;
-      case EventKind::kReject:
+      }
+      case EventKind::kReject: {
+        const int32_t id = event.stream->id();
+        if (streams_.count(id) == 0) break;
         answer_error(*event.stream, event.error);
+        // Refused while the client still sends its body: once the answer is out, ask it to stop
+        // (RST_STREAM NO_ERROR, RFC 9113 8.1) so the stream ends instead of lingering half-open.
+        flush();
+        if (!ended_ && streams_.count(id) != 0 && event.stream->buffered_bytes() == 0 &&
+            nghttp2_session_get_stream_remote_close(session_, id) == 0) {
+          nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+        }
         break;
+      }
       case EventKind::kClosed:
         event.stream->notify_closed();
         event.stream->detach();

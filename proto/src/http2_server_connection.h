@@ -17,6 +17,15 @@
 // an initial stream window of ServerOptions::http2_initial_window_bytes for request bodies.
 // drain() sends GOAWAY with the last stream id processed; the connection closes once its streams
 // are done. With no open stream, the idle timeout applies.
+//
+// Hostile clients: a stream's head must be complete within request_header_timeout_ms of its
+// HEADERS (else GOAWAY and close: the connection is stuck inside a header block) and its body
+// within request_body_timeout_ms of the head (else 408 on the stream); at most
+// http2_max_unfinished_streams streams may be waiting for their body and hold at most
+// http2_max_buffered_request_bytes (else 503 on the new stream); a body's bytes count against the
+// process-wide memory budget (else 503). RST_STREAMs from the client are counted in a token
+// bucket (http2_max_resets_per_s, burst twice that): past it, GOAWAY(ENHANCE_YOUR_CALM) and
+// close. A stream reset before the handler got it never reaches the handler.
 
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
@@ -29,6 +38,7 @@
 
 #include "cutline/proto/connection.h"
 #include "cutline/proto/result.h"
+#include "cutline/proto/timer.h"
 #include "http2_server_stream.h"
 #include "server_connection.h"
 
@@ -44,6 +54,7 @@ class Http2ServerConnection final : public ServerConnection, public Connection::
 
   void shutdown() override;
   void drain() override;
+  size_t unsent_bytes() const override;
   // Connection::Handler (on_readable public: the protocol sniffer hands over the input).
   void on_readable(evbuffer* input) override;
   void on_drained() override;
@@ -93,6 +104,16 @@ class Http2ServerConnection final : public ServerConnection, public Connection::
   void reject(Http2ServerStream& stream, const Error& error);
   void answer_error(Http2ServerStream& stream, const Error& error);
   void run_events();
+  // Deadlines: arms request_timer_ for the earliest one of the streams still arriving; on
+  // firing, answers (or ends the connection for) those past theirs.
+  void schedule_deadline();
+  void on_deadline();
+  // The stream's body bytes leave the connection's buffered total (dispatched, rejected, closed).
+  void uncount(Http2ServerStream& stream);
+  // A client RST_STREAM: false once the connection is past its reset rate.
+  bool take_reset();
+  // GOAWAY with `error_code`, then close once it is sent; no stream is dispatched any more.
+  void terminate(uint32_t error_code);
   void update_idle_timer();
   void close_if_done();
   void end();
@@ -118,6 +139,15 @@ class Http2ServerConnection final : public ServerConnection, public Connection::
   bool goaway_sent_ = false;
   bool idle_armed_ = false;
   bool ended_ = false;
+  bool terminating_ = false;  // terminate(): dispatch nothing more
+  bool too_many_resets_ = false;
+  // request_timer_: armed for the earliest head or body deadline among the streams still
+  // arriving (not dispatched, not rejected); cancelled when there is none or the connection ends.
+  Timer request_timer_;
+  int64_t timer_at_ms_ = 0;            // when request_timer_ fires (0: not armed)
+  size_t buffered_request_bytes_ = 0;  // body bytes of the streams still arriving
+  double reset_tokens_ = 0;            // the reset rate's bucket
+  int64_t reset_refill_ms_ = 0;        // when the bucket was last refilled
 };
 
 }  // namespace cutline::proto

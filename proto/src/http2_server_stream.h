@@ -22,6 +22,7 @@
 #include <functional>
 #include <string>
 
+#include "cutline/proto/server_budget.h"
 #include "cutline/proto/server_stream.h"
 #include "stream_callbacks.h"
 
@@ -59,7 +60,11 @@ class Http2ServerStream final : public ServerStream {
   bool dispatched() const { return dispatched_; }
   void mark_dispatched() { dispatched_ = true; }
   size_t request_header_bytes = 0;  // names + values received, against limits.max_header_bytes
-  bool rejected = false;            // answered by the server (413, 431): body ignored, no dispatch
+  bool rejected = false;  // answered by the server (408, 413, 431, 503): body ignored, no dispatch
+  bool headers_done = false;    // the request's header block is complete
+  int64_t deadline_ms = 0;      // steady-clock ms by which the head (then the body) must be in
+  size_t buffered_counted = 0;  // body bytes counted in the connection's buffered total
+  RequestCharge charge;         // the body's bytes in the process-wide memory budget
   // nghttp2's data source callback: copies up to `length` buffered bytes into `buf`.
   ssize_t read_body(uint8_t* buf, size_t length, uint32_t* data_flags);
   // The output buffer fell to the low-water mark after send_body() returned false.

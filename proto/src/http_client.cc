@@ -10,6 +10,7 @@
 
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/tls_context.h"
+#include "dns_resolver.h"
 #include "http1_client_connection.h"
 #include "http2_client_connection.h"
 
@@ -43,46 +44,62 @@ Error ClientError::to_error() const {
 
 namespace {
 
-// Fills `addr` from the request's host and port; false with a message when it cannot.
-bool resolve(const ClientRequest& req, sockaddr_storage& addr, socklen_t& addr_len,
-             std::string* message) {
+// The request's host without IPv6 brackets ("localhost" as 127.0.0.1).
+std::string bare_host(const ClientRequest& req) {
   std::string host = req.host;
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
   if (host == "localhost") host = "127.0.0.1";
+  return host;
+}
+
+// Fills `addr` from a literal IPv4/IPv6 host and the port; false when `host` is a name.
+bool literal_address(const std::string& host, uint16_t port, sockaddr_storage& addr,
+                     socklen_t& addr_len) {
   auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
   auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
   if (inet_pton(AF_INET, host.c_str(), &in4->sin_addr) == 1) {
     in4->sin_family = AF_INET;
-    in4->sin_port = htons(req.port);
+    in4->sin_port = htons(port);
     addr_len = sizeof(sockaddr_in);
     return true;
   }
   if (inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
     in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(req.port);
+    in6->sin6_port = htons(port);
     addr_len = sizeof(sockaddr_in6);
     return true;
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result);
-  if (rc != 0 || result == nullptr) {
-    *message = "cannot resolve " + host + ": " + gai_strerror(rc);
-    return false;
-  }
-  std::memcpy(&addr, result->ai_addr, result->ai_addrlen);
-  addr_len = static_cast<socklen_t>(result->ai_addrlen);
-  if (result->ai_family == AF_INET) {
-    in4->sin_port = htons(req.port);
+  return false;
+}
+
+void set_resolved(const DnsResolver::Address& resolved, uint16_t port, sockaddr_storage& addr,
+                  socklen_t& addr_len) {
+  std::memcpy(&addr, &resolved.addr, resolved.len);
+  addr_len = resolved.len;
+  if (addr.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(port);
   } else {
-    in6->sin6_port = htons(req.port);
+    reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(port);
   }
-  freeaddrinfo(result);
-  return true;
+}
+
+// An HTTP/1.1 exchange whose address is known: an idle pooled connection or a new one.
+void place_http1(HttpClient::Pool& pool, EventLoop& loop,
+                 const std::shared_ptr<ClientExchange>& exchange) {
+  if (Http1ClientConnection* idle = pool.take_idle(exchange->key)) {
+    idle->assign(exchange, /*reused=*/true);
+    return;
+  }
+  Http1ClientConnection* fresh = pool.open(*exchange);
+  if (fresh == nullptr) {
+    loop.post([exchange, text = "cannot create a socket for " + exchange->key] {
+      exchange->fail(ClientError{ClientErrorKind::kConnectFailed, text});
+    });
+    return;
+  }
+  fresh->assign(exchange, /*reused=*/false);
 }
 
 // The pool key: host:port, and for TLS the context and verified name (a pooled connection was
@@ -199,39 +216,45 @@ ClientHandle HttpClient::start(ClientRequest request, ClientCallbacks callbacks)
     auto exchange =
         std::make_shared<Http2Exchange>(*h2_pool_, std::move(request), std::move(callbacks));
     exchange->key = std::move(key);
-    std::string message;
-    if (!resolve(exchange->request(), exchange->addr, exchange->addr_len, &message)) {
-      loop_.post([exchange, message] {
-        exchange->fail(ClientError{ClientErrorKind::kResolve, message});
-      });
-      return ClientHandle(exchange);
-    }
-    return h2_pool_->start(std::move(exchange));
+    ClientHandle handle(exchange);
+    resolve_then(exchange->request(), exchange->addr, exchange->addr_len, exchange,
+                 [this, exchange] { h2_pool_->place(exchange); });
+    return handle;
   }
   auto exchange =
       std::make_shared<ClientExchange>(*pool_, std::move(request), std::move(callbacks));
   exchange->key = std::move(key);
-  std::string message;
-  auto fail_later = [this, exchange](ClientErrorKind kind, std::string text) {
-    loop_.post([exchange, kind, text = std::move(text)] {
-      exchange->fail(ClientError{kind, text});
-    });
-  };
-  if (!resolve(exchange->request(), exchange->addr, exchange->addr_len, &message)) {
-    fail_later(ClientErrorKind::kResolve, message);
-    return ClientHandle(exchange);
-  }
-  if (Http1ClientConnection* idle = pool_->take_idle(exchange->key)) {
-    idle->assign(exchange, /*reused=*/true);
-    return ClientHandle(exchange);
-  }
-  Http1ClientConnection* fresh = pool_->open(*exchange);
-  if (fresh == nullptr) {
-    fail_later(ClientErrorKind::kConnectFailed, "cannot create a socket for " + exchange->key);
-    return ClientHandle(exchange);
-  }
-  fresh->assign(exchange, /*reused=*/false);
+  resolve_then(exchange->request(), exchange->addr, exchange->addr_len, exchange,
+               [this, exchange] { place_http1(*pool_, loop_, exchange); });
   return ClientHandle(exchange);
+}
+
+template <typename Exchange>
+void HttpClient::resolve_then(const ClientRequest& req, sockaddr_storage& addr, socklen_t& addr_len,
+                              const std::shared_ptr<Exchange>& exchange,
+                              std::function<void()> place) {
+  const std::string host = bare_host(req);
+  if (literal_address(host, req.port, addr, addr_len)) return place();
+  if (dns_ == nullptr) {
+    dns_ = std::make_unique<DnsResolver>(loop_, options_.dns_nameservers, options_.dns_cache_ms,
+                                         options_.dns_timeout_ms);
+  }
+  if (const DnsResolver::Address* cached = dns_->cached(host)) {
+    set_resolved(*cached, req.port, addr, addr_len);
+    return place();
+  }
+  // The exchange waits for the name; the loop runs on. A cancel meanwhile ends it (inactive).
+  const uint16_t port = req.port;
+  dns_->resolve(host, [exchange, port, &addr, &addr_len, place = std::move(place)](
+                          bool ok, const DnsResolver::Address& resolved, const std::string& error) {
+    if (!exchange->active()) return;
+    if (!ok) {
+      exchange->fail(ClientError{ClientErrorKind::kResolve, error});
+      return;
+    }
+    set_resolved(resolved, port, addr, addr_len);
+    place();
+  });
 }
 
 // ---- ClientHandle -------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "cutline/proto/connection.h"
 #include "cutline/proto/listener.h"
+#include "cutline/proto/timer.h"
 #include "cutline/proto/tls_context.h"
 #include "http1_server_connection.h"
 #include "http2_server_connection.h"
@@ -20,6 +22,30 @@ namespace {
 
 constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+// The connection cap's answer, sent without reading the request (the socket is closed right
+// after): one send() on a fresh socket, no state kept for it.
+constexpr std::string_view kOverloadedBody =
+    "{\"error\":{\"message\":\"the server has too many open connections; retry later\","
+    "\"type\":\"service_unavailable_error\",\"param\":null,\"code\":\"too_many_connections\"}}";
+
+void refuse_connection(int fd, bool cleartext) {
+  if (cleartext) {
+    std::string response =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: "
+        "1\r\nConnection: close\r\nContent-Length: " +
+        std::to_string(kOverloadedBody.size()) + "\r\n\r\n";
+    response.append(kOverloadedBody);
+    // Whatever the client already sent is read first, so that closing does not reset the
+    // connection under the answer.
+    char discard[4096];
+    while (::recv(fd, discard, sizeof(discard), MSG_DONTWAIT) > 0) {
+    }
+    (void)::send(fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+  }
+  ::close(fd);
+}
+
 // The first owner of an accepted connection: decides its protocol, then hands the socket (and
 // the bytes already read) to an Http1ServerConnection or an Http2ServerConnection. Cleartext: the
 // HTTP/2 client preface means h2c with prior knowledge, anything else HTTP/1.1 (decided at the
@@ -28,7 +54,7 @@ constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 class ProtocolSniffer final : public ServerConnection, public Connection::Handler {
  public:
   ProtocolSniffer(ServerConnectionHost& host, std::shared_ptr<const TlsContext> tls, SSL* ssl)
-      : host_(host), ssl_(ssl) {
+      : host_(host), ssl_(ssl), head_timer_(host.loop(), [this] { shutdown_and_retire(); }) {
     tls_ = std::move(tls);
   }
 
@@ -40,9 +66,15 @@ class ProtocolSniffer final : public ServerConnection, public Connection::Handle
       return;
     }
     conn_->set_read_timeout(host_.options().idle_timeout_ms);
+    // The first request's head deadline covers the bytes before the protocol is known too (a
+    // client trickling the preface).
+    if (host_.options().request_header_timeout_ms > 0) {
+      head_timer_.arm(host_.options().request_header_timeout_ms);
+    }
   }
 
   void shutdown() override {
+    head_timer_.cancel();
     if (conn_ != nullptr) conn_->close();
   }
 
@@ -62,11 +94,18 @@ class ProtocolSniffer final : public ServerConnection, public Connection::Handle
   }
   void on_drained() override {}
   void on_closed(Connection::CloseReason /*reason*/, std::string_view /*message*/) override {
+    head_timer_.cancel();
     host_.retire(this);
   }
 
  private:
+  void shutdown_and_retire() {
+    shutdown();
+    host_.retire(this);
+  }
+
   void hand_over(bool http2, evbuffer* input) {
+    head_timer_.cancel();
     std::unique_ptr<ServerConnection> next;
     Connection::Handler* handler = nullptr;
     if (http2) {
@@ -85,6 +124,8 @@ class ProtocolSniffer final : public ServerConnection, public Connection::Handle
   ServerConnectionHost& host_;
   SSL* ssl_;  // owned by the connection's bufferevent; null for cleartext
   std::unique_ptr<Connection> conn_;
+  // The head deadline while the protocol is not known yet; cancelled at the hand-over.
+  Timer head_timer_;
 };
 
 }  // namespace
@@ -113,6 +154,7 @@ struct HttpServer::Worker final : public ServerConnectionHost {
     graveyard.push_back(std::move(it->second));
     connections.erase(it);
     server.open_connections_.fetch_sub(1, std::memory_order_relaxed);
+    server.options_.budget->close_connection();
     // Destroyed from the loop, outside the connection's own callbacks.
     event_active(sweep_event, EV_TIMEOUT, 0);
   }
@@ -131,10 +173,16 @@ struct HttpServer::Worker final : public ServerConnectionHost {
     const ServerOptions& o = server.options_;
     const ConnectionOptions co{o.high_water_bytes, o.low_water_bytes};
     std::shared_ptr<const TlsContext> tls = server.tls();
+    if (!o.budget->try_open_connection()) {
+      refuse_connection(fd, /*cleartext=*/tls == nullptr);
+      if (o.on_refused) o.on_refused("connections");
+      return;
+    }
     SSL* ssl = nullptr;
     if (tls != nullptr) {
       ssl = tls->new_ssl(/*allow_h2=*/o.http2);
       if (ssl == nullptr) {
+        o.budget->close_connection();
         ::close(fd);
         return;
       }
@@ -164,6 +212,7 @@ struct HttpServer::Worker final : public ServerConnectionHost {
     auto open = std::move(connections);
     connections.clear();
     server.open_connections_.fetch_sub(open.size(), std::memory_order_relaxed);
+    for (size_t i = 0; i < open.size(); ++i) server.options_.budget->close_connection();
     for (auto& [raw, connection] : open) connection->shutdown();
     open.clear();
     graveyard.clear();
@@ -186,13 +235,35 @@ HttpServer::HttpServer(ServerOptions options, ServerHandler handler)
       handler_(std::move(handler)),
       own_workers_(std::make_unique<WorkerThreads>(options_.workers)),
       workers_(own_workers_.get()),
-      tls_(options_.tls) {}
+      tls_(options_.tls) {
+  if (options_.budget == nullptr) {
+    options_.budget =
+        std::make_shared<ServerBudget>(options_.max_connections, options_.max_request_memory_bytes);
+  }
+}
 
 HttpServer::HttpServer(ServerOptions options, ServerHandler handler, WorkerThreads& workers)
     : options_(std::move(options)),
       handler_(std::move(handler)),
       workers_(&workers),
-      tls_(options_.tls) {}
+      tls_(options_.tls) {
+  if (options_.budget == nullptr) {
+    options_.budget =
+        std::make_shared<ServerBudget>(options_.max_connections, options_.max_request_memory_bytes);
+  }
+}
+
+uint64_t HttpServer::accept_backoffs() const { return accept_backoffs_.load(); }
+
+size_t HttpServer::unsent_connections_on(EventLoop& loop) const {
+  const auto index = static_cast<size_t>(loop.index());
+  if (!started_ || stopped_ || index >= per_loop_.size()) return 0;
+  size_t n = 0;
+  for (const auto& [raw, connection] : per_loop_[index]->connections) {
+    n += connection->unsent_bytes() > 0 ? 1 : 0;
+  }
+  return n;
+}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -214,6 +285,10 @@ Status HttpServer::start() {
       return listener.error();
     }
     w->listener = std::move(listener.value());
+    w->listener->set_on_backoff([this] {
+      accept_backoffs_.fetch_add(1, std::memory_order_relaxed);
+      if (options_.on_refused) options_.on_refused("accept_backoff");
+    });
     port = w->listener->port();
   }
   port_ = port;

@@ -6,12 +6,23 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "cutline/proto/event_loop.h"
+#include "cutline/proto/timer.h"
 
 namespace cutline::proto {
+
+namespace {
+
+constexpr int64_t kFirstBackoffMs = 10;
+constexpr int64_t kMaxBackoffMs = 1000;
+
+}  // namespace
+
+Listener::Listener(EventLoop& loop) : loop_(loop) {}
 
 Result<std::unique_ptr<Listener>> Listener::open(EventLoop& loop, std::string_view address,
                                                  uint16_t port, int backlog, AcceptFn on_accept) {
@@ -31,7 +42,7 @@ Result<std::unique_ptr<Listener>> Listener::open(EventLoop& loop, std::string_vi
   } else {
     return Error{ErrorKind::kIo, "listen address is not an IP address: " + host};
   }
-  std::unique_ptr<Listener> listener(new Listener());
+  std::unique_ptr<Listener> listener(new Listener(loop));
   listener->on_accept_ = std::move(on_accept);
   const unsigned flags =
       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_EXEC;
@@ -44,6 +55,7 @@ Result<std::unique_ptr<Listener>> Listener::open(EventLoop& loop, std::string_vi
     return Error{ErrorKind::kIo, "cannot listen on " + host + ":" + std::to_string(port) + ": " +
                                      (err != 0 ? strerror(err) : "unknown error")};
   }
+  evconnlistener_set_error_cb(listener->listener_, &Listener::on_error_cb);
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
   getsockname(evconnlistener_get_fd(listener->listener_), reinterpret_cast<sockaddr*>(&bound),
@@ -55,13 +67,33 @@ Result<std::unique_ptr<Listener>> Listener::open(EventLoop& loop, std::string_vi
 }
 
 Listener::~Listener() {
+  resume_timer_.reset();
   if (listener_ != nullptr) evconnlistener_free(listener_);
 }
 
 void Listener::on_accept_cb(evconnlistener* /*l*/, int fd, sockaddr* /*addr*/, int /*len*/,
                             void* arg) {
   auto* self = static_cast<Listener*>(arg);
+  self->backoff_ms_ = 0;
   self->on_accept_(fd);
+}
+
+void Listener::on_error_cb(evconnlistener* l, void* arg) {
+  auto* self = static_cast<Listener*>(arg);
+  const int err = EVUTIL_SOCKET_ERROR();
+  self->accept_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) return;  // transient
+  evconnlistener_disable(l);
+  self->backoff_ms_ =
+      self->backoff_ms_ == 0 ? kFirstBackoffMs : std::min(self->backoff_ms_ * 2, kMaxBackoffMs);
+  self->backoffs_.fetch_add(1, std::memory_order_relaxed);
+  if (self->resume_timer_ == nullptr) {
+    self->resume_timer_ = std::make_unique<Timer>(self->loop_, [self] {
+      if (self->listener_ != nullptr) evconnlistener_enable(self->listener_);
+    });
+  }
+  self->resume_timer_->arm(self->backoff_ms_);
+  if (self->on_backoff_) self->on_backoff_();
 }
 
 }  // namespace cutline::proto

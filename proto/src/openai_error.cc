@@ -22,6 +22,7 @@ std::string_view openai_error_type(ErrorKind kind) {
     case ErrorKind::kTooLarge:
     case ErrorKind::kHeadersTooLarge:
     case ErrorKind::kUnsupported:
+    case ErrorKind::kRequestTimeout:
       return "invalid_request_error";
     case ErrorKind::kUnauthorized:
       return "authentication_error";

@@ -25,6 +25,9 @@ class ServerConnection {
   // Graceful drain (HttpServer::stop_accepting): HTTP/2 sends GOAWAY so the client opens no new
   // stream here; streams already open finish. HTTP/1.1 has nothing to announce.
   virtual void drain() {}
+  // Response bytes accepted from the handler and not yet taken by the kernel (graceful drain
+  // waits for them: a finished stream's last chunk may still be queued for a slow client).
+  virtual size_t unsent_bytes() const { return 0; }
 
  protected:
   // Keeps a TLS context alive as long as the connection made from it (its ALPN callback refers

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t control = data[0];
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   Sink sink;
-  Http1Limits limits{512, 16, 1024};
+  Http1Limits limits{512, 16, 1024, 256};
   sink.max_body = limits.max_body_bytes;
   const auto type = (control & 1) != 0 ? Http1Parser::Type::kResponse : Http1Parser::Type::kRequest;
   Http1Parser parser(type, limits, sink);

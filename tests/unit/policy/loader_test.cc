@@ -111,7 +111,7 @@ TEST(Loader, DefaultsWhenKeysAreLeftOut) {
   EXPECT_EQ(r.budget.on_pool_exhausted, PoolExhausted::kReject);
   EXPECT_EQ(p->budget_store.kind, BudgetStoreKind::kMemory);
   EXPECT_EQ(p->access_log.kind, AccessLogKind::kStdout);
-  EXPECT_EQ(p->limits.max_body_bytes, 16 << 20);
+  EXPECT_EQ(p->limits.max_body_bytes, 2 << 20);
   EXPECT_FALSE(p->admin);
   EXPECT_FALSE(p->requires_auth());
 }

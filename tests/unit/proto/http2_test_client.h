@@ -140,6 +140,44 @@ class Http2TestClient {
     return id;
   }
 
+  // Submits a request whose body stays open: HEADERS without END_STREAM; send_more() adds body
+  // bytes (and ends it with `end`).
+  int32_t submit_open(std::string_view method, std::string_view path,
+                      const HttpHeaders& headers = {}) {
+    std::vector<std::pair<std::string, std::string>> fields = {{":method", std::string(method)},
+                                                               {":scheme", "http"},
+                                                               {":authority", "localhost"},
+                                                               {":path", std::string(path)}};
+    for (const auto& h : headers) fields.emplace_back(lower(h.name), h.value);
+    std::vector<nghttp2_nv> nva;
+    for (auto& [n, v] : fields) {
+      nva.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(n.data()),
+                               reinterpret_cast<uint8_t*>(v.data()), n.size(), v.size(),
+                               NGHTTP2_NV_FLAG_NONE});
+    }
+    auto upload = std::make_unique<Upload>();
+    upload->open = true;
+    nghttp2_data_provider provider;
+    provider.source.ptr = upload.get();
+    provider.read_callback = &read_upload;
+    const int32_t id =
+        nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), &provider, nullptr);
+    if (id > 0) {
+      responses_[id];
+      open_uploads_[id] = upload.get();
+      uploads_.push_back(std::move(upload));
+    }
+    return id;
+  }
+  void send_more(int32_t id, std::string_view data, bool end = false) {
+    Upload* u = open_uploads_[id];
+    if (u == nullptr) return;
+    u->data.append(data);
+    if (end) u->open = false;
+    nghttp2_session_resume_data(session_, id);
+  }
+  uint32_t goaway_error_code() const { return goaway_error_code_; }
+
   void rst(int32_t id, uint32_t code = NGHTTP2_CANCEL) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, code);
   }
@@ -184,6 +222,7 @@ class Http2TestClient {
   struct Upload {
     std::string data;
     size_t offset = 0;
+    bool open = false;  // more may come (submit_open): defer at the end of data
   };
 
   static std::string lower(std::string s) {
@@ -295,6 +334,7 @@ class Http2TestClient {
     if (frame->hd.type == NGHTTP2_GOAWAY) {
       self->goaway_ = true;
       self->goaway_last_stream_id_ = frame->goaway.last_stream_id;
+      self->goaway_error_code_ = frame->goaway.error_code;
     }
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
@@ -312,10 +352,11 @@ class Http2TestClient {
   static ssize_t read_upload(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
                              uint32_t* flags, nghttp2_data_source* source, void*) {
     auto* u = static_cast<Upload*>(source->ptr);
+    if (u->open && u->offset == u->data.size()) return NGHTTP2_ERR_DEFERRED;
     const size_t n = std::min(length, u->data.size() - u->offset);
     std::memcpy(buf, u->data.data() + u->offset, n);
     u->offset += n;
-    if (u->offset == u->data.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (u->offset == u->data.size() && !u->open) *flags |= NGHTTP2_DATA_FLAG_EOF;
     return static_cast<ssize_t>(n);
   }
 
@@ -330,8 +371,10 @@ class Http2TestClient {
   std::vector<std::unique_ptr<Upload>> uploads_;
   std::map<int32_t, int32_t> consumed_unacked_;
   std::set<int32_t> slow_;
+  std::map<int32_t, Upload*> open_uploads_;
   bool goaway_ = false;
   int32_t goaway_last_stream_id_ = -1;
+  uint32_t goaway_error_code_ = 0;
   bool eof_ = false;
 };
 

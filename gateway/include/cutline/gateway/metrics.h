@@ -91,6 +91,14 @@ class GatewayMetrics {
   // scrape).
   void set_budget_store_errors(uint64_t total);
 
+  // Work the HTTP servers refused on their own, before any request reached a policy:
+  // "connections" (connection cap: 503 and close), "http2_resets" (rapid reset: GOAWAY),
+  // "accept_backoff" (out of descriptors: accepting paused). Other reasons count as "other".
+  void refused(std::string_view reason);
+  // The access log's running count of lines dropped because its queue was full
+  // (cutline_access_log_dropped_total follows it; call before a scrape).
+  void set_access_log_dropped(uint64_t total);
+
   // Prometheus text exposition format of every series.
   std::string serialize() const;
 
@@ -137,6 +145,8 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>* process_restarts_;
   prometheus::Family<prometheus::Gauge>* upstream_ready_;
   prometheus::Counter* budget_store_errors_;
+  prometheus::Family<prometheus::Counter>* refused_;
+  prometheus::Counter* access_log_dropped_;
   prometheus::Gauge* active_streams_;
 };
 

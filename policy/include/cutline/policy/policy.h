@@ -231,9 +231,27 @@ struct AccessLog {
   YamlRef ref;
 };
 
+// What any client may cost the gateway before a policy rule applies (README: `limits`). Read at
+// start; a reload does not change them.
 struct Limits {
-  int64_t max_body_bytes = 16 << 20;    // request body; over it -> 413. Default 16 MiB
+  // Request body; over it -> 413. Default 2 MiB: a chat request with a 128k-token context is
+  // about 1 MiB of JSON; twice that leaves room without letting one request hold 16 MiB.
+  int64_t max_body_bytes = 2 << 20;
   int64_t max_header_bytes = 64 << 10;  // all request headers; over it -> 431. Default 64 KiB
+  // The head must arrive within this of its first byte, the body within this of the head's end,
+  // however the bytes trickle in; past it -> 408.
+  int64_t request_header_timeout_ms = 10000;
+  int64_t request_body_timeout_ms = 30000;
+  // Process-wide: client connections open at once (past it a new one gets 503 and is closed) and
+  // request bytes held in memory (past it a new request gets 503).
+  int64_t max_connections = 16384;
+  int64_t max_request_memory_bytes = 256 << 20;
+  // Per HTTP/2 connection: streams whose request is still arriving, the body bytes they hold
+  // (past either: 503 on the new stream), and client RST_STREAMs per second (past it: GOAWAY and
+  // close; 0 = unlimited).
+  int64_t http2_max_unfinished_streams = 100;
+  int64_t http2_max_buffered_request_bytes = 8 << 20;
+  int64_t http2_max_resets_per_s = 100;
 };
 
 struct Policy {

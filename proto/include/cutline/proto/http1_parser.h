@@ -15,6 +15,13 @@
 // checked against Content-Length before any body byte arrives), kBadRequest (400: malformed).
 // After an error the parser stays failed until reset().
 //
+// Strict framing (what a proxy in front of us might read differently, RFC 9112): on top of what
+// llhttp rejects itself (a bare CR or LF ending a line, Content-Length together with
+// Transfer-Encoding, a duplicate or list-valued Content-Length, chunked applied twice), the
+// parser rejects obsolete line folding in headers and trailers, a field name that is not a token
+// (whitespace before the colon), Transfer-Encoding in an HTTP/1.0 request, and chunk extensions
+// over Http1Limits::max_chunk_extension_bytes. All of them are kBadRequest.
+//
 // Threading: none; one parser per connection, used on that connection's thread.
 
 #include <cstddef>
@@ -38,6 +45,9 @@ struct Http1Limits {
   // Decoded body bytes per message; 0 = unlimited (what a client parsing a streamed response
   // uses).
   size_t max_body_bytes = 8 * 1024 * 1024;
+  // Chunk-extension bytes (names and values after ';' on chunk-size lines) per message. Nothing
+  // we serve uses them; the bound keeps a peer from streaming unbounded bytes that no sink sees.
+  size_t max_chunk_extension_bytes = 4096;
 };
 
 // The start line and headers of one message, filled by the parser. The Sink may move fields out

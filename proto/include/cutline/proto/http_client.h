@@ -25,8 +25,11 @@
 // turns out to have been closed by the upstream before any response byte arrived, the request is
 // retried once on a new connection (the usual keep-alive race; the upstream never saw it).
 //
-// Hosts: an IPv4/IPv6 literal or "localhost" (127.0.0.1). Other names are resolved with the
-// system resolver on the loop thread (blocking; fine for tools, configure IPs for the gateway).
+// Hosts: an IPv4/IPv6 literal or "localhost" (127.0.0.1) connect at once. Other names are
+// resolved asynchronously on the client's loop (libevent's evdns; /etc/resolv.conf and
+// /etc/hosts, or ClientOptions::dns_nameservers) and cached for dns_cache_ms: a slow or stalled
+// nameserver delays only the requests to that name, never the other streams on the loop. A name
+// that does not resolve within dns_timeout_ms fails the request with kResolve.
 
 #include <array>
 #include <cstdint>
@@ -34,6 +37,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cutline/proto/connection.h"
 #include "cutline/proto/http1_parser.h"
@@ -42,6 +46,7 @@
 
 namespace cutline::proto {
 
+class DnsResolver;
 class EventLoop;
 class TlsContext;
 
@@ -54,6 +59,11 @@ struct ClientOptions {
   // Back-pressure marks for the request body output (large uploads).
   size_t high_water_bytes = 64 * 1024;
   size_t low_water_bytes = 16 * 1024;
+  // Name resolution (see above): nameservers "IP" or "IP:PORT" (empty: /etc/resolv.conf), how
+  // long a resolved address is reused, and how long one lookup may take.
+  std::vector<std::string> dns_nameservers;
+  int64_t dns_cache_ms = 10000;
+  int64_t dns_timeout_ms = 5000;
 };
 
 // Which HTTP version a request is sent with.
@@ -175,10 +185,17 @@ class HttpClient {
 
  private:
   friend class ClientExchange;
+  // Fills `addr` for the request's host and port, then runs `place` (at once for an address or a
+  // cached name, else once resolved; a failed lookup fails the exchange instead).
+  template <typename Exchange>
+  void resolve_then(const ClientRequest& req, sockaddr_storage& addr, socklen_t& addr_len,
+                    const std::shared_ptr<Exchange>& exchange, std::function<void()> place);
+
   EventLoop& loop_;
   ClientOptions options_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<Http2Pool> h2_pool_;
+  std::unique_ptr<DnsResolver> dns_;  // made at the first host name that is not a literal
   uint64_t connections_opened_ = 0;
 };
 

@@ -34,11 +34,13 @@
 
 #include "cutline/proto/http1_parser.h"
 #include "cutline/proto/result.h"
+#include "cutline/proto/server_budget.h"
 #include "cutline/proto/server_stream.h"
 #include "cutline/proto/worker_threads.h"
 
 namespace cutline::proto {
 
+class EventLoop;
 class TlsContext;
 
 struct ServerOptions {
@@ -51,8 +53,21 @@ struct ServerOptions {
   size_t high_water_bytes = 64 * 1024;
   size_t low_water_bytes = 16 * 1024;
   // A connection with no request in progress that receives nothing for this long is closed
-  // (keep-alive idle and slow request heads). 0 = never.
+  // (keep-alive idle). 0 = never.
   int64_t idle_timeout_ms = 60000;
+  // Request deadlines, whatever the bytes trickling in (a byte a second does not extend them):
+  // the head must be complete within request_header_timeout_ms of its first byte (of the
+  // accept, for a connection's first request; of HEADERS, for an HTTP/2 stream), the body within
+  // request_body_timeout_ms of the end of the head. Past either: 408 with a JSON error (HTTP/1.1:
+  // then close; HTTP/2: on that stream; an HTTP/2 header block still open: GOAWAY and close).
+  // 0 = none.
+  int64_t request_header_timeout_ms = 10000;
+  int64_t request_body_timeout_ms = 30000;
+  // Process-wide caps (server_budget.h): open connections and request bytes in memory. Null: this
+  // server makes its own from max_connections and max_request_memory_bytes (0 = unlimited).
+  std::shared_ptr<ServerBudget> budget;
+  size_t max_connections = 0;
+  size_t max_request_memory_bytes = 0;
   int backlog = 4096;
   // TLS: when set, every accepted connection does a TLS handshake with this server context
   // (tls_context.h) before HTTP. Null: cleartext. HttpServer::set_tls() replaces it later.
@@ -64,6 +79,17 @@ struct ServerOptions {
   // SETTINGS_INITIAL_WINDOW_SIZE: how much of a request body a client may send on one stream
   // before we read it (the connection window is 16 times this, capped at 2^31-1).
   uint32_t http2_initial_window_bytes = 1024 * 1024;
+  // Per HTTP/2 connection: streams whose request has not fully arrived (HEADERS seen, END_STREAM
+  // not yet), and the request body bytes they hold. A stream past either cap is answered 503.
+  uint32_t http2_max_unfinished_streams = 100;
+  size_t http2_max_buffered_request_bytes = 16 * 1024 * 1024;
+  // RST_STREAM frames a client may send per second on one connection (a burst of twice that is
+  // allowed). Past it: GOAWAY(ENHANCE_YOUR_CALM) and close ("rapid reset"). 0 = unlimited.
+  uint32_t http2_max_resets_per_s = 100;
+  // Called on the loop thread when the server refuses work on its own: "connections" (the
+  // connection cap: 503 and close), "http2_resets" (GOAWAY for rapid reset), "accept_backoff"
+  // (accept failed for lack of descriptors; the listener pauses). For a metric; must not block.
+  std::function<void(std::string_view reason)> on_refused;
   // Called on the loop thread when the server answers a request itself instead of dispatching
   // it (a parse error or a broken limit: 400, 413, 431). `request` holds what was parsed before
   // the error (empty when the head was not complete). The hook may add headers to the answer and
@@ -115,6 +141,13 @@ class HttpServer {
   WorkerThreads& workers() { return *workers_; }
   // Open client connections across all workers (for tests and metrics).
   size_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
+  // The process-wide caps this server counts against (ServerOptions::budget or its own).
+  ServerBudget& budget() { return *options_.budget; }
+  // On a worker loop's thread: how many of this server's connections on that loop still have
+  // response bytes to send (graceful drain waits for them before stop() closes the rest).
+  size_t unsent_connections_on(EventLoop& loop) const;
+  // Times a listener paused accepting because accept() ran out of descriptors.
+  uint64_t accept_backoffs() const;
 
   struct Worker;  // per-loop state (implementation detail)
 
@@ -129,6 +162,7 @@ class HttpServer {
   bool stopped_ = false;
   std::atomic<bool> draining_{false};
   std::atomic<size_t> open_connections_{0};
+  std::atomic<uint64_t> accept_backoffs_{0};
   mutable std::mutex tls_mutex_;
   std::shared_ptr<const TlsContext> tls_;  // guarded by tls_mutex_ (options_.tls at start)
 };

@@ -4,10 +4,16 @@
 // kernel spreads incoming connections across them. Accepted sockets are non-blocking, with
 // TCP_NODELAY set.
 //
+// Out of descriptors: when accept() fails with EMFILE, ENFILE, ENOBUFS or ENOMEM the pending
+// connection stays in the kernel's backlog and the socket stays readable, so a listener that
+// simply retried would spin the loop. Instead it stops listening for a back-off (10 ms, doubling
+// to 1 s while accept keeps failing, reset by a successful accept) and then tries again.
+//
 // Threading and lifetime: open() on the loop's thread or before the loop runs; on_accept runs on
 // the loop thread; destroy on the loop thread (or when the loop is not running). Destroying it
 // closes the socket; no accept callback runs afterwards.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +28,7 @@ struct sockaddr;
 namespace cutline::proto {
 
 class EventLoop;
+class Timer;
 
 class Listener {
  public:
@@ -38,13 +45,26 @@ class Listener {
   Listener& operator=(const Listener&) = delete;
 
   uint16_t port() const { return port_; }
+  // Called on the loop thread each time accepting pauses for lack of descriptors.
+  void set_on_backoff(std::function<void()> fn) { on_backoff_ = std::move(fn); }
+  // Back-offs so far (any thread).
+  uint64_t backoffs() const { return backoffs_.load(std::memory_order_relaxed); }
+  // Failed accept() calls so far, of any kind (any thread).
+  uint64_t accept_errors() const { return accept_errors_.load(std::memory_order_relaxed); }
 
  private:
-  Listener() = default;
+  explicit Listener(EventLoop& loop);
   static void on_accept_cb(evconnlistener* l, int fd, ::sockaddr* addr, int len, void* arg);
+  static void on_error_cb(evconnlistener* l, void* arg);
 
+  EventLoop& loop_;
   evconnlistener* listener_ = nullptr;
   AcceptFn on_accept_;
+  std::function<void()> on_backoff_;
+  std::unique_ptr<Timer> resume_timer_;  // armed while paused for a back-off
+  int64_t backoff_ms_ = 0;               // the current back-off (0: none since the last accept)
+  std::atomic<uint64_t> backoffs_{0};
+  std::atomic<uint64_t> accept_errors_{0};
   uint16_t port_ = 0;
 };
 

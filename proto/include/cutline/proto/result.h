@@ -24,6 +24,7 @@ enum class ErrorKind {
   kHeadersTooLarge,  // 431: header bytes or count over the limit
   kRateLimited,      // 429: budget pool empty or admission queue full
   kUnsupported,      // 400/415: a valid request for something we do not do
+  kRequestTimeout,   // 408: the client did not send its request head or body in time
   // Upstream (the server behind us failed) -> 502/504.
   kUpstream,  // 502: upstream error status, refused connection, bad response
   kTimeout,   // 504: a deadline or timeout elapsed
@@ -66,6 +67,8 @@ constexpr int http_status(ErrorKind kind) {
       return 429;
     case ErrorKind::kUnsupported:
       return 400;
+    case ErrorKind::kRequestTimeout:
+      return 408;
     case ErrorKind::kUpstream:
       return 502;
     case ErrorKind::kTimeout:
@@ -97,6 +100,8 @@ constexpr std::string_view to_string(ErrorKind kind) {
       return "rate_limited";
     case ErrorKind::kUnsupported:
       return "unsupported";
+    case ErrorKind::kRequestTimeout:
+      return "request_timeout";
     case ErrorKind::kUpstream:
       return "upstream";
     case ErrorKind::kTimeout:

@@ -1,0 +1,87 @@
+// The access log's writer: lines leave on its own thread, so a log destination that stalls (a
+// full pipe here, a slow disk in production) never blocks the caller, and what the bounded queue
+// cannot hold is dropped and counted, not kept.
+#include "cutline/gateway/access_log.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace cutline::gateway {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(AccessLogWriter, AStalledDestinationNeitherBlocksTheCallerNorGrowsMemory) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  fcntl(fds[1], F_SETPIPE_SZ, 4096);
+  std::FILE* out = fdopen(fds[1], "w");
+  ASSERT_NE(out, nullptr);
+  constexpr size_t kQueueBytes = 64 * 1024;
+  auto log = AccessLog::over(out, /*owned=*/true, kQueueBytes);
+  const std::string line(99, 'x');  // 100 bytes with the newline
+  constexpr int kLines = 5000;      // 500 KB: far more than the pipe and the queue hold
+  int64_t slowest_us = 0;
+  for (int i = 0; i < kLines; ++i) {
+    const auto t0 = Clock::now();
+    log->write_line(line);
+    slowest_us = std::max<int64_t>(
+        slowest_us,
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  }
+  // Nobody reads the pipe: the writer thread is stuck in write(), the caller was not.
+  EXPECT_LT(slowest_us, 100000) << "write_line waited for the stalled destination";
+  const uint64_t dropped = log->dropped_lines();
+  EXPECT_GT(dropped, 0u);
+  // Bounded: the queue, the batch being written and the stdio/pipe buffers, nothing more.
+  EXPECT_GE(dropped, static_cast<uint64_t>(kLines) - 2 * kQueueBytes / 100 - 200);
+  // The destination recovers: everything that was not dropped arrives, whole lines only.
+  std::string got;
+  std::thread reader([&] {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(fds[0], buf, sizeof(buf));
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  });
+  log->flush();
+  log.reset();  // closes the write end: the reader sees EOF
+  reader.join();
+  close(fds[0]);
+  EXPECT_EQ(got.size() % 100, 0u);
+  EXPECT_EQ(got.size() / 100 + dropped, static_cast<uint64_t>(kLines));
+}
+
+TEST(AccessLogWriter, EveryLineArrivesInOrderWhenTheDestinationKeepsUp) {
+  char path[] = "/tmp/cutline_access_log_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto opened = AccessLog::open(path);
+  ASSERT_TRUE(opened.ok());
+  auto log = std::move(opened).value();
+  for (int i = 0; i < 1000; ++i) log->write_line("line " + std::to_string(i));
+  log->flush();
+  EXPECT_EQ(log->dropped_lines(), 0u);
+  log.reset();
+  std::FILE* f = std::fopen(path, "r");
+  ASSERT_NE(f, nullptr);
+  char buf[64];
+  int expect = 0;
+  while (std::fgets(buf, sizeof(buf), f) != nullptr) {
+    EXPECT_EQ(std::string(buf), "line " + std::to_string(expect) + "\n");
+    ++expect;
+  }
+  std::fclose(f);
+  unlink(path);
+  EXPECT_EQ(expect, 1000);
+}
+
+}  // namespace
+}  // namespace cutline::gateway
