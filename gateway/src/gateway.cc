@@ -7,6 +7,8 @@
 #include "cutline/gateway/admin.h"
 #include "cutline/gateway/listener_tls.h"
 #include "cutline/gateway/passthrough.h"
+#include "cutline/gateway/request_id.h"
+#include "cutline/gateway/request_target.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/upstream_target.h"
 #include "cutline/policy/glob.h"
@@ -107,7 +109,7 @@ Status Gateway::start() {
       limit = static_cast<double>(limits.max_header_bytes);
     }
     metrics_.bad_request(to_string(e.kind));
-    answer_without_stream(req, e, std::move(rule), limit, h, body);
+    answer_without_stream(req, e, proto::Cause::kInvalidRequest, std::move(rule), limit, h, body);
   };
   // One server per listen[] entry, all on the same workers and handler. --port overrides the
   // first one's port only.
@@ -199,12 +201,12 @@ void Gateway::cut_remaining(int64_t drain_timeout_ms, double drained_ms) {
 }
 
 void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& error,
-                                    std::string rule, std::optional<double> limit,
-                                    proto::HttpHeaders& headers, std::string& body) {
-  char id[32];
-  std::snprintf(id, sizeof id, "cl-%llx", static_cast<unsigned long long>(next_stream_id()));
+                                    proto::Cause cause, std::string rule,
+                                    std::optional<double> limit, proto::HttpHeaders& headers,
+                                    std::string& body) {
+  const std::string id = request_id_for(req.headers);
   proto::StopRecord record;
-  record.cause = proto::Cause::kAdmissionRejected;
+  record.cause = cause;
   record.reporter = "gateway";
   record.message = error.message;
   record.request_id = id;
@@ -216,6 +218,7 @@ void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& 
   body = proto::error_body(error, fields);
   headers.add("Cutline-Stop", proto::stop_header_value(record));
   headers.add("Cutline-Request-Id", id);
+  headers.add("X-Request-Id", id);
   const int status = error.status();
   const std::string path(req.path());
   const bool openai = path == "/v1/chat/completions" || path == "/v1/completions";
@@ -385,10 +388,24 @@ void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
     proto::HttpHeaders h{{"Content-Type", "application/json"}};
     std::string body;
     const Error e = make_error(ErrorKind::kExhausted, "the gateway is shutting down");
-    answer_without_stream(s->request(), e, "shutdown", std::nullopt, h, body);
+    answer_without_stream(s->request(), e, proto::Cause::kAdmissionRejected, "shutdown",
+                          std::nullopt, h, body);
     s->send_simple(e.status(), h, body);
     return;
   }
+  // Routing and the policy see the canonical path, and it is what goes upstream: no spelling of
+  // a route (absolute-form, %-escapes, "//", dot segments, a trailing '/') escapes the policy.
+  auto canonical = canonical_target(s->request());
+  if (!canonical.ok()) {
+    proto::HttpHeaders h{{"Content-Type", "application/json"}};
+    std::string body;
+    metrics_.bad_request(to_string(canonical.error().kind));
+    answer_without_stream(s->request(), canonical.error(), proto::Cause::kInvalidRequest,
+                          "request.target", std::nullopt, h, body);
+    s->send_simple(canonical.error().status(), h, body);
+    return;
+  }
+  s->request().target = std::move(canonical).value();
   Worker& w = *per_loop_[static_cast<size_t>(s->loop().index())];
   const uint64_t id = next_stream_id();
   const std::string_view path = s->request().path();

@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "cutline/gateway/gateway.h"
+#include "cutline/gateway/request_id.h"
+#include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/proto/event_loop.h"
@@ -32,6 +34,25 @@ std::string_view route_of(proto::Endpoint e) {
 // its capacity, ~0.5 KiB, on every open stream).
 std::string& client_out() {
   thread_local std::string out;
+  return out;
+}
+
+// A client header's value as it may appear in an error message or a log line: printable ASCII
+// kept, every other byte written as \xNN (invalid UTF-8 never reaches a JSON string), at most
+// 64 bytes of it.
+std::string printable(std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.append("\\x").push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+  if (v.size() > 64) out.append("...");
   return out;
 }
 
@@ -100,9 +121,7 @@ void Stream::start() {
 void Stream::accept() {
   phase_ = Phase::kAccept;
   arrival_unix_s_ = unix_now_s();
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "cl-%llx", static_cast<unsigned long long>(id_));
-  request_id_ = buf;
+  request_id_ = request_id_for(client_->request().headers);
   body_ = std::move(client_->request().body);
   bytes_in_ = static_cast<int64_t>(body_.size());
   std::weak_ptr<Stream> weak = weak_from_this();
@@ -143,9 +162,11 @@ bool Stream::authenticate() {
   return true;
 }
 
+// A request refused as malformed: invalid_request (origin client), never admission_rejected, so
+// that bad clients do not read as a capacity problem.
 Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param, int status) {
   Ending e;
-  e.cause = Cause::kAdmissionRejected;
+  e.cause = Cause::kInvalidRequest;
   e.rule = param.empty() ? "request" : "request." + param;
   e.message = message;
   e.error = make_error(kind, std::move(message));
@@ -163,7 +184,7 @@ bool Stream::classify() {
   if (!is_json_content_type(req.headers.get("Content-Type"))) {
     finish(bad_input(ErrorKind::kUnsupported,
                      "Content-Type must be application/json, got \"" +
-                         std::string(req.headers.get("Content-Type").value_or("")) + "\"",
+                         printable(req.headers.get("Content-Type").value_or("")) + "\"",
                      "", 415));
     return false;
   }
@@ -181,10 +202,10 @@ bool Stream::classify() {
     int64_t ms = 0;
     auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
     if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
-      finish(bad_input(
-          ErrorKind::kBadRequest,
-          "Cutline-Deadline-Ms must be a positive integer, got \"" + std::string(*h) + "\"",
-          "Cutline-Deadline-Ms"));
+      finish(
+          bad_input(ErrorKind::kBadRequest,
+                    "Cutline-Deadline-Ms must be a positive integer, got \"" + printable(*h) + "\"",
+                    "Cutline-Deadline-Ms"));
       return false;
     }
     client_deadline_ms_ = ms;
@@ -323,13 +344,12 @@ void Stream::route() {
         proto::ClientError{proto::ClientErrorKind::kConnectFailed, s.error().message});
   }
   req.target = upstream_->base_path + std::string(route_of(endpoint_));
-  req.headers = client_->request().headers;
-  proto::remove_hop_by_hop(req.headers);
-  req.headers.remove("Host");
-  req.headers.remove("Content-Length");
+  req.headers = std::move(client_->request().headers);
   req.headers.remove("Accept-Encoding");  // the relay parses the stream: no compression
-  req.headers.remove("Cutline-Deadline-Ms");
-  if (policy_->requires_auth()) req.headers.remove("Authorization");
+  const std::string peer = client_->peer_address();
+  build_upstream_headers(*upstream_,
+                         upstream_header_options(*policy_, decision_.rule, peer, request_id_),
+                         req.headers);
   req.headers.set("Content-Type", "application/json");
   req.headers.set("Accept", "text/event-stream");
   proto::rewrite_request(*parsed_, rw, req.body);
@@ -367,13 +387,19 @@ void Stream::start_client_head() {
   proto::HttpHeaders h{{"Content-Type", "text/event-stream"},
                        {"Cache-Control", "no-cache"},
                        {"Trailer", "cutline-stop"},
-                       {"Cutline-Request-Id", request_id_}};
+                       {"Cutline-Request-Id", request_id_},
+                       {"X-Request-Id", request_id_}};
   client_->send_head(200, h, proto::BodyFraming::chunked());
 }
 
-void Stream::on_upstream_head(int status, proto::HttpHeaders&) {
+void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
   upstream_status_ = status;
-  if (status != 200) return;  // the error body is collected, then finish
+  if (status != 200) {
+    // The error body is collected, then passed on with these headers (finish).
+    upstream_error_type_ = std::string(headers.get("Content-Type").value_or(""));
+    upstream_retry_after_ = std::string(headers.get("Retry-After").value_or(""));
+    return;
+  }
   phase_ = Phase::kRelay;
   start_client_head();
 }
@@ -472,13 +498,10 @@ void Stream::end_from_upstream(bool transport_closed) {
                                         : "upstream ended the stream without a finish_reason")
                     : relay_.error_message();
     if (relay_.error_status() != 0 && !client_->head_sent()) {
-      // Nothing was sent: answer with an error status. A client error (4xx) is the upstream's
-      // verdict on the request and passes through; 5xx becomes 502.
-      const int s = relay_.error_status();
-      e.error = make_error(s >= 400 && s < 500 ? ErrorKind::kBadRequest : ErrorKind::kUpstream,
-                           "upstream \"" + upstream_->name + "\" answered " + std::to_string(s) +
-                               ": " + relay_.error_message());
-      if (s >= 400 && s < 500) e.status = s;
+      // Nothing was sent: the upstream's status and error body reach the client unchanged (its
+      // codes, e.g. context_length_exceeded, included); the stop record goes in the header.
+      e.upstream_error_body = true;
+      e.status = relay_.error_status();
     }
   }
   finish(std::move(e));

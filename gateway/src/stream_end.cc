@@ -152,7 +152,13 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   return r;
 }
 
-std::string Stream::client_finish_reason(const Ending& e) const {
+// The gateway rewrites finish_reason only for a cut it made itself (origin gateway, per on_cut).
+// Whatever else ended the answer, the upstream's own finish_reason reaches the client as sent
+// (nullopt); a gateway-written end (the upstream sent none) gets the cause's default.
+std::optional<std::string> Stream::client_finish_reason(const Ending& e) const {
+  if (proto::origin_of(e.cause) != proto::Origin::kGateway && !relay_.finish_reason().empty()) {
+    return std::nullopt;
+  }
   if (e.cause == Cause::kEos || e.cause == Cause::kStopSequence) return "stop";
   if (decision_.on_cut.finish_reason == policy::FinishReasonStyle::kCause &&
       proto::is_serving_cut(e.cause)) {
@@ -195,13 +201,17 @@ void Stream::finish(Ending e) {
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
   // /metrics or reads the log right after its answer must find its request counted.
-  enum class LastBytes { kNone, kError, kStreamEnd, kBody };
+  enum class LastBytes { kNone, kError, kUpstreamError, kStreamEnd, kBody };
   LastBytes last = LastBytes::kNone;
   int status = 200;
   std::string error_body;
   std::string out;  // the last bytes of a completion
   if (e.cause != Cause::kClientCancel && !client_->closed()) {
-    if (e.error && !client_->head_sent()) {
+    if (e.upstream_error_body && !client_->head_sent()) {
+      last = LastBytes::kUpstreamError;
+      status = e.status;
+      bytes_out_ += static_cast<int64_t>(upstream_error_body_.size());
+    } else if (e.error && !client_->head_sent()) {
       last = LastBytes::kError;
       status = e.status != 0 ? e.status : e.error->status();
       proto::ErrorBodyFields fields;
@@ -214,12 +224,16 @@ void Stream::finish(Ending e) {
       if (e.error) {
         relay_.write_error_event(*e.error, record, out);
       } else {
-        relay_.write_end(record, client_finish_reason(e), out);
+        const auto reason = client_finish_reason(e);
+        relay_.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
+                         out);
       }
       bytes_out_ += static_cast<int64_t>(out.size());
     } else {
       last = LastBytes::kBody;
-      relay_.write_end(record, client_finish_reason(e), out);
+      const auto reason = client_finish_reason(e);
+      relay_.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
+                       out);
       bytes_out_ += static_cast<int64_t>(out.size());
     }
   } else {
@@ -234,9 +248,21 @@ void Stream::finish(Ending e) {
     case LastBytes::kError: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_}};
+                           {"Cutline-Request-Id", request_id_},
+                           {"X-Request-Id", request_id_}};
       if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
       client_->send_simple(status, h, error_body);
+      break;
+    }
+    case LastBytes::kUpstreamError: {
+      proto::HttpHeaders h{
+          {"Content-Type",
+           upstream_error_type_.empty() ? std::string("application/json") : upstream_error_type_},
+          {"Cutline-Stop", stop_header},
+          {"Cutline-Request-Id", request_id_},
+          {"X-Request-Id", request_id_}};
+      if (!upstream_retry_after_.empty()) h.add("Retry-After", upstream_retry_after_);
+      client_->send_simple(status, h, upstream_error_body_);
       break;
     }
     case LastBytes::kStreamEnd:
@@ -247,7 +273,8 @@ void Stream::finish(Ending e) {
     case LastBytes::kBody: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_}};
+                           {"Cutline-Request-Id", request_id_},
+                           {"X-Request-Id", request_id_}};
       client_->send_simple(200, h, out);
       break;
     }

@@ -307,7 +307,7 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
     const std::string path = index_path(base, i);
     auto f = r.map(item, path,
                    {"name", "match", "upstream", "budget", "deadline", "ttft_timeout",
-                    "idle_timeout", "admission", "on_cut"});
+                    "idle_timeout", "admission", "on_cut", "forward_client_key"});
     if (!f) continue;
     Rule rule;
     rule.index = p.rules.size();
@@ -344,6 +344,11 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
       }
     }
     if (auto* e = f->get("budget")) load_budget(r, e->value, key_path(path, "budget"), rule);
+    if (auto* e = f->get("forward_client_key")) {
+      if (auto b = r.boolean(e->value, key_path(path, "forward_client_key"))) {
+        rule.forward_client_key = *b;
+      }
+    }
     rule.deadline_ms = read_duration(r, *f, "deadline", path);
     rule.ttft_timeout_ms = read_duration(r, *f, "ttft_timeout", path);
     rule.idle_timeout_ms = read_duration(r, *f, "idle_timeout", path);

@@ -12,6 +12,14 @@
 //   stop_reason=S     vLLM-style choices[].stop_reason (a matched stop string)
 //   usage=0|1         force sending (or not) the usage chunk; default: stream_options.include_usage
 //   status=C          answer HTTP status C with an OpenAI error body, no stream
+//   code=X            that error body's error.code (default null); type=T its error.type
+//                     (default server_error); the message names the status
+//   tools=N           the answer is N parallel tool calls (call_0.. calling get_weather_<i>), each
+//                     one's arguments split over two chunks; finish_reason "tool_calls" unless
+//                     finish= says otherwise. Non-streaming: message.tool_calls, content null
+//   event=NAME        before the first token, one SSE event of that type ({"note":"x"}) that no
+//                     OpenAI client knows
+//   require_key=K     answer 401 unless the request carries Authorization: Bearer K
 //   error_at=K        after K tokens send an SSE error event and end the stream
 //   drop_at=K         after K tokens close the connection (no finish_reason, no [DONE])
 //   stamp=1           each token's text carries its send time: "t<i>@<CLOCK_MONOTONIC ns> "
@@ -41,6 +49,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -73,6 +82,12 @@ struct Script {
   int drop_at = -1;
   std::string cutline;
   bool stamp = false;
+  std::string code;
+  std::string type = "server_error";
+  int tools = 0;
+  std::string event;
+  std::string require_key;
+  bool finish_set = false;
 };
 
 Script parse_script(const std::string& text) {
@@ -97,8 +112,19 @@ Script parse_script(const std::string& text) {
       s.stall_at = n;
     else if (k == "stall_ms")
       s.stall_ms = n;
-    else if (k == "finish")
+    else if (k == "finish") {
       s.finish = v;
+      s.finish_set = true;
+    } else if (k == "code")
+      s.code = v;
+    else if (k == "type")
+      s.type = v;
+    else if (k == "tools")
+      s.tools = n;
+    else if (k == "event")
+      s.event = v;
+    else if (k == "require_key")
+      s.require_key = v;
     else if (k == "stop_reason")
       s.stop_reason = v;
     else if (k == "usage")
@@ -123,6 +149,7 @@ struct RecordedRequest {
   std::string script;
   std::string body;
   std::string authorization;  // the Authorization header as received ("" when absent)
+  std::vector<std::pair<std::string, std::string>> headers;  // every header, as received
   bool cancelled = false;
   bool completed = false;
 };
@@ -140,6 +167,7 @@ struct FakeStream {
   bool stream = false;
   bool include_usage = false;
   int limit = 0;  // tokens to emit after max_tokens
+  bool event_sent = false;
   int sent = 0;
   int64_t due_us = 0;  // CLOCK_MONOTONIC time the next tick is due
   std::string model;
@@ -191,14 +219,23 @@ void send_json(evhttp_request* req, int code, const std::string& json) {
   evbuffer_free(out);
 }
 
-std::string error_body(const std::string& message, const std::string& type) {
+std::string error_body(const std::string& message, const std::string& type,
+                       const std::string& code = "") {
   std::string out;
   JsonWriter w(out);
   w.begin_object().key("error").begin_object();
-  w.field("message", message).field("type", type).key("code").null();
+  w.field("message", message).field("type", type).key("param").null();
+  if (code.empty()) {
+    w.key("code").null();
+  } else {
+    w.field("code", code);
+  }
   w.end_object().end_object();
   return out;
 }
+
+// Tool call i's arguments, and the two pieces they are streamed in.
+std::string tool_arguments(int i) { return "{\"city\":\"City " + std::to_string(i) + "\"}"; }
 
 void write_cutline(JsonWriter& w, const std::string& cause, int tokens) {
   w.key("cutline").begin_object();
@@ -213,9 +250,11 @@ void write_cutline(JsonWriter& w, const std::string& cause, int tokens) {
   w.end_object();
 }
 
-// One SSE chunk: a token (content non-empty), the finish chunk, or the usage chunk.
+// One SSE chunk: a token (content non-empty), the finish chunk, or the usage chunk. With
+// `tool` >= 0 (chat): a tool-call delta, `part` 0 (id, name, first half of the arguments) or 1
+// (the rest of the arguments).
 std::string chunk_json(const FakeStream& s, const std::string* content, const char* finish,
-                       bool usage_only) {
+                       bool usage_only, int tool = -1, int part = 0) {
   std::string out;
   JsonWriter w(out);
   w.begin_object();
@@ -226,8 +265,23 @@ std::string chunk_json(const FakeStream& s, const std::string* content, const ch
     w.begin_object().field("index", 0);
     if (s.chat) {
       w.key("delta").begin_object();
-      if (s.sent == 0 && content) w.field("role", "assistant");
+      if (s.sent == 0 && (content || (tool >= 0 && part == 0 && tool == 0))) {
+        w.field("role", "assistant");
+      }
       if (content) w.field("content", *content);
+      if (tool >= 0) {
+        const std::string args = tool_arguments(tool);
+        const size_t half = args.size() / 2;
+        w.key("tool_calls").begin_array().begin_object().field("index", tool);
+        if (part == 0) {
+          w.field("id", "call_" + std::to_string(tool)).field("type", "function");
+          w.key("function").begin_object().field("name", "get_weather_" + std::to_string(tool));
+          w.field("arguments", args.substr(0, half)).end_object();
+        } else {
+          w.key("function").begin_object().field("arguments", args.substr(half)).end_object();
+        }
+        w.end_object().end_array();
+      }
       w.end_object();
     } else {
       w.field("text", content ? *content : std::string());
@@ -298,10 +352,64 @@ void schedule(FakeStream* s, int delay_ms, bool from_now) {
   evtimer_add(s->timer, &tv);
 }
 
+void send_named_event(FakeStream& s, const std::string& event, const std::string& data) {
+  evbuffer* out = evbuffer_new();
+  evbuffer_add_printf(out, "event: %s\ndata: %s\n\n", event.c_str(), data.c_str());
+  evhttp_send_reply_chunk(s.req, out);
+  evbuffer_free(out);
+}
+
+// tools=N: the whole answer at once. Streaming: every call's first delta, then every call's
+// second one (parallel calls interleave, as OpenAI's do), the finish chunk, usage, [DONE].
+void answer_tools(FakeStream* s) {
+  const Script& sc = s->script;
+  const std::string finish = sc.finish_set ? sc.finish : "tool_calls";
+  const bool usage = sc.usage == -1 ? s->include_usage : sc.usage == 1;
+  if (s->stream) {
+    for (int part = 0; part < 2; ++part) {
+      for (int i = 0; i < sc.tools; ++i) {
+        send_event(*s, chunk_json(*s, nullptr, nullptr, false, i, part));
+        ++s->sent;
+      }
+    }
+    send_event(*s, chunk_json(*s, nullptr, finish.c_str(), false));
+    if (usage) send_event(*s, chunk_json(*s, nullptr, nullptr, true));
+    send_event(*s, "[DONE]");
+    return finish_stream(s, false);
+  }
+  s->sent = 2 * sc.tools;
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().field("id", "fake-1").field("object", "chat.completion");
+  w.field("created", static_cast<int64_t>(1700000000)).field("model", s->model);
+  w.key("choices").begin_array().begin_object().field("index", 0);
+  w.key("message").begin_object().field("role", "assistant").key("content").null();
+  w.key("tool_calls").begin_array();
+  for (int i = 0; i < sc.tools; ++i) {
+    w.begin_object().field("id", "call_" + std::to_string(i)).field("type", "function");
+    w.key("function").begin_object().field("name", "get_weather_" + std::to_string(i));
+    w.field("arguments", tool_arguments(i)).end_object().end_object();
+  }
+  w.end_array().end_object();
+  w.field("finish_reason", finish).end_object().end_array();
+  w.key("usage").begin_object().field("prompt_tokens", 5).field("completion_tokens", s->sent);
+  w.field("total_tokens", 5 + s->sent).end_object().end_object();
+  s->server->requests[s->record].completed = true;
+  evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
+  send_json(s->req, 200, out);
+  event_free(s->timer);
+  delete s;
+}
+
 // Streaming: one token per tick; script events happen when `sent` reaches their index.
 void on_tick(evutil_socket_t, short, void* arg) {
   auto* s = static_cast<FakeStream*>(arg);
   const Script& sc = s->script;
+  if (s->stream && s->sent == 0 && !sc.event.empty() && !s->event_sent) {
+    s->event_sent = true;
+    send_named_event(*s, sc.event, R"({"note":"x"})");
+  }
+  if (sc.tools > 0 && s->chat) return answer_tools(s);
   if (s->sent == sc.drop_at) return finish_stream(s, true);
   if (s->sent == sc.error_at) {
     send_event(*s, error_body("fake upstream error event", "server_error"));
@@ -373,6 +481,9 @@ void handle_admin(Server* srv, evhttp_request* req, const std::string& path) {
   for (const auto& r : srv->requests) {
     w.begin_object().field("method", r.method).field("path", r.path).field("script", r.script);
     w.field("body", r.body).field("authorization", r.authorization);
+    w.key("headers").begin_object();
+    for (const auto& [name, value] : r.headers) w.field(name, value);
+    w.end_object();
     w.field("cancelled", r.cancelled).field("completed", r.completed);
     w.end_object();
   }
@@ -395,6 +506,12 @@ void handle(evhttp_request* req, void* arg) {
   rec.script = hdr ? hdr : "";
   const char* auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
   rec.authorization = auth ? auth : "";
+  const evkeyvalq* in_headers = evhttp_request_get_input_headers(req);
+  for (const evkeyval* kv = in_headers->tqh_first; kv != nullptr; kv = kv->next.tqe_next) {
+    std::string name = kv->key;
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    rec.headers.emplace_back(name, kv->value);
+  }
 
   if (path == "/v1/models") {
     srv->requests.push_back(rec);
@@ -451,11 +568,17 @@ void handle(evhttp_request* req, void* arg) {
   s->script = parse_script(rec.script);
   s->record = srv->requests.size();
   srv->requests.push_back(rec);
+  if (!s->script.require_key.empty() && rec.authorization != "Bearer " + s->script.require_key) {
+    srv->requests.back().completed = true;
+    return send_json(req, 401,
+                     error_body("fake upstream: missing or wrong API key", "invalid_request_error",
+                                "invalid_api_key"));
+  }
   if (s->script.status != 0) {
     srv->requests.back().completed = true;
-    return send_json(
-        req, s->script.status,
-        error_body("fake upstream status " + std::to_string(s->script.status), "server_error"));
+    return send_json(req, s->script.status,
+                     error_body("fake upstream status " + std::to_string(s->script.status),
+                                s->script.type, s->script.code));
   }
   s->limit = s->script.tokens;
   if (max_tokens >= 0 && max_tokens < s->limit) s->limit = static_cast<int>(max_tokens);

@@ -63,6 +63,9 @@ struct Ending {
   int status = 0;              // overrides error->status() when set (415, upstream 4xx)
   std::string param;           // the request field an error is about
   int64_t retry_after_s = 0;   // Retry-After on 429
+  // The upstream answered an error status before anything was sent: pass its status (`status`)
+  // and body on unchanged, the record in the Cutline-Stop header.
+  bool upstream_error_body = false;
 };
 
 class Stream : public std::enable_shared_from_this<Stream> {
@@ -116,7 +119,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // ---- helpers -----------------------------------------------------------------------------
   proto::StopRecord build_record(const Ending& ending) const;
-  std::string client_finish_reason(const Ending& ending) const;
+  std::optional<std::string> client_finish_reason(const Ending& ending) const;
   // Sends `out` to the client (emptying it); pauses the upstream when the client is slow.
   void send_client_bytes(std::string& out);
   void release_request();
@@ -161,7 +164,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Upstream exchange and relay state.
   proto::ClientHandle upstream_call_;
   int upstream_status_ = 0;
-  std::string upstream_error_body_;  // body of a non-200 upstream answer (bounded)
+  std::string upstream_error_body_;   // body of a non-200 upstream answer (bounded)
+  std::string upstream_error_type_;   // its Content-Type
+  std::string upstream_retry_after_;  // its Retry-After
   Relay relay_;
   TokenTiming timing_;
   bool upstream_paused_ = false;

@@ -80,6 +80,18 @@ struct Spawn {
   YamlRef ref;
 };
 
+// A credential read at load from env:VARNAME or file:PATH. `value` goes to the upstream and
+// nowhere else; `label` is what logs, errors and /v1/cutline/policy show.
+struct Secret {
+  std::string value;
+  std::string label;  // "env:OPENAI_API_KEY" or "file:/run/secrets/openai"
+};
+
+struct UpstreamHeader {
+  std::string name;  // as written
+  Secret value;
+};
+
 struct Upstream {
   std::string name;
   std::string url;  // as written
@@ -93,6 +105,10 @@ struct Upstream {
   UpstreamTls tls;
   std::optional<Spawn> spawn;
   int64_t connect_timeout_ms = 5000;  // default 5s
+  // Sent on every request to this upstream: api_key as `Authorization: Bearer <key>` (it
+  // replaces any Authorization the request had), then each header (replacing one of that name).
+  std::optional<Secret> api_key;
+  std::vector<UpstreamHeader> headers;
   YamlRef ref;
 };
 
@@ -200,6 +216,10 @@ struct Rule {
   std::optional<Limit> idle_timeout_ms;  // longest gap between tokens
   Admission admission;
   OnCut on_cut;
+  // The client's own Authorization header goes to the upstream only when a rule says so (with
+  // tenants configured it is the tenant's gateway key; without, it may be the client's upstream
+  // key). Default: never forwarded; the upstream's own api_key, when set, is sent instead.
+  bool forward_client_key = false;
 };
 
 // One admission queue shared by the rules naming it.
@@ -233,6 +253,13 @@ struct Limits {
   int64_t max_header_bytes = 64 << 10;  // all request headers; over it -> 431. Default 64 KiB
 };
 
+// passthrough: what happens to a request on a route the gateway does not run itself (not a
+// completion, responses, embeddings or models route) that no rule matches.
+enum class PassthroughMode : uint8_t {
+  kDeny,   // 403 with a stop record (default): nothing reaches an upstream outside the policy
+  kAllow,  // forwarded to an upstream unchanged
+};
+
 struct Policy {
   std::string source_file;  // as given to the loader
 
@@ -245,6 +272,10 @@ struct Policy {
   BudgetStore budget_store;
   AccessLog access_log;
   Limits limits;
+  PassthroughMode passthrough = PassthroughMode::kDeny;
+  // Peer IPs whose X-Forwarded-For / Forwarded headers are kept (a load balancer in front);
+  // from anyone else they are dropped and replaced by the peer's own address.
+  std::vector<std::string> trusted_proxies;
 
   const Rule* find_rule(std::string_view name) const;
   const Upstream* find_upstream(std::string_view name) const;
