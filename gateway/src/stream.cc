@@ -331,6 +331,9 @@ void Stream::route() {
   }
   proto::RewriteOptions rw;
   rw.max_tokens = decision_.max_output_tokens.tokens;
+  // A limit the gateway adds where the client set none: what each route's API documents.
+  rw.inserted_limit_key =
+      endpoint_ == proto::Endpoint::kChatCompletions ? "max_completion_tokens" : "max_tokens";
   rw.force_stream = true;
   rw.force_include_usage = true;
   const policy::SourceKind src = decision_.max_output_tokens.source.kind;

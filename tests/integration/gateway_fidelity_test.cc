@@ -20,14 +20,26 @@ std::string policy_yaml(uint16_t fake_port, const std::string& log_path) {
          "  - name: fake\n    url: http://127.0.0.1:" +
          std::to_string(fake_port) +
          "\n    models: [\"fake\", \"fake-*\"]\n"
+         "  - name: keyed\n    url: http://127.0.0.1:" +
+         std::to_string(fake_port) +
+         "\n    models: [\"keyed\"]\n"
+         "    api_key: env:CUTLINE_TEST_UPSTREAM_KEY\n"
+         "    headers: {X-Upstream-Org: env:CUTLINE_TEST_UPSTREAM_ORG}\n"
          "policies:\n"
          "  - name: deadline\n    match: {headers: {x-policy: deadline}}\n    deadline: 200ms\n"
+         "  - name: clamp\n    match: {headers: {x-policy: clamp}}\n"
+         "    budget: {max_output_tokens: 4}\n"
+         "  - name: forward\n    match: {headers: {x-policy: forward}}\n"
+         "    forward_client_key: true\n"
          "  - name: default\n    match: {}\n";
 }
 
 class FidelityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // The keyed upstream's credentials, as an operator would export them.
+    setenv("CUTLINE_TEST_UPSTREAM_KEY", "sk-upstream-secret", 1);
+    setenv("CUTLINE_TEST_UPSTREAM_ORG", "org-secret", 1);
     env = new GatewayEnv;
     ASSERT_TRUE(env->start(policy_yaml)) << env->error;
   }
@@ -66,6 +78,13 @@ class FidelityTest : public ::testing::Test {
     });
     return line;
   }
+
+  // What the fake upstream received, as JSON (reset first with reset_fake()).
+  static std::string fake_requests() {
+    auto r = proto::http_fetch(env->fake_url("/fake/requests"));
+    return r.ok() ? r->body : "";
+  }
+  static void reset_fake() { proto::http_fetch(env->fake_url("/fake/reset"), "POST", {}, "", 5000); }
 
   static std::string metrics() {
     auto r = proto::http_fetch(env->admin_url("/metrics"));
@@ -158,6 +177,139 @@ TEST_F(FidelityTest, UpstreamClientErrorsKeepTheirStatusBodyAndCode) {
   auto r = post(chat(false), "status=503,code=overloaded");
   EXPECT_EQ(r.status, 503);
   EXPECT_NE(r.body.find(R"("code":"overloaded")"), std::string::npos) << r.body;
+}
+
+// ---- the chat route's inserted limit ---------------------------------------------------------
+
+TEST_F(FidelityTest, AnInsertedLimitIsMaxCompletionTokensAndAClientsKeyIsKept) {
+  reset_fake();
+  proto::HttpHeaders h{{"X-Policy", "clamp"}};
+  post(chat(true), "tokens=2", h);
+  post(chat(true, R"(,"max_tokens":100)"), "tokens=2", h);
+  post(chat(true, R"(,"max_tokens":100,"max_completion_tokens":50)"), "tokens=2", h);
+  post(R"({"model":"fake","prompt":"p","stream":true})", "tokens=2", h, "/v1/completions");
+  const std::string seen = fake_requests();
+  EXPECT_NE(seen.find(R"({\"max_completion_tokens\":4,\"stream_options\")"), std::string::npos) << seen;
+  EXPECT_NE(seen.find(R"(\"max_tokens\":4})"), std::string::npos) << seen;
+  EXPECT_NE(seen.find(R"(\"max_tokens\":4,\"max_completion_tokens\":4})"), std::string::npos)
+      << seen;
+  EXPECT_NE(seen.find(R"({\"max_tokens\":4,\"stream_options\")"), std::string::npos) << seen;
+}
+
+// ---- upstream credentials --------------------------------------------------------------------
+
+TEST_F(FidelityTest, AnUpstreamWithItsOwnKeyGetsItAndNeverTheClients) {
+  reset_fake();
+  proto::HttpHeaders h{{"Authorization", "Bearer client-key"}};
+  auto r = post(R"({"model":"keyed","messages":[{"role":"user","content":"hi"}],"stream":false})",
+                "tokens=2,require_key=sk-upstream-secret", h);
+  EXPECT_EQ(r.status, 200) << r.body;
+  std::string seen = fake_requests();
+  EXPECT_NE(seen.find(R"("authorization":"Bearer sk-upstream-secret")"), std::string::npos)
+      << seen;
+  EXPECT_NE(seen.find(R"("x-upstream-org":"org-secret")"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("client-key"), std::string::npos) << seen;
+  // An upstream without a key of its own gets no key at all, unless a rule forwards the client's.
+  reset_fake();
+  post(chat(false), "tokens=1", h);
+  seen = fake_requests();
+  EXPECT_NE(seen.find(R"("authorization":"")"), std::string::npos) << seen;
+  reset_fake();
+  proto::HttpHeaders fwd{{"Authorization", "Bearer client-key"}, {"X-Policy", "forward"}};
+  post(chat(false), "tokens=1", fwd);
+  EXPECT_NE(fake_requests().find(R"("authorization":"Bearer client-key")"), std::string::npos);
+  // The secrets appear nowhere an operator or a client can read: only where they come from.
+  auto policy = proto::http_fetch(env->admin_url("/v1/cutline/policy"));
+  ASSERT_TRUE(policy.ok());
+  EXPECT_EQ(policy->body.find("sk-upstream-secret"), std::string::npos);
+  EXPECT_EQ(policy->body.find("org-secret"), std::string::npos);
+  EXPECT_NE(policy->body.find(R"("api_key":"env:CUTLINE_TEST_UPSTREAM_KEY")"), std::string::npos)
+      << policy->body;
+  EXPECT_EQ(read_file(env->log_path).find("sk-upstream-secret"), std::string::npos);
+}
+
+// ---- request ids -----------------------------------------------------------------------------
+
+TEST_F(FidelityTest, AClientRequestIdIsHonouredForwardedAndLoggedTraceContextPasses) {
+  reset_fake();
+  const std::string tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  proto::HttpHeaders h{{"X-Request-Id", "client-trace-7"}, {"traceparent", tp},
+                       {"tracestate", "k=v"}};
+  auto r = post(chat(false), "tokens=1", h);
+  EXPECT_EQ(r.headers.get("X-Request-Id").value_or(""), "client-trace-7");
+  EXPECT_NE(r.body.find(R"("request_id":"client-trace-7")"), std::string::npos) << r.body;
+  EXPECT_NE(log_line("client-trace-7").find("\"cause\":\"eos\""), std::string::npos);
+  const std::string seen = fake_requests();
+  EXPECT_NE(seen.find(R"("x-request-id":"client-trace-7")"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\"traceparent\":\"" + tp + "\""), std::string::npos) << seen;
+  EXPECT_NE(seen.find(R"("tracestate":"k=v")"), std::string::npos) << seen;
+  // An unusable id is replaced, never echoed; fresh ids differ.
+  auto bad = post(chat(false), "tokens=1", proto::HttpHeaders{{"X-Request-Id", "a b"}});
+  const std::string id(bad.headers.get("X-Request-Id").value_or(""));
+  EXPECT_EQ(id.size(), 35u) << id;
+  auto other = post(chat(false), "tokens=1");
+  EXPECT_NE(other.headers.get("X-Request-Id").value_or(""), id);
+}
+
+// ---- the request-target forms of the policy-bypass report ---------------------------------------
+
+TEST_F(FidelityTest, EverySpellingOfTheChatRouteRunsThePolicy) {
+  const std::vector<std::string> spellings = {"/v1/chat/%63ompletions", "/v1/chat/completions/",
+                                              "//v1/chat/completions",
+                                              "/v1/x/../chat/./completions"};
+  for (const std::string& target : spellings) {
+    reset_fake();
+    RawClient c(env->port);
+    ASSERT_TRUE(c.connected());
+    c.send_all(http_post_raw(target, chat(false), "X-Policy: clamp\r\nX-Fake-Script: tokens=9\r\n"));
+    const std::string got = c.read_until("gateway_budget", 5000);
+    EXPECT_NE(got.find("gateway_budget"), std::string::npos) << target << ": " << got;
+    const std::string seen = fake_requests();
+    EXPECT_NE(seen.find(R"("path":"/v1/chat/completions")"), std::string::npos)
+        << target << ": " << seen;
+  }
+  auto raw = [](const std::string& request, const std::string& until) {
+    RawClient c(env->port);
+    c.send_all(request);
+    return c.read_until(until, 5000);
+  };
+  const std::string body = chat(false);
+  const std::string absolute = raw("POST http://evil.example/v1/chat/completions HTTP/1.1\r\n"
+                                   "Host: evil.example\r\nContent-Type: application/json\r\n"
+                                   "Content-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n" + body,
+                                   "\"cause\"");
+  // Host and authority agree, so it is routed as origin-form under the policy; another authority
+  // is refused.
+  EXPECT_NE(absolute.find("HTTP/1.1 200"), std::string::npos) << absolute;
+  const std::string other = raw("POST http://evil.example/v1/chat/completions HTTP/1.1\r\n"
+                                "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body,
+                                "invalid_request");
+  EXPECT_NE(other.find("HTTP/1.1 400"), std::string::npos) << other;
+  EXPECT_NE(other.find("invalid_request"), std::string::npos) << other;
+  const std::string star =
+      raw("OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "invalid_request");
+  EXPECT_NE(star.find("HTTP/1.1 400"), std::string::npos) << star;
+  const std::string slash = raw(
+      "POST /v1/chat%2Fcompletions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}",
+      "invalid_request");
+  EXPECT_NE(slash.find("HTTP/1.1 400"), std::string::npos) << slash;
+}
+
+// ---- raw header bytes --------------------------------------------------------------------------
+
+TEST_F(FidelityTest, RawHeaderBytesAreEscapedInErrorBodies) {
+  proto::HttpHeaders h{{"Content-Type", "text/\xff\xfeplain"}};
+  auto r = proto::http_fetch(env->url("/v1/chat/completions"), "POST", h, chat(false), 5000);
+  ASSERT_TRUE(r.ok());
+  // 415 from the gateway (or 400 from an HTTP layer that refuses such bytes): never raw bytes.
+  EXPECT_TRUE(r->status == 415 || r->status == 400) << r->status;
+  EXPECT_EQ(r->body.find('\xff'), std::string::npos) << r->body;
+  if (r->status == 415) {
+    EXPECT_NE(r->body.find("text/\\\\xff\\\\xfeplain"), std::string::npos) << r->body;
+  }
 }
 
 }  // namespace
