@@ -19,6 +19,10 @@ namespace {
 using proto::Cause;
 
 constexpr size_t kMaxUpstreamErrorBody = 64 * 1024;
+// Stop strings an upstream must search for after every token: OpenAI allows 4; vLLM and
+// llama.cpp take more, so the gateway allows 16 of at most 256 bytes each.
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopStringBytes = 256;
 
 double unix_now_s() {
   using namespace std::chrono;
@@ -198,6 +202,23 @@ bool Stream::classify() {
   model_ = parsed_->model;
   client_stream_ = parsed_->stream;
   requested_max_tokens_ = parsed_->requested_max_tokens();
+  choices_ = parsed_->choices();
+  if (parsed_->stop.size() > kMaxStopStrings) {
+    finish(bad_input(ErrorKind::kBadRequest,
+                     "stop may list at most " + std::to_string(kMaxStopStrings) + " strings, got " +
+                         std::to_string(parsed_->stop.size()),
+                     "stop"));
+    return false;
+  }
+  for (const std::string& s : parsed_->stop) {
+    if (s.size() > kMaxStopStringBytes) {
+      finish(bad_input(ErrorKind::kBadRequest,
+                       "each stop string may be at most " + std::to_string(kMaxStopStringBytes) +
+                           " bytes, got one of " + std::to_string(s.size()),
+                       "stop"));
+      return false;
+    }
+  }
   if (auto h = req.headers.get("Cutline-Deadline-Ms")) {
     int64_t ms = 0;
     auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
@@ -232,6 +253,7 @@ bool Stream::decide() {
   facts.header = [&headers](std::string_view name) { return headers.get(name); };
   facts.client_max_tokens = requested_max_tokens_;
   facts.client_deadline_ms = client_deadline_ms_;
+  facts.choices = choices_;
   policy::LiveState live;
   if (auto idx = policy::match_rule(*policy_, facts)) {
     const policy::Rule& rule = policy_->rules[*idx];
@@ -247,6 +269,17 @@ bool Stream::decide() {
     e.message = decision_.no_match_message;
     e.error = make_error(ErrorKind::kUnauthorized, decision_.no_match_message);
     e.status = 403;
+    finish(std::move(e));
+    return false;
+  }
+  if (const auto& max = decision_.rule->budget.max_choices; max && choices_ > max->value) {
+    Ending e = bad_input(ErrorKind::kBadRequest,
+                         "this policy allows at most " + std::to_string(max->value) +
+                             " choices per request (n, best_of), got " + std::to_string(choices_),
+                         "n");
+    e.rule = max->ref.path;
+    e.limit = static_cast<double>(max->value);
+    e.observed = static_cast<double>(choices_);
     finish(std::move(e));
     return false;
   }

@@ -147,6 +147,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::string model_;                            // the request's "model"
   bool client_stream_ = false;                   // the request's "stream"
   std::optional<int64_t> requested_max_tokens_;  // max_completion_tokens, else max_tokens
+  int64_t choices_ = 1;                          // max(n, best_of)
   bool parsed_ok_ = false;
   std::string tenant_;
   std::optional<int64_t> client_deadline_ms_;

@@ -169,6 +169,9 @@ struct Budget {
   // With on_pool_exhausted: clamp, a request is rejected rather than clamped below this.
   Limit min_output_tokens{1, {}};
   std::vector<AdaptiveStep> adaptive;
+  // Most completions one request may ask for (max of n and best_of); above it: 400
+  // invalid_request. Absent = any number, each reserved and counted in full.
+  std::optional<Limit> max_choices;
 };
 
 enum class Priority : uint8_t { kInteractive, kBatch };  // interactive is served first
