@@ -312,5 +312,58 @@ TEST_F(FidelityTest, RawHeaderBytesAreEscapedInErrorBodies) {
   }
 }
 
+// ---- the official openai npm client, as an agent loop uses it ----------------------------------
+
+// Runs tests/integration/openai_npm/openai_agent.mjs with `checks`; its JSON lines in `out`.
+// Needs node and `npm install --prefix tests/integration/openai_npm` (deploy/setup.sh): skipped
+// without them on a developer machine, a failure when CI=true.
+int run_openai_agent(const std::vector<std::string>& checks, std::string& out) {
+  const std::string dir = CUTLINE_OPENAI_NPM_DIR;
+  const bool ci = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
+  if (read_file(dir + "/node_modules/openai/package.json").empty()) {
+    if (ci) ADD_FAILURE() << "CI=true but the openai npm client is not installed in " << dir;
+    return -2;
+  }
+  const std::string out_path = env->dir + "/agent.out", err_path = env->dir + "/agent.err";
+  std::vector<std::string> argv = {"/usr/bin/env", "node", dir + "/openai_agent.mjs",
+                                   env->url("/v1")};
+  argv.insert(argv.end(), checks.begin(), checks.end());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  out = read_file(out_path) + read_file(err_path);
+  if (code == 127) {
+    if (ci) ADD_FAILURE() << "CI=true but node is not installed";
+    return -2;
+  }
+  return code;
+}
+
+TEST_F(FidelityTest, OpenaiNpmClientParallelToolCallsAndAnUpstreamKey) {
+  std::string out;
+  const int code = run_openai_agent({"tools", "tools_stream", "keyed"}, out);
+  if (code == -2) GTEST_SKIP() << "node or the openai npm client is missing";
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find(R"({"check":"tools","ok":true,"finish_reason":"tool_calls")"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(R"({"check":"tools_stream","ok":true,"finish_reason":"tool_calls","calls":2})"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(R"({"check":"keyed","ok":true)"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace cutline::test
