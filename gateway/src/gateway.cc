@@ -221,7 +221,8 @@ void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& 
   headers.add("X-Request-Id", id);
   const int status = error.status();
   const std::string path(req.path());
-  const bool openai = path == "/v1/chat/completions" || path == "/v1/completions";
+  const bool openai = path == "/v1/chat/completions" || path == "/v1/completions" ||
+                      path == "/v1/responses" || path == "/v1/embeddings";
   if (AccessLog* log = access_log()) {
     AccessLogEntry e;
     e.ts_unix_s = unix_now_s();
@@ -410,10 +411,13 @@ void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
   const uint64_t id = next_stream_id();
   const std::string_view path = s->request().path();
   const bool post = s->request().method == "POST";
-  if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
-    const auto endpoint = path == "/v1/chat/completions" ? proto::Endpoint::kChatCompletions
-                                                         : proto::Endpoint::kCompletions;
-    auto stream = std::make_shared<Stream>(*this, w, std::move(s), id, endpoint);
+  std::optional<Route> route;
+  if (post && path == "/v1/chat/completions") route = Route::kChatCompletions;
+  if (post && path == "/v1/completions") route = Route::kCompletions;
+  if (post && path == "/v1/responses") route = Route::kResponses;
+  if (post && path == "/v1/embeddings") route = Route::kEmbeddings;
+  if (route) {
+    auto stream = std::make_shared<Stream>(*this, w, std::move(s), id, *route);
     w.streams.emplace(id, stream);
     stream->start();
     return;

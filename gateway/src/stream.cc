@@ -29,10 +29,6 @@ double unix_now_s() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-std::string_view route_of(proto::Endpoint e) {
-  return e == proto::Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
-}
-
 // The bytes for the client that one upstream read produced: one buffer per worker thread,
 // emptied by send_client_bytes() before the read callback returns (a per-stream buffer would keep
 // its capacity, ~0.5 KiB, on every open stream).
@@ -71,6 +67,20 @@ bool is_json_content_type(std::optional<std::string_view> ct) {
 
 }  // namespace
 
+std::string_view route_path(Route route) {
+  switch (route) {
+    case Route::kChatCompletions:
+      return "/v1/chat/completions";
+    case Route::kCompletions:
+      return "/v1/completions";
+    case Route::kResponses:
+      return "/v1/responses";
+    case Route::kEmbeddings:
+      return "/v1/embeddings";
+  }
+  return "/v1/chat/completions";
+}
+
 std::string_view to_string(Phase phase) {
   switch (phase) {
     case Phase::kAccept:
@@ -96,12 +106,14 @@ std::string_view to_string(Phase phase) {
 }
 
 Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client,
-               uint64_t id, proto::Endpoint endpoint)
+               uint64_t id, Route route)
     : gw_(gateway),
       worker_(worker),
       client_(std::move(client)),
       id_(id),
-      endpoint_(endpoint),
+      route_(route),
+      endpoint_(route == Route::kCompletions ? proto::Endpoint::kCompletions
+                                             : proto::Endpoint::kChatCompletions),
       timing_(gateway.clock().now_ns()),
       deadline_timer_(worker.loop, [this] { on_deadline(); }),
       ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
@@ -192,6 +204,7 @@ bool Stream::classify() {
                      "", 415));
     return false;
   }
+  if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return classify_route_request();
   auto parsed = worker_.parser.parse_in_place(body_, endpoint_);
   if (!parsed.ok()) {
     finish(bad_input(parsed.error().kind, parsed.error().message, ""));
@@ -219,18 +232,7 @@ bool Stream::classify() {
       return false;
     }
   }
-  if (auto h = req.headers.get("Cutline-Deadline-Ms")) {
-    int64_t ms = 0;
-    auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
-    if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
-      finish(
-          bad_input(ErrorKind::kBadRequest,
-                    "Cutline-Deadline-Ms must be a positive integer, got \"" + printable(*h) + "\"",
-                    "Cutline-Deadline-Ms"));
-      return false;
-    }
-    client_deadline_ms_ = ms;
-  }
+  if (!read_deadline_header()) return false;
   if (!policy_->upstream_for_model(model_)) {
     finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
                      "model"));
@@ -238,6 +240,23 @@ bool Stream::classify() {
   }
   relay_ = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
                               model_, &worker_.chunk_parser});
+  return true;
+}
+
+// The Cutline-Deadline-Ms header: a positive integer, else 400 (finish called).
+bool Stream::read_deadline_header() {
+  auto h = client_->request().headers.get("Cutline-Deadline-Ms");
+  if (!h) return true;
+  int64_t ms = 0;
+  auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
+  if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
+    finish(
+        bad_input(ErrorKind::kBadRequest,
+                  "Cutline-Deadline-Ms must be a positive integer, got \"" + printable(*h) + "\"",
+                  "Cutline-Deadline-Ms"));
+    return false;
+  }
+  client_deadline_ms_ = ms;
   return true;
 }
 
@@ -249,7 +268,7 @@ bool Stream::decide() {
   policy::RequestFacts facts;
   facts.tenant = tenant_;
   facts.model = model_;
-  facts.route = route_of(endpoint_);
+  facts.route = route_path(route_);
   facts.header = [&headers](std::string_view name) { return headers.get(name); };
   facts.client_max_tokens = requested_max_tokens_;
   facts.client_deadline_ms = client_deadline_ms_;
@@ -287,7 +306,7 @@ bool Stream::decide() {
   if (decision_.deadline.ms) {
     deadline_timer_.arm(std::max<int64_t>(0, *decision_.deadline.ms - int64_t(elapsed)));
   }
-  if (decision_.ttft_timeout.ms) {
+  if (decision_.ttft_timeout.ms && route_ != Route::kEmbeddings) {
     ttft_timer_.arm(std::max<int64_t>(0, *decision_.ttft_timeout.ms - int64_t(elapsed)));
   }
   return true;
@@ -364,6 +383,7 @@ void Stream::route() {
   }
   proto::RewriteOptions rw;
   rw.max_tokens = decision_.max_output_tokens.tokens;
+  if (route_ == Route::kEmbeddings) rw.max_tokens.reset();
   // A limit the gateway adds where the client set none: what each route's API documents.
   rw.inserted_limit_key =
       endpoint_ == proto::Endpoint::kChatCompletions ? "max_completion_tokens" : "max_tokens";
@@ -379,7 +399,7 @@ void Stream::route() {
     return on_upstream_error(
         proto::ClientError{proto::ClientErrorKind::kConnectFailed, s.error().message});
   }
-  req.target = upstream_->base_path + std::string(route_of(endpoint_));
+  req.target = upstream_->base_path + std::string(route_path(route_));
   req.headers = std::move(client_->request().headers);
   req.headers.remove("Accept-Encoding");  // the relay parses the stream: no compression
   const std::string peer = client_->peer_address();
@@ -387,10 +407,18 @@ void Stream::route() {
                          upstream_header_options(*policy_, decision_.rule, peer, request_id_),
                          req.headers);
   req.headers.set("Content-Type", "application/json");
-  req.headers.set("Accept", "text/event-stream");
-  proto::rewrite_request(*parsed_, rw, req.body);
+  if (route_ == Route::kEmbeddings) {
+    req.headers.set("Accept", "application/json");
+    req.body = body_;
+  } else if (route_ == Route::kResponses) {
+    req.headers.set("Accept", "text/event-stream");
+    req.body = proto::rewrite_responses_request(body_, *route_req_, rw.max_tokens, true);
+  } else {
+    req.headers.set("Accept", "text/event-stream");
+    proto::rewrite_request(*parsed_, rw, req.body);
+  }
 
-  if (!decision_.ttft_timeout.ms && decision_.idle_timeout.ms) {
+  if (!decision_.ttft_timeout.ms && decision_.idle_timeout.ms && route_ != Route::kEmbeddings) {
     idle_timer_.arm(*decision_.idle_timeout.ms);
   }
   proto::ClientCallbacks cb;
@@ -467,6 +495,7 @@ void Stream::on_upstream_body(std::string_view data) {
     }
     return;
   }
+  if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return on_route_body(data);
   const bool had_first = timing_.has_first_token();
   std::string& out = client_out();
   auto fed = relay_.feed(data, now_ns(), timing_, out);
@@ -487,7 +516,11 @@ void Stream::on_upstream_complete() {
     relay_.on_error_status(upstream_status_, upstream_error_body_);
     gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(upstream_status_));
   }
-  end_from_upstream(!relay_.upstream_done());
+  if (route_ == Route::kEmbeddings && upstream_status_ == 200) {
+    json_complete_ = true;
+    embed_input_tokens_ = embeddings_prompt_tokens(json_body_);
+  }
+  end_from_upstream(!upstream_done());
 }
 
 void Stream::on_upstream_error(const proto::ClientError& error) {
@@ -512,10 +545,10 @@ void Stream::end_from_upstream(bool transport_closed) {
   TokenLimits limits;
   limits.requested_max_tokens = requested_max_tokens_;
   limits.effective_max_tokens = decision_.max_output_tokens.tokens;
-  limits.output_tokens = relay_.output_tokens();
-  limits.exact_count = relay_.count_method() == proto::CountMethod::kUsage;
+  limits.output_tokens = output_tokens();
+  limits.exact_count = count_method() == proto::CountMethod::kUsage;
   Ending e;
-  e.cause = classify_upstream_stop(relay_.upstream_end(transport_closed), limits);
+  e.cause = classify_upstream_stop(upstream_end(transport_closed), limits);
   if (e.cause == Cause::kGatewayBudget) {
     e.rule = std::string(decision_.max_output_tokens.source.path);
     e.limit = static_cast<double>(*decision_.max_output_tokens.tokens);
@@ -529,10 +562,10 @@ void Stream::end_from_upstream(bool transport_closed) {
   }
   if (e.cause == Cause::kUpstreamError || e.cause == Cause::kUpstreamDisconnect) {
     e.rule = "upstreams." + upstream_->name;
-    e.message = relay_.error_message().empty()
+    e.message = upstream_error_message().empty()
                     ? (transport_closed ? "upstream closed the stream without a finish_reason"
                                         : "upstream ended the stream without a finish_reason")
-                    : relay_.error_message();
+                    : upstream_error_message();
     if (relay_.error_status() != 0 && !client_->head_sent()) {
       // Nothing was sent: the upstream's status and error body reach the client unchanged (its
       // codes, e.g. context_length_exceeded, included); the stop record goes in the header.

@@ -16,10 +16,6 @@ namespace {
 
 using proto::Cause;
 
-std::string_view route_of(proto::Endpoint e) {
-  return e == proto::Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
-}
-
 }  // namespace
 
 // ---- timers --------------------------------------------------------------------------------
@@ -133,8 +129,10 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   if (parsed_ok_) r.requested_max_tokens = requested_max_tokens_;
   if (decision_.matched) r.effective_max_tokens = decision_.max_output_tokens.tokens;
   if (relay_.usage()) r.input_tokens = relay_.usage()->prompt_tokens;
-  r.output_tokens = relay_.output_tokens();
-  r.count_method = relay_.count_method();
+  if (responses_ && responses_->input_tokens()) r.input_tokens = responses_->input_tokens();
+  if (embed_input_tokens_) r.input_tokens = embed_input_tokens_;
+  r.output_tokens = output_tokens();
+  r.count_method = count_method();
   r.queue_ms = timing_.queue_ms();
   r.ttft_ms = timing_.ttft_ms();
   r.itl_mean_ms = timing_.itl_mean_ms();
@@ -194,6 +192,13 @@ void Stream::finish(Ending e) {
   upstream_call_.cancel();
   release_admission();
 
+  if (route_ == Route::kEmbeddings && !e.error && !e.upstream_error_body && !json_complete_) {
+    // No partial embeddings: a cut before the whole answer arrived is an error answer.
+    e.error =
+        make_error(proto::origin_of(e.cause) == proto::Origin::kGateway ? ErrorKind::kTimeout
+                                                                        : ErrorKind::kUpstream,
+                   e.message.empty() ? std::string(proto::to_string(e.cause)) : e.message);
+  }
   proto::StopRecord record = build_record(e);
   grant_.settle(record.output_tokens);
   const std::string stop_header = proto::stop_header_value(record);
@@ -219,6 +224,10 @@ void Stream::finish(Ending e) {
       fields.cutline = &record;
       error_body = proto::error_body(*e.error, fields);
       bytes_out_ += static_cast<int64_t>(error_body.size());
+    } else if (route_ == Route::kResponses || route_ == Route::kEmbeddings) {
+      last = client_stream_ ? LastBytes::kStreamEnd : LastBytes::kBody;
+      write_route_end(e, record, out);
+      bytes_out_ += static_cast<int64_t>(out.size());
     } else if (client_stream_ && parsed_ok_) {
       last = LastBytes::kStreamEnd;
       if (e.error) {
@@ -307,7 +316,7 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
     log->write(entry);
   }
   RequestOutcome outcome;
-  outcome.route = route_of(endpoint_);
+  outcome.route = route_path(route_);
   outcome.model = model_;
   outcome.tenant = tenant_;
   outcome.policy = decision_.policy_name;

@@ -28,6 +28,12 @@
 //                     preemptions, kv bytes and TTFT phases (e.g. backend_preempted, backend_oom)
 //
 // Streams whenever the request has "stream": true; otherwise answers one JSON body.
+// POST /v1/responses answers as the Responses API: response.created, output_item.added,
+// content_part.added, one response.output_text.delta per token, the .done events, then
+// response.completed (or response.incomplete with incomplete_details.reason max_output_tokens
+// when max_output_tokens capped it), every event with `event:` and a sequence_number, no [DONE];
+// not streaming: the response object. POST /v1/embeddings answers one embedding per request
+// with usage.prompt_tokens 3 (status= applies to both).
 // Admin: GET /fake/requests returns every request received ({path, script, body, cancelled,
 // authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
 // body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
@@ -168,6 +174,8 @@ struct FakeStream {
   bool include_usage = false;
   int limit = 0;  // tokens to emit after max_tokens
   bool event_sent = false;
+  bool responses = false;  // POST /v1/responses
+  int sequence = 0;        // responses: the next sequence_number
   int sent = 0;
   int64_t due_us = 0;  // CLOCK_MONOTONIC time the next tick is due
   std::string model;
@@ -401,10 +409,112 @@ void answer_tools(FakeStream* s) {
   delete s;
 }
 
+// The Responses API's response object (status "in_progress", "completed" or "incomplete").
+void write_response_object(JsonWriter& w, const FakeStream& s, const std::string& status) {
+  w.begin_object().field("id", "resp_fake").field("object", "response");
+  w.field("created_at", static_cast<int64_t>(1700000000)).field("status", status);
+  w.field("model", s.model).key("output").begin_array();
+  if (status != "in_progress") {
+    w.begin_object().field("id", "msg_fake").field("type", "message").field("status", status);
+    w.field("role", "assistant").key("content").begin_array().begin_object();
+    w.field("type", "output_text").field("text", s.text).key("annotations").begin_array();
+    w.end_array().end_object().end_array().end_object();
+  }
+  w.end_array().key("incomplete_details");
+  if (status == "incomplete") {
+    w.begin_object().field("reason", "max_output_tokens").end_object();
+  } else {
+    w.null();
+  }
+  w.key("usage");
+  if (status == "in_progress") {
+    w.null();
+  } else {
+    w.begin_object().field("input_tokens", 5).field("output_tokens", s.sent);
+    w.field("total_tokens", 5 + s.sent).end_object();
+  }
+  w.end_object();
+}
+
+// One Responses API event: `fill` writes the fields after type and sequence_number.
+template <typename Fill>
+void send_responses_event(FakeStream& s, const std::string& type, Fill fill) {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().field("type", type).field("sequence_number", s.sequence++);
+  fill(w);
+  w.end_object();
+  send_named_event(s, type, out);
+}
+
+void responses_item_fields(JsonWriter& w) {
+  w.field("item_id", "msg_fake").field("output_index", 0).field("content_index", 0);
+}
+
+// Responses API streaming: the preamble before the first token, a delta per token, the end.
+void responses_tick(FakeStream* s) {
+  const Script& sc = s->script;
+  if (s->sent == 0 && s->sequence == 0) {
+    send_responses_event(*s, "response.created", [&](JsonWriter& w) {
+      w.key("response");
+      write_response_object(w, *s, "in_progress");
+    });
+    send_responses_event(*s, "response.output_item.added", [&](JsonWriter& w) {
+      w.field("output_index", 0).key("item").begin_object().field("id", "msg_fake");
+      w.field("type", "message").field("status", "in_progress").field("role", "assistant");
+      w.key("content").begin_array().end_array().end_object();
+    });
+    send_responses_event(*s, "response.content_part.added", [&](JsonWriter& w) {
+      responses_item_fields(w);
+      w.key("part").begin_object().field("type", "output_text").field("text", "");
+      w.key("annotations").begin_array().end_array().end_object();
+    });
+    if (!sc.event.empty()) send_named_event(*s, sc.event, R"({"note":"x"})");
+  }
+  if (s->sent == sc.drop_at) return finish_stream(s, true);
+  if (s->sent < s->limit) {
+    const std::string t = token_text(s->sent);
+    send_responses_event(*s, "response.output_text.delta", [&](JsonWriter& w) {
+      responses_item_fields(w);
+      w.field("delta", t);
+    });
+    s->text += t;
+    ++s->sent;
+    const bool stall = s->sent == sc.stall_at;
+    if (s->sent < s->limit || sc.drop_at == s->sent) {
+      return schedule(s, stall ? sc.stall_ms : sc.interval_ms, stall);
+    }
+  }
+  const std::string status = s->limit < sc.tokens ? "incomplete" : "completed";
+  send_responses_event(*s, "response.output_text.done", [&](JsonWriter& w) {
+    responses_item_fields(w);
+    w.field("text", s->text);
+  });
+  send_responses_event(*s, "response." + status, [&](JsonWriter& w) {
+    w.key("response");
+    write_response_object(w, *s, status);
+  });
+  finish_stream(s, false);
+}
+
 // Streaming: one token per tick; script events happen when `sent` reaches their index.
 void on_tick(evutil_socket_t, short, void* arg) {
   auto* s = static_cast<FakeStream*>(arg);
   const Script& sc = s->script;
+  if (s->responses && !s->stream) {
+    // Not streaming: the whole answer at once.
+    while (s->sent < s->limit) s->text += token_text(s->sent++);
+    std::string out;
+    JsonWriter w(out);
+    write_response_object(w, *s, s->limit < sc.tokens ? "incomplete" : "completed");
+    s->server->requests[s->record].completed = true;
+    evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
+    send_json(s->req, 200, out);
+    event_free(s->timer);
+    delete s;
+    return;
+  }
+  if (s->responses) return responses_tick(s);
   if (s->stream && s->sent == 0 && !sc.event.empty() && !s->event_sent) {
     s->event_sent = true;
     send_named_event(*s, sc.event, R"({"note":"x"})");
@@ -517,7 +627,20 @@ void handle(evhttp_request* req, void* arg) {
     srv->requests.push_back(rec);
     return send_json(req, 200, R"({"object":"list","data":[{"id":"fake","object":"model"}]})");
   }
-  if (path != "/v1/chat/completions" && path != "/v1/completions") {
+  if (path == "/v1/embeddings" && rec.method == "POST") {
+    const Script sc = parse_script(rec.script);
+    srv->requests.push_back(rec);
+    if (sc.status != 0) {
+      return send_json(
+          req, sc.status,
+          error_body("fake upstream status " + std::to_string(sc.status), sc.type, sc.code));
+    }
+    return send_json(req, 200,
+                     R"({"object":"list","data":[{"object":"embedding","index":0,)"
+                     R"("embedding":[0.25,-0.5,0.125]}],"model":"fake",)"
+                     R"("usage":{"prompt_tokens":3,"total_tokens":3}})");
+  }
+  if (path != "/v1/chat/completions" && path != "/v1/completions" && path != "/v1/responses") {
     std::string out;
     JsonWriter w(out);
     w.begin_object().field("method", rec.method).field("path", path).field("body", rec.body);
@@ -533,6 +656,7 @@ void handle(evhttp_request* req, void* arg) {
   s->req = req;
   s->conn = evhttp_request_get_connection(req);
   s->chat = path == "/v1/chat/completions";
+  s->responses = path == "/v1/responses";
   simdjson::ondemand::parser parser;
   simdjson::padded_string padded(rec.body);
   simdjson::ondemand::document doc;
@@ -549,7 +673,8 @@ void handle(evhttp_request* req, void* arg) {
         } else if (key == "stream") {
           bool b = false;
           if (field.value().get_bool().get(b) == simdjson::SUCCESS) s->stream = b;
-        } else if (key == "max_tokens" || key == "max_completion_tokens") {
+        } else if (key == "max_tokens" || key == "max_completion_tokens" ||
+                   key == "max_output_tokens") {
           int64_t n = 0;
           if (field.value().get_int64().get(n) == simdjson::SUCCESS) max_tokens = n;
         } else if (key == "stream_options") {

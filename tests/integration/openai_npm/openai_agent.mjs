@@ -93,23 +93,20 @@ const checks = {
     // The gateway's budget clamps max_output_tokens to 4 (X-Policy: clamp); the upstream would
     // have said 9 tokens. The SDK sees response.incomplete with reason max_output_tokens.
     const events = [];
+    let incomplete = null;
     const stream = client.responses.stream(
       { model: 'fake', input: 'hi' },
       { headers: { 'X-Fake-Script': 'tokens=9', 'X-Policy': 'clamp' } });
     stream.on('event', (e) => events.push(e.type));
-    let final;
-    try {
-      final = await stream.finalResponse();
-    } catch (err) {
-      final = stream.currentResponse ?? null;
-    }
-    const incomplete = events.includes('response.incomplete');
+    stream.on('response.incomplete', (e) => { incomplete = e.response; });
+    await stream.done();
     return {
-      ok: incomplete && final?.incomplete_details?.reason === 'max_output_tokens' &&
-          final?.cutline?.cause === 'gateway_budget',
+      ok: incomplete?.status === 'incomplete' &&
+          incomplete?.incomplete_details?.reason === 'max_output_tokens' &&
+          incomplete?.cutline?.cause === 'gateway_budget',
       events: events.filter((t) => !t.endsWith('.delta')),
-      reason: final?.incomplete_details?.reason ?? null,
-      cause: final?.cutline?.cause ?? null,
+      reason: incomplete?.incomplete_details?.reason ?? null,
+      cause: incomplete?.cutline?.cause ?? null,
     };
   },
 };

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cutline/gateway/relay.h"
+#include "cutline/gateway/responses_relay.h"
 #include "cutline/gateway/token_timing.h"
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/budget.h"
@@ -28,6 +29,7 @@
 #include "cutline/proto/http_client.h"
 #include "cutline/proto/json_writer.h"
 #include "cutline/proto/openai_request.h"
+#include "cutline/proto/route_request.h"
 #include "cutline/proto/server_stream.h"
 #include "cutline/proto/stop_record.h"
 #include "cutline/proto/timer.h"
@@ -50,6 +52,15 @@ enum class Phase : uint8_t {
 };
 std::string_view to_string(Phase phase);
 
+// The OpenAI routes that run the phases (every one under the same rules: budget, pools,
+// deadline, admission, labels). Chat and completions relay chunks (Relay); responses relays the
+// Responses API's events (ResponsesRelay); embeddings relays one JSON body (no tokens: no TTFT
+// or idle timer, no output-token pool).
+enum class Route : uint8_t { kChatCompletions, kCompletions, kResponses, kEmbeddings };
+std::string_view route_path(Route route);
+// usage.prompt_tokens of an embeddings answer, when it has one.
+std::optional<int64_t> embeddings_prompt_tokens(std::string_view body);
+
 // Why and how a stream ends: the stop cause with the rule behind it, and, for answers that are
 // errors (bad input, rejection, upstream failure, on_cut.mode error), the error to send.
 struct Ending {
@@ -71,7 +82,7 @@ struct Ending {
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
   Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
-         proto::Endpoint endpoint);
+         Route route);
   ~Stream();
 
   // Runs the phases from accept on. Called once by the gateway's request handler.
@@ -108,6 +119,16 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void on_client_writable();
   void on_client_close();
   void end_from_upstream(bool transport_closed);
+  // Responses and embeddings (stream_routes.cc).
+  bool classify_route_request();
+  void on_route_body(std::string_view data);
+  void write_route_end(const Ending& ending, const proto::StopRecord& record, std::string& out);
+  UpstreamEnd upstream_end(bool transport_closed) const;
+  bool upstream_done() const;
+  int64_t output_tokens() const;
+  proto::CountMethod count_method() const;
+  const std::string& upstream_error_message() const;
+  bool read_deadline_header();
 
   // ---- timers ------------------------------------------------------------------------------
   void on_deadline();
@@ -134,7 +155,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
   const uint64_t id_;
-  const proto::Endpoint endpoint_;
+  const Route route_;
+  const proto::Endpoint endpoint_;  // chat and completions
   std::string request_id_;
   Phase phase_ = Phase::kAccept;
   double arrival_unix_s_ = 0;
@@ -168,7 +190,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::string upstream_error_body_;   // body of a non-200 upstream answer (bounded)
   std::string upstream_error_type_;   // its Content-Type
   std::string upstream_retry_after_;  // its Retry-After
-  Relay relay_;
+  Relay relay_;                       // chat and completions (and the error status of every route)
+  std::unique_ptr<ResponsesRelay> responses_;     // responses
+  std::optional<proto::RouteRequest> route_req_;  // responses, embeddings
+  std::string json_body_;                         // embeddings: the upstream's answer
+  std::optional<int64_t> embed_input_tokens_;
+  bool json_complete_ = false;
   TokenTiming timing_;
   bool upstream_paused_ = false;
   int64_t bytes_out_ = 0;
