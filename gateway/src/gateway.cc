@@ -6,6 +6,7 @@
 
 #include "cutline/gateway/admin.h"
 #include "cutline/gateway/listener_tls.h"
+#include "cutline/gateway/models_list.h"
 #include "cutline/gateway/passthrough.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/request_target.h"
@@ -167,6 +168,7 @@ void Gateway::stop() {
     Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
     w.streams.clear();
     w.passthroughs.clear();
+    w.model_lists.clear();
     w.client.reset();
   });
   workers_.stop();
@@ -420,6 +422,12 @@ void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
     auto stream = std::make_shared<Stream>(*this, w, std::move(s), id, *route);
     w.streams.emplace(id, stream);
     stream->start();
+    return;
+  }
+  if (s->request().method == "GET" && path == "/v1/models") {
+    auto list = std::make_shared<ModelsList>(*this, w, std::move(s), id);
+    w.model_lists.emplace(id, list);
+    list->start();
     return;
   }
   auto pt = std::make_shared<Passthrough>(*this, w, std::move(s), id);

@@ -19,6 +19,9 @@ std::string policy_yaml(uint16_t fake_port, const std::string& log_path) {
          "  - name: fake\n    url: http://127.0.0.1:" +
          std::to_string(fake_port) +
          "\n    models: [\"fake\", \"fake-*\"]\n"
+         "  - name: second\n    url: http://127.0.0.1:" +
+         std::to_string(fake_port) +
+         "\n    models: [\"fake\"]\n"
          "policies:\n"
          "  - name: clamp\n"
          "    match: {routes: [/v1/responses], headers: {x-policy: clamp}}\n"
@@ -26,8 +29,8 @@ std::string policy_yaml(uint16_t fake_port, const std::string& log_path) {
          "  - name: deadline\n"
          "    match: {routes: [/v1/responses, /v1/embeddings], headers: {x-policy: deadline}}\n"
          "    deadline: 200ms\n"
-         "  - name: embed\n    match: {routes: [/v1/embeddings]}\n"
-         "  - name: responses\n    match: {routes: [/v1/responses]}\n"
+         "  - name: embed\n    match: {routes: [/v1/embeddings], models: [fake]}\n"
+         "  - name: responses\n    match: {routes: [/v1/responses], models: [fake]}\n"
          "  - name: models\n    match: {routes: [/v1/models]}\n";
 }
 
@@ -161,6 +164,17 @@ TEST_F(RoutesTest, EmbeddingsRunUnderTheirRuleWithARecord) {
                   "status=400,code=context_length_exceeded");
   EXPECT_EQ(err.status, 400);
   EXPECT_NE(err.body.find("context_length_exceeded"), std::string::npos) << err.body;
+}
+
+TEST_F(RoutesTest, ModelsMergeEveryUpstreamAndShowOnlyWhatTheRulesAllow) {
+  auto r = proto::http_fetch(env->url("/v1/models"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+  // Listed by both upstreams, shown once; fake-secret no rule serves is not shown.
+  EXPECT_EQ(r->body, R"({"object":"list","data":[{"id":"fake","object":"model"}]})");
+  EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("cause=eos"), std::string::npos);
+  const std::string seen = fake_requests();
+  EXPECT_NE(seen.find(R"("path":"/v1/models")"), std::string::npos) << seen;
 }
 
 TEST_F(RoutesTest, PassthroughWithoutARuleIsRefused) {

@@ -625,7 +625,9 @@ void handle(evhttp_request* req, void* arg) {
 
   if (path == "/v1/models") {
     srv->requests.push_back(rec);
-    return send_json(req, 200, R"({"object":"list","data":[{"id":"fake","object":"model"}]})");
+    return send_json(req, 200,
+                     R"({"object":"list","data":[{"id":"fake","object":"model"},)"
+                     R"({"id":"fake-secret","object":"model","owned_by":"x"}]})");
   }
   if (path == "/v1/embeddings" && rec.method == "POST") {
     const Script sc = parse_script(rec.script);
