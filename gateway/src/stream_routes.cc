@@ -102,6 +102,7 @@ void Stream::write_route_end(const Ending& e, const proto::StopRecord& record, s
     out.append(json_body_, open + 1);
     return;
   }
+  if (!responses_) return;  // ended before classify made it (an error answer is sent instead)
   if (e.error && client_stream_) {
     responses_->write_error_event(*e.error, record, out);
     return;
