@@ -3,6 +3,8 @@
 // read once at load, kept only in the Policy, and its label ("env:OPENAI_KEY",
 // "file:/run/secrets/key") is all that diagnostics, logs and /v1/cutline/policy ever show.
 
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 

@@ -23,7 +23,7 @@ TEST(RequestId, AClientIdIsHonouredOnlyWhenSafe) {
             "trace-42:abc/DEF");
   EXPECT_EQ(request_id_for(proto::HttpHeaders{{"x-request-id", std::string(128, 'a')}}),
             std::string(128, 'a'));
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(129, 'a'), std::string("has space"), std::string("quote\""),
         std::string("semi;colon"), std::string("bad\xff"), std::string()}) {
     const std::string id = request_id_for(proto::HttpHeaders{{"X-Request-Id", bad}});

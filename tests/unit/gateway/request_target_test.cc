@@ -48,7 +48,9 @@ TEST(RequestTarget, AsteriskConnectAndAmbiguousEscapesAreRefused) {
         "/v1/%zz", "/v1/%6", "v1/chat", "/v1/chat\x01"}) {
     auto r = canonical_target(request("POST", bad));
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_EQ(r.error().kind, ErrorKind::kBadRequest);
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().kind, ErrorKind::kBadRequest);
+    }
   }
 }
 
