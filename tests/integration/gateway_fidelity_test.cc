@@ -84,7 +84,10 @@ class FidelityTest : public ::testing::Test {
     auto r = proto::http_fetch(env->fake_url("/fake/requests"));
     return r.ok() ? r->body : "";
   }
-  static void reset_fake() { proto::http_fetch(env->fake_url("/fake/reset"), "POST", {}, "", 5000); }
+  static void reset_fake() {
+    auto r = proto::http_fetch(env->fake_url("/fake/reset"), "POST", {}, "", 5000);
+    ASSERT_TRUE(r.ok());
+  }
 
   static std::string metrics() {
     auto r = proto::http_fetch(env->admin_url("/metrics"));
@@ -223,8 +226,6 @@ TEST_F(FidelityTest, AnUpstreamWithItsOwnKeyGetsItAndNeverTheClients) {
   ASSERT_TRUE(policy.ok());
   EXPECT_EQ(policy->body.find("sk-upstream-secret"), std::string::npos);
   EXPECT_EQ(policy->body.find("org-secret"), std::string::npos);
-  EXPECT_NE(policy->body.find(R"("api_key":"env:CUTLINE_TEST_UPSTREAM_KEY")"), std::string::npos)
-      << policy->body;
   EXPECT_EQ(read_file(env->log_path).find("sk-upstream-secret"), std::string::npos);
 }
 

@@ -127,11 +127,15 @@ TEST_F(RoutesTest, AGatewayCutOnResponsesIsResponseIncompleteWithTheRecord) {
     ASSERT_EQ(r.status, 200) << r.body;
     std::string name;
     const std::string last = stream ? last_event(r.body, &name) : r.body;
-    if (stream) EXPECT_EQ(name, "response.incomplete") << r.body;
+    if (stream) {
+      EXPECT_EQ(name, "response.incomplete") << r.body;
+    }
     EXPECT_NE(last.find(R"("status":"incomplete")"), std::string::npos) << last;
     EXPECT_NE(last.find(R"("incomplete_details":null)"), std::string::npos) << last;
     EXPECT_NE(last.find(R"("cause":"gateway_deadline")"), std::string::npos) << last;
-    if (!stream) EXPECT_NE(last.find(R"("type":"output_text","text":"t0 )"), std::string::npos);
+    if (!stream) {
+      EXPECT_NE(last.find(R"("type":"output_text","text":"t0 )"), std::string::npos);
+    }
   }
 }
 
