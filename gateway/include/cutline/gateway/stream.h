@@ -186,20 +186,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // Upstream exchange and relay state.
   proto::ClientHandle upstream_call_;
+  // From upstream_status_ to bytes_in_: what relaying a token touches (prefetched, see route()).
   int upstream_status_ = 0;
-  std::string upstream_error_body_;   // body of a non-200 upstream answer (bounded)
-  std::string upstream_error_type_;   // its Content-Type
-  std::string upstream_retry_after_;  // its Retry-After
-  Relay relay_;                       // chat and completions (and the error status of every route)
+  std::string upstream_error_body_;  // body of a non-200 upstream answer (bounded)
+  Relay relay_;                      // chat and completions (and the error status of every route)
+  TokenTiming timing_;
+  bool upstream_paused_ = false;
+  int64_t bytes_out_ = 0;
+  int64_t bytes_in_ = 0;
+  // Not on the per-token path of chat and completions.
+  std::string upstream_error_type_;               // the error answer's Content-Type
+  std::string upstream_retry_after_;              // its Retry-After
   std::unique_ptr<ResponsesRelay> responses_;     // responses
   std::optional<proto::RouteRequest> route_req_;  // responses, embeddings
   std::string json_body_;                         // embeddings: the upstream's answer
   std::optional<int64_t> embed_input_tokens_;
   bool json_complete_ = false;
-  TokenTiming timing_;
-  bool upstream_paused_ = false;
-  int64_t bytes_out_ = 0;
-  int64_t bytes_in_ = 0;
 
   // ---- timers (one per timeout; all disarmed in finish) -------------------------------------
   // deadline: armed at decide when the Decision has one, for the time left from arrival;
