@@ -6,7 +6,10 @@
 
 #include "cutline/gateway/admin.h"
 #include "cutline/gateway/listener_tls.h"
+#include "cutline/gateway/models_list.h"
 #include "cutline/gateway/passthrough.h"
+#include "cutline/gateway/request_id.h"
+#include "cutline/gateway/request_target.h"
 #include "cutline/gateway/server_limits.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/upstream_target.h"
@@ -93,21 +96,33 @@ Status Gateway::start() {
   auto policy = holder_->snapshot();
   proto::ServerOptions so;
   apply_limits(policy->limits, metrics_, so);  // sizes, deadlines, process-wide caps
-  // The HTTP layer answers 400/413/431 itself; the hook gives that answer its stop record.
+  // The HTTP layer answers 400/408/413/431 and its own 503s itself; the hook gives that answer
+  // its stop record. A malformed or too slow request is the client's (invalid_request); a 503
+  // for the process-wide request memory or a connection's unfinished streams is capacity
+  // (admission_rejected).
   so.on_protocol_error = [this, limits = policy->limits](const proto::HttpRequest& req,
                                                          const Error& e, proto::HttpHeaders& h,
                                                          std::string& body) {
     std::string rule = "request";
     std::optional<double> limit;
+    proto::Cause cause = proto::Cause::kInvalidRequest;
     if (e.kind == ErrorKind::kTooLarge) {
       rule = "limits.max_body_bytes";
       limit = static_cast<double>(limits.max_body_bytes);
     } else if (e.kind == ErrorKind::kHeadersTooLarge) {
       rule = "limits.max_header_bytes";
       limit = static_cast<double>(limits.max_header_bytes);
+    } else if (e.kind == ErrorKind::kRequestTimeout) {
+      const bool head = e.message.starts_with("request head");
+      rule = head ? "limits.request_header_timeout" : "limits.request_body_timeout";
+      limit = static_cast<double>(head ? limits.request_header_timeout_ms
+                                       : limits.request_body_timeout_ms);
+    } else if (e.kind == ErrorKind::kExhausted) {
+      rule = "limits";
+      cause = proto::Cause::kAdmissionRejected;
     }
-    metrics_.bad_request(to_string(e.kind));
-    answer_without_stream(req, e, std::move(rule), limit, h, body);
+    if (cause == proto::Cause::kInvalidRequest) metrics_.bad_request(to_string(e.kind));
+    answer_without_stream(req, e, cause, std::move(rule), limit, h, body);
   };
   // One server per listen[] entry, all on the same workers and handler. --port overrides the
   // first one's port only.
@@ -165,6 +180,7 @@ void Gateway::stop() {
     Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
     w.streams.clear();
     w.passthroughs.clear();
+    w.model_lists.clear();
     w.client.reset();
   });
   workers_.stop();
@@ -201,12 +217,12 @@ void Gateway::cut_remaining(int64_t drain_timeout_ms, double drained_ms) {
 }
 
 void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& error,
-                                    std::string rule, std::optional<double> limit,
-                                    proto::HttpHeaders& headers, std::string& body) {
-  char id[32];
-  std::snprintf(id, sizeof id, "cl-%llx", static_cast<unsigned long long>(next_stream_id()));
+                                    proto::Cause cause, std::string rule,
+                                    std::optional<double> limit, proto::HttpHeaders& headers,
+                                    std::string& body) {
+  const std::string id = request_id_for(req.headers);
   proto::StopRecord record;
-  record.cause = proto::Cause::kAdmissionRejected;
+  record.cause = cause;
   record.reporter = "gateway";
   record.message = error.message;
   record.request_id = id;
@@ -218,9 +234,11 @@ void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& 
   body = proto::error_body(error, fields);
   headers.add("Cutline-Stop", proto::stop_header_value(record));
   headers.add("Cutline-Request-Id", id);
+  headers.add("X-Request-Id", id);
   const int status = error.status();
   const std::string path(req.path());
-  const bool openai = path == "/v1/chat/completions" || path == "/v1/completions";
+  const bool openai = path == "/v1/chat/completions" || path == "/v1/completions" ||
+                      path == "/v1/responses" || path == "/v1/embeddings";
   if (AccessLog* log = access_log()) {
     AccessLogEntry e;
     e.ts_unix_s = unix_now_s();
@@ -387,20 +405,43 @@ void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
     proto::HttpHeaders h{{"Content-Type", "application/json"}};
     std::string body;
     const Error e = make_error(ErrorKind::kExhausted, "the gateway is shutting down");
-    answer_without_stream(s->request(), e, "shutdown", std::nullopt, h, body);
+    answer_without_stream(s->request(), e, proto::Cause::kAdmissionRejected, "shutdown",
+                          std::nullopt, h, body);
     s->send_simple(e.status(), h, body);
     return;
   }
+  // Routing and the policy see the canonical path, and it is what goes upstream: no spelling of
+  // a route (absolute-form, %-escapes, "//", dot segments, a trailing '/') escapes the policy.
+  auto canonical = canonical_target(s->request());
+  if (!canonical.ok()) {
+    proto::HttpHeaders h{{"Content-Type", "application/json"}};
+    std::string body;
+    metrics_.bad_request(to_string(canonical.error().kind));
+    answer_without_stream(s->request(), canonical.error(), proto::Cause::kInvalidRequest,
+                          "request.target", std::nullopt, h, body);
+    s->send_simple(canonical.error().status(), h, body);
+    return;
+  }
+  s->request().target = std::move(canonical).value();
   Worker& w = *per_loop_[static_cast<size_t>(s->loop().index())];
   const uint64_t id = next_stream_id();
   const std::string_view path = s->request().path();
   const bool post = s->request().method == "POST";
-  if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
-    const auto endpoint = path == "/v1/chat/completions" ? proto::Endpoint::kChatCompletions
-                                                         : proto::Endpoint::kCompletions;
-    auto stream = std::make_shared<Stream>(*this, w, std::move(s), id, endpoint);
+  std::optional<Route> route;
+  if (post && path == "/v1/chat/completions") route = Route::kChatCompletions;
+  if (post && path == "/v1/completions") route = Route::kCompletions;
+  if (post && path == "/v1/responses") route = Route::kResponses;
+  if (post && path == "/v1/embeddings") route = Route::kEmbeddings;
+  if (route) {
+    auto stream = std::make_shared<Stream>(*this, w, std::move(s), id, *route);
     w.streams.emplace(id, stream);
     stream->start();
+    return;
+  }
+  if (s->request().method == "GET" && path == "/v1/models") {
+    auto list = std::make_shared<ModelsList>(*this, w, std::move(s), id);
+    w.model_lists.emplace(id, list);
+    list->start();
     return;
   }
   auto pt = std::make_shared<Passthrough>(*this, w, std::move(s), id);

@@ -218,7 +218,7 @@ void GatewayMetrics::record(const RequestOutcome& o) {
   if (s.ttft_ms) mp.ttft->Observe(*s.ttft_ms / 1000.0);
   if (s.queue_ms) mp.queue_wait->Observe(*s.queue_ms / 1000.0);
   if (s.duration_ms) mp.duration->Observe(*s.duration_ms / 1000.0);
-  if (s.cause != proto::Cause::kAdmissionRejected) {
+  if (s.cause != proto::Cause::kAdmissionRejected && s.cause != proto::Cause::kInvalidRequest) {
     mp.output_tokens->Observe(static_cast<double>(s.output_tokens));
   }
   if (o.itl && o.itl->count() > 0) {

@@ -5,10 +5,14 @@
 #include <simdjson.h>
 
 #include "cutline/gateway/gateway.h"
+#include "cutline/gateway/request_id.h"
+#include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
+#include "cutline/policy/decision.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/openai_error.h"
+#include "cutline/proto/stop_record.h"
 
 namespace cutline::gateway {
 namespace {
@@ -47,6 +51,7 @@ void Passthrough::start() {
   arrival_unix_s_ = unix_now_s();
   policy_ = gw_.policy();
   proto::HttpRequest& req = client_->request();
+  request_id_ = request_id_for(req.headers);
   bytes_in_ = static_cast<int64_t>(req.body.size());
   if (policy_->requires_auth()) {
     std::string_view token;
@@ -54,16 +59,37 @@ void Passthrough::start() {
       if (h->size() > 7 && proto::iequals(h->substr(0, 7), "Bearer ")) token = h->substr(7);
     }
     const policy::Tenant* t = token.empty() ? nullptr : policy::authenticate(*policy_, token);
-    if (!t)
+    if (!t) {
+      auth_failed_ = true;
       return respond_error(make_error(ErrorKind::kUnauthorized, "missing or invalid API key"));
+    }
     tenant_ = t->name;
   }
   if (policy_->upstreams.empty()) {
     return respond_error(make_error(ErrorKind::kNotFound, "no upstream configured"));
   }
-  // Routed by the model the request names (model globs of upstreams[]), else the first upstream.
+  // A rule must match the route (or passthrough: allow); the rule decides forward_client_key.
   const std::string model = model_of(req);
-  upstream_ = model.empty() ? nullptr : policy_->upstream_for_model(model);
+  policy::RequestFacts facts;
+  facts.tenant = tenant_;
+  facts.model = model;
+  const std::string path(req.path());
+  facts.route = path;
+  facts.header = [&req](std::string_view name) { return req.headers.get(name); };
+  const auto rule_index = policy::match_rule(*policy_, facts);
+  const policy::Rule* rule = rule_index ? &policy_->rules[*rule_index] : nullptr;
+  if (rule) policy_name_ = rule->name;
+  if (!rule && policy_->passthrough != policy::PassthroughMode::kAllow) {
+    refused_ = true;
+    return respond_error(
+        make_error(ErrorKind::kUnauthorized,
+                   "no policy rule matches " + req.method + " " + path + " (passthrough: deny)"),
+        403);
+  }
+  // Routed by the rule's upstream, else the model the request names (model globs of
+  // upstreams[]), else the first upstream.
+  upstream_ = rule ? policy_->route(*rule, model) : nullptr;
+  if (!upstream_ && !model.empty()) upstream_ = policy_->upstream_for_model(model);
   if (!upstream_) upstream_ = &policy_->upstreams.front();
   proto::ClientRequest up;
   up.method = req.method;
@@ -72,10 +98,9 @@ void Passthrough::start() {
   }
   up.target = upstream_->base_path + req.target;
   up.headers = req.headers;
-  proto::remove_hop_by_hop(up.headers);
-  up.headers.remove("Host");
-  up.headers.remove("Content-Length");
-  if (policy_->requires_auth()) up.headers.remove("Authorization");
+  const std::string peer = client_->peer_address();
+  build_upstream_headers(*upstream_, upstream_header_options(*policy_, rule, peer, request_id_),
+                         up.headers);
   up.body = std::move(req.body);
 
   std::weak_ptr<Passthrough> weak = weak_from_this();
@@ -102,6 +127,7 @@ void Passthrough::start() {
 
 void Passthrough::on_head(int status, proto::HttpHeaders& headers) {
   status_ = status;
+  upstream_answered_ = true;
   std::optional<uint64_t> length;
   if (auto cl = headers.get("Content-Length")) {
     uint64_t n = 0;
@@ -114,6 +140,8 @@ void Passthrough::on_head(int status, proto::HttpHeaders& headers) {
   }
   proto::remove_hop_by_hop(headers);
   headers.remove("Content-Length");
+  headers.set("X-Request-Id", request_id_);
+  headers.set("Cutline-Request-Id", request_id_);
   client_->send_head(status, headers,
                      length ? proto::BodyFraming::length(*length) : proto::BodyFraming::chunked());
 }
@@ -134,6 +162,8 @@ void Passthrough::on_complete(proto::HttpHeaders& trailers) {
 
 void Passthrough::on_error(const proto::ClientError& error) {
   gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
+  upstream_failed_ = true;
+  error_message_ = error.message;
   if (client_->head_sent()) {
     client_->reset();
     done();
@@ -144,24 +174,61 @@ void Passthrough::on_error(const proto::ClientError& error) {
   respond_error(e);
 }
 
-void Passthrough::respond_error(const Error& error) {
-  status_ = error.status();
-  const std::string body = proto::error_body(error);
+void Passthrough::respond_error(const Error& error, int status) {
+  status_ = status != 0 ? status : error.status();
+  error_message_ = error.message;
+  record_ = make_record();
+  proto::ErrorBodyFields fields;
+  fields.cutline = &record_;
+  const std::string body = proto::error_body(error, fields);
   bytes_out_ += static_cast<int64_t>(body.size());
-  client_->send_simple(status_, proto::HttpHeaders{{"Content-Type", "application/json"}}, body);
+  client_->send_simple(status_,
+                       proto::HttpHeaders{{"Content-Type", "application/json"},
+                                          {"Cutline-Stop", proto::stop_header_value(record_)},
+                                          {"Cutline-Request-Id", request_id_},
+                                          {"X-Request-Id", request_id_}},
+                       body);
   done();
+}
+
+// The one stop record of a passthrough response: nothing was generated, so the cause says how
+// the exchange ended (eos for an answer relayed whole).
+proto::StopRecord Passthrough::make_record() const {
+  using proto::Cause;
+  proto::StopRecord r;
+  r.reporter = "gateway";
+  r.request_id = request_id_;
+  r.policy = policy_name_;
+  r.message = error_message_;
+  if (status_ == 499) {
+    r.cause = Cause::kClientCancel;
+  } else if (refused_) {
+    r.cause = Cause::kAdmissionRejected;
+    r.rule = "passthrough";
+  } else if (auth_failed_) {
+    r.cause = Cause::kAdmissionRejected;
+    r.rule = "tenants";
+  } else if (upstream_failed_ || status_ >= 500 || (status_ >= 400 && upstream_answered_)) {
+    r.cause = Cause::kUpstreamError;
+    if (upstream_) r.rule = "upstreams." + upstream_->name;
+  } else {
+    r.cause = Cause::kEos;
+  }
+  r.duration_ms = (unix_now_s() - arrival_unix_s_) * 1000.0;
+  return r;
 }
 
 void Passthrough::done() {
   if (done_) return;
   done_ = true;
+  if (record_.request_id.empty()) record_ = make_record();
   const proto::HttpRequest& req = client_->request();
   const std::string path(req.path());
   if (AccessLog* log = gw_.access_log()) {
     AccessLogEntry e;
     e.ts_unix_s = arrival_unix_s_;
-    const std::string rid = "pt-" + std::to_string(id_);
-    e.request_id = rid;
+    e.request_id = request_id_;
+    e.stop = &record_;
     e.method = req.method;
     e.path = path;
     e.tenant = tenant_;
@@ -174,7 +241,9 @@ void Passthrough::done() {
   RequestOutcome o;
   o.route = path == "/v1/models" ? "/v1/models" : "other";
   o.tenant = tenant_;
+  o.policy = policy_name_;
   o.code = status_;
+  o.stop = &record_;
   gw_.metrics().record(o);
   Worker* w = &worker_;
   const uint64_t id = id_;

@@ -64,6 +64,12 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
     done_ = true;
     return {};
   }
+  if (!event.event.empty() && event.event != "message" && event.event != "error") {
+    // An event type the gateway does not know (a newer API's, a vendor's): passed on as sent to
+    // a streaming client, never parsed as a chunk. A non-streaming answer has no place for it.
+    if (options_.client_stream) proto::append_sse_event(out, event.event, event.data);
+    return {};
+  }
   if (chunks_ == nullptr) {
     own_chunks_ = std::make_unique<proto::ChunkParser>();
     chunks_ = own_chunks_.get();
@@ -100,7 +106,12 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
   if (!finish.empty()) {
     finish_reason_ = finish;
     stop_reason_present_ = has_stop_reason(event.data);
-    if (options_.client_stream) held_finish_.assign(event.data);
+    if (options_.client_stream) {
+      // n > 1: each choice ends in its own chunk. Only the last one is held for the record; an
+      // earlier one goes out as the upstream sent it.
+      if (!held_finish_.empty()) proto::append_sse_data(out, held_finish_);
+      held_finish_.assign(event.data);
+    }
     return {};
   }
   if (c.usage && c.choices.empty()) {
@@ -156,8 +167,8 @@ proto::CountMethod Relay::count_method() const {
   return usage_ ? proto::CountMethod::kUsage : proto::CountMethod::kChunks;
 }
 
-void Relay::write_end(const proto::StopRecord& record, std::string_view finish_reason,
-                      std::string& out) {
+void Relay::write_end(const proto::StopRecord& record,
+                      std::optional<std::string_view> finish_reason, std::string& out) {
   const std::string_view id = id_.empty() ? std::string_view(options_.fallback_id) : id_;
   const std::string_view model =
       model_.empty() ? std::string_view(options_.fallback_model) : model_;
@@ -169,7 +180,15 @@ void Relay::write_end(const proto::StopRecord& record, std::string_view finish_r
     f.created = created;
     f.model = model;
     if (assembler_) f.choices = &assembler_->choices();
-    f.finish_reason = finish_reason;
+    if (finish_reason) {
+      f.finish_reason = *finish_reason;
+    } else if (assembler_ && !assembler_->choices().empty() &&
+               assembler_->choices().front().index == 0 &&
+               !assembler_->choices().front().finish_reason.empty()) {
+      f.finish_reason = assembler_->choices().front().finish_reason;
+    } else if (!finish_reason_.empty()) {
+      f.finish_reason = finish_reason_;
+    }
     f.usage = usage_ ? &*usage_ : nullptr;
     f.cutline = &record;
     proto::write_completion(out, f);
@@ -187,7 +206,9 @@ void Relay::write_end(const proto::StopRecord& record, std::string_view finish_r
     f.id = id;
     f.created = created;
     f.model = model;
-    f.finish_reason = finish_reason;
+    f.finish_reason = finish_reason
+                          ? *finish_reason
+                          : (finish_reason_.empty() ? std::string_view("stop") : finish_reason_);
     f.cutline = &record;
     proto::write_chunk(scratch_, f);
   }

@@ -38,6 +38,7 @@ Cause classify_upstream_stop(const UpstreamEnd& end, const TokenLimits& limits) 
     }
     return Cause::kContextLength;
   }
+  if (r == "content_filter") return Cause::kContentFilter;
   return Cause::kUpstreamError;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "cutline/gateway/gateway.h"
+#include "cutline/gateway/request_id.h"
+#include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/proto/event_loop.h"
@@ -17,14 +19,14 @@ namespace {
 using proto::Cause;
 
 constexpr size_t kMaxUpstreamErrorBody = 64 * 1024;
+// Stop strings an upstream must search for after every token: OpenAI allows 4; vLLM and
+// llama.cpp take more, so the gateway allows 16 of at most 256 bytes each.
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopStringBytes = 256;
 
 double unix_now_s() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-std::string_view route_of(proto::Endpoint e) {
-  return e == proto::Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
 }
 
 // The bytes for the client that one upstream read produced: one buffer per worker thread,
@@ -32,6 +34,25 @@ std::string_view route_of(proto::Endpoint e) {
 // its capacity, ~0.5 KiB, on every open stream).
 std::string& client_out() {
   thread_local std::string out;
+  return out;
+}
+
+// A client header's value as it may appear in an error message or a log line: printable ASCII
+// kept, every other byte written as \xNN (invalid UTF-8 never reaches a JSON string), at most
+// 64 bytes of it.
+std::string printable(std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.append("\\x").push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+  if (v.size() > 64) out.append("...");
   return out;
 }
 
@@ -45,6 +66,20 @@ bool is_json_content_type(std::optional<std::string_view> ct) {
 }
 
 }  // namespace
+
+std::string_view route_path(Route route) {
+  switch (route) {
+    case Route::kChatCompletions:
+      return "/v1/chat/completions";
+    case Route::kCompletions:
+      return "/v1/completions";
+    case Route::kResponses:
+      return "/v1/responses";
+    case Route::kEmbeddings:
+      return "/v1/embeddings";
+  }
+  return "/v1/chat/completions";
+}
 
 std::string_view to_string(Phase phase) {
   switch (phase) {
@@ -71,12 +106,14 @@ std::string_view to_string(Phase phase) {
 }
 
 Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client,
-               uint64_t id, proto::Endpoint endpoint)
+               uint64_t id, Route route)
     : gw_(gateway),
       worker_(worker),
       client_(std::move(client)),
       id_(id),
-      endpoint_(endpoint),
+      route_(route),
+      endpoint_(route == Route::kCompletions ? proto::Endpoint::kCompletions
+                                             : proto::Endpoint::kChatCompletions),
       timing_(gateway.clock().now_ns()),
       deadline_timer_(worker.loop, [this] { on_deadline(); }),
       ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
@@ -100,9 +137,7 @@ void Stream::start() {
 void Stream::accept() {
   phase_ = Phase::kAccept;
   arrival_unix_s_ = unix_now_s();
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "cl-%llx", static_cast<unsigned long long>(id_));
-  request_id_ = buf;
+  request_id_ = request_id_for(client_->request().headers);
   body_ = std::move(client_->request().body);
   bytes_in_ = static_cast<int64_t>(body_.size());
   std::weak_ptr<Stream> weak = weak_from_this();
@@ -143,9 +178,11 @@ bool Stream::authenticate() {
   return true;
 }
 
+// A request refused as malformed: invalid_request (origin client), never admission_rejected, so
+// that bad clients do not read as a capacity problem.
 Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param, int status) {
   Ending e;
-  e.cause = Cause::kAdmissionRejected;
+  e.cause = Cause::kInvalidRequest;
   e.rule = param.empty() ? "request" : "request." + param;
   e.message = message;
   e.error = make_error(kind, std::move(message));
@@ -163,10 +200,11 @@ bool Stream::classify() {
   if (!is_json_content_type(req.headers.get("Content-Type"))) {
     finish(bad_input(ErrorKind::kUnsupported,
                      "Content-Type must be application/json, got \"" +
-                         std::string(req.headers.get("Content-Type").value_or("")) + "\"",
+                         printable(req.headers.get("Content-Type").value_or("")) + "\"",
                      "", 415));
     return false;
   }
+  if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return classify_route_request();
   auto parsed = worker_.parser.parse_in_place(body_, endpoint_);
   if (!parsed.ok()) {
     finish(bad_input(parsed.error().kind, parsed.error().message, ""));
@@ -177,18 +215,24 @@ bool Stream::classify() {
   model_ = parsed_->model;
   client_stream_ = parsed_->stream;
   requested_max_tokens_ = parsed_->requested_max_tokens();
-  if (auto h = req.headers.get("Cutline-Deadline-Ms")) {
-    int64_t ms = 0;
-    auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
-    if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
-      finish(bad_input(
-          ErrorKind::kBadRequest,
-          "Cutline-Deadline-Ms must be a positive integer, got \"" + std::string(*h) + "\"",
-          "Cutline-Deadline-Ms"));
+  choices_ = parsed_->choices();
+  if (parsed_->stop.size() > kMaxStopStrings) {
+    finish(bad_input(ErrorKind::kBadRequest,
+                     "stop may list at most " + std::to_string(kMaxStopStrings) + " strings, got " +
+                         std::to_string(parsed_->stop.size()),
+                     "stop"));
+    return false;
+  }
+  for (const std::string& s : parsed_->stop) {
+    if (s.size() > kMaxStopStringBytes) {
+      finish(bad_input(ErrorKind::kBadRequest,
+                       "each stop string may be at most " + std::to_string(kMaxStopStringBytes) +
+                           " bytes, got one of " + std::to_string(s.size()),
+                       "stop"));
       return false;
     }
-    client_deadline_ms_ = ms;
   }
+  if (!read_deadline_header()) return false;
   if (!policy_->upstream_for_model(model_)) {
     finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
                      "model"));
@@ -196,6 +240,23 @@ bool Stream::classify() {
   }
   relay_ = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
                               model_, &worker_.chunk_parser});
+  return true;
+}
+
+// The Cutline-Deadline-Ms header: a positive integer, else 400 (finish called).
+bool Stream::read_deadline_header() {
+  auto h = client_->request().headers.get("Cutline-Deadline-Ms");
+  if (!h) return true;
+  int64_t ms = 0;
+  auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
+  if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
+    finish(
+        bad_input(ErrorKind::kBadRequest,
+                  "Cutline-Deadline-Ms must be a positive integer, got \"" + printable(*h) + "\"",
+                  "Cutline-Deadline-Ms"));
+    return false;
+  }
+  client_deadline_ms_ = ms;
   return true;
 }
 
@@ -207,10 +268,11 @@ bool Stream::decide() {
   policy::RequestFacts facts;
   facts.tenant = tenant_;
   facts.model = model_;
-  facts.route = route_of(endpoint_);
+  facts.route = route_path(route_);
   facts.header = [&headers](std::string_view name) { return headers.get(name); };
   facts.client_max_tokens = requested_max_tokens_;
   facts.client_deadline_ms = client_deadline_ms_;
+  facts.choices = choices_;
   policy::LiveState live;
   if (auto idx = policy::match_rule(*policy_, facts)) {
     const policy::Rule& rule = policy_->rules[*idx];
@@ -229,11 +291,22 @@ bool Stream::decide() {
     finish(std::move(e));
     return false;
   }
+  if (const auto& max = decision_.rule->budget.max_choices; max && choices_ > max->value) {
+    Ending e = bad_input(ErrorKind::kBadRequest,
+                         "this policy allows at most " + std::to_string(max->value) +
+                             " choices per request (n, best_of), got " + std::to_string(choices_),
+                         "n");
+    e.rule = max->ref.path;
+    e.limit = static_cast<double>(max->value);
+    e.observed = static_cast<double>(choices_);
+    finish(std::move(e));
+    return false;
+  }
   const double elapsed = elapsed_ms();
   if (decision_.deadline.ms) {
     deadline_timer_.arm(std::max<int64_t>(0, *decision_.deadline.ms - int64_t(elapsed)));
   }
-  if (decision_.ttft_timeout.ms) {
+  if (decision_.ttft_timeout.ms && route_ != Route::kEmbeddings) {
     ttft_timer_.arm(std::max<int64_t>(0, *decision_.ttft_timeout.ms - int64_t(elapsed)));
   }
   return true;
@@ -310,6 +383,10 @@ void Stream::route() {
   }
   proto::RewriteOptions rw;
   rw.max_tokens = decision_.max_output_tokens.tokens;
+  if (route_ == Route::kEmbeddings) rw.max_tokens.reset();
+  // A limit the gateway adds where the client set none: what each route's API documents.
+  rw.inserted_limit_key =
+      endpoint_ == proto::Endpoint::kChatCompletions ? "max_completion_tokens" : "max_tokens";
   rw.force_stream = true;
   rw.force_include_usage = true;
   const policy::SourceKind src = decision_.max_output_tokens.source.kind;
@@ -322,19 +399,26 @@ void Stream::route() {
     return on_upstream_error(
         proto::ClientError{proto::ClientErrorKind::kConnectFailed, s.error().message});
   }
-  req.target = upstream_->base_path + std::string(route_of(endpoint_));
-  req.headers = client_->request().headers;
-  proto::remove_hop_by_hop(req.headers);
-  req.headers.remove("Host");
-  req.headers.remove("Content-Length");
+  req.target = upstream_->base_path + std::string(route_path(route_));
+  req.headers = std::move(client_->request().headers);
   req.headers.remove("Accept-Encoding");  // the relay parses the stream: no compression
-  req.headers.remove("Cutline-Deadline-Ms");
-  if (policy_->requires_auth()) req.headers.remove("Authorization");
+  const std::string peer = client_->peer_address();
+  build_upstream_headers(*upstream_,
+                         upstream_header_options(*policy_, decision_.rule, peer, request_id_),
+                         req.headers);
   req.headers.set("Content-Type", "application/json");
-  req.headers.set("Accept", "text/event-stream");
-  proto::rewrite_request(*parsed_, rw, req.body);
+  if (route_ == Route::kEmbeddings) {
+    req.headers.set("Accept", "application/json");
+    req.body = body_;
+  } else if (route_ == Route::kResponses) {
+    req.headers.set("Accept", "text/event-stream");
+    req.body = proto::rewrite_responses_request(body_, *route_req_, rw.max_tokens, true);
+  } else {
+    req.headers.set("Accept", "text/event-stream");
+    proto::rewrite_request(*parsed_, rw, req.body);
+  }
 
-  if (!decision_.ttft_timeout.ms && decision_.idle_timeout.ms) {
+  if (!decision_.ttft_timeout.ms && decision_.idle_timeout.ms && route_ != Route::kEmbeddings) {
     idle_timer_.arm(*decision_.idle_timeout.ms);
   }
   proto::ClientCallbacks cb;
@@ -367,13 +451,19 @@ void Stream::start_client_head() {
   proto::HttpHeaders h{{"Content-Type", "text/event-stream"},
                        {"Cache-Control", "no-cache"},
                        {"Trailer", "cutline-stop"},
-                       {"Cutline-Request-Id", request_id_}};
+                       {"Cutline-Request-Id", request_id_},
+                       {"X-Request-Id", request_id_}};
   client_->send_head(200, h, proto::BodyFraming::chunked());
 }
 
-void Stream::on_upstream_head(int status, proto::HttpHeaders&) {
+void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
   upstream_status_ = status;
-  if (status != 200) return;  // the error body is collected, then finish
+  if (status != 200) {
+    // The error body is collected, then passed on with these headers (finish).
+    upstream_error_type_ = std::string(headers.get("Content-Type").value_or(""));
+    upstream_retry_after_ = std::string(headers.get("Retry-After").value_or(""));
+    return;
+  }
   phase_ = Phase::kRelay;
   start_client_head();
 }
@@ -405,6 +495,7 @@ void Stream::on_upstream_body(std::string_view data) {
     }
     return;
   }
+  if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return on_route_body(data);
   const bool had_first = timing_.has_first_token();
   std::string& out = client_out();
   auto fed = relay_.feed(data, now_ns(), timing_, out);
@@ -425,7 +516,11 @@ void Stream::on_upstream_complete() {
     relay_.on_error_status(upstream_status_, upstream_error_body_);
     gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(upstream_status_));
   }
-  end_from_upstream(!relay_.upstream_done());
+  if (route_ == Route::kEmbeddings && upstream_status_ == 200) {
+    json_complete_ = true;
+    embed_input_tokens_ = embeddings_prompt_tokens(json_body_);
+  }
+  end_from_upstream(!upstream_done());
 }
 
 void Stream::on_upstream_error(const proto::ClientError& error) {
@@ -450,10 +545,10 @@ void Stream::end_from_upstream(bool transport_closed) {
   TokenLimits limits;
   limits.requested_max_tokens = requested_max_tokens_;
   limits.effective_max_tokens = decision_.max_output_tokens.tokens;
-  limits.output_tokens = relay_.output_tokens();
-  limits.exact_count = relay_.count_method() == proto::CountMethod::kUsage;
+  limits.output_tokens = output_tokens();
+  limits.exact_count = count_method() == proto::CountMethod::kUsage;
   Ending e;
-  e.cause = classify_upstream_stop(relay_.upstream_end(transport_closed), limits);
+  e.cause = classify_upstream_stop(upstream_end(transport_closed), limits);
   if (e.cause == Cause::kGatewayBudget) {
     e.rule = std::string(decision_.max_output_tokens.source.path);
     e.limit = static_cast<double>(*decision_.max_output_tokens.tokens);
@@ -467,18 +562,15 @@ void Stream::end_from_upstream(bool transport_closed) {
   }
   if (e.cause == Cause::kUpstreamError || e.cause == Cause::kUpstreamDisconnect) {
     e.rule = "upstreams." + upstream_->name;
-    e.message = relay_.error_message().empty()
+    e.message = upstream_error_message().empty()
                     ? (transport_closed ? "upstream closed the stream without a finish_reason"
                                         : "upstream ended the stream without a finish_reason")
-                    : relay_.error_message();
+                    : upstream_error_message();
     if (relay_.error_status() != 0 && !client_->head_sent()) {
-      // Nothing was sent: answer with an error status. A client error (4xx) is the upstream's
-      // verdict on the request and passes through; 5xx becomes 502.
-      const int s = relay_.error_status();
-      e.error = make_error(s >= 400 && s < 500 ? ErrorKind::kBadRequest : ErrorKind::kUpstream,
-                           "upstream \"" + upstream_->name + "\" answered " + std::to_string(s) +
-                               ": " + relay_.error_message());
-      if (s >= 400 && s < 500) e.status = s;
+      // Nothing was sent: the upstream's status and error body reach the client unchanged (its
+      // codes, e.g. context_length_exceeded, included); the stop record goes in the header.
+      e.upstream_error_body = true;
+      e.status = relay_.error_status();
     }
   }
   finish(std::move(e));

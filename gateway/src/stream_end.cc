@@ -16,10 +16,6 @@ namespace {
 
 using proto::Cause;
 
-std::string_view route_of(proto::Endpoint e) {
-  return e == proto::Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
-}
-
 }  // namespace
 
 // ---- timers --------------------------------------------------------------------------------
@@ -133,8 +129,10 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   if (parsed_ok_) r.requested_max_tokens = requested_max_tokens_;
   if (decision_.matched) r.effective_max_tokens = decision_.max_output_tokens.tokens;
   if (relay_.usage()) r.input_tokens = relay_.usage()->prompt_tokens;
-  r.output_tokens = relay_.output_tokens();
-  r.count_method = relay_.count_method();
+  if (responses_ && responses_->input_tokens()) r.input_tokens = responses_->input_tokens();
+  if (embed_input_tokens_) r.input_tokens = embed_input_tokens_;
+  r.output_tokens = output_tokens();
+  r.count_method = count_method();
   r.queue_ms = timing_.queue_ms();
   r.ttft_ms = timing_.ttft_ms();
   r.itl_mean_ms = timing_.itl_mean_ms();
@@ -152,7 +150,13 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   return r;
 }
 
-std::string Stream::client_finish_reason(const Ending& e) const {
+// The gateway rewrites finish_reason only for a cut it made itself (origin gateway, per on_cut).
+// Whatever else ended the answer, the upstream's own finish_reason reaches the client as sent
+// (nullopt); a gateway-written end (the upstream sent none) gets the cause's default.
+std::optional<std::string> Stream::client_finish_reason(const Ending& e) const {
+  if (proto::origin_of(e.cause) != proto::Origin::kGateway && !relay_.finish_reason().empty()) {
+    return std::nullopt;
+  }
   if (e.cause == Cause::kEos || e.cause == Cause::kStopSequence) return "stop";
   if (decision_.on_cut.finish_reason == policy::FinishReasonStyle::kCause &&
       proto::is_serving_cut(e.cause)) {
@@ -188,6 +192,13 @@ void Stream::finish(Ending e) {
   upstream_call_.cancel();
   release_admission();
 
+  if (route_ == Route::kEmbeddings && !e.error && !e.upstream_error_body && !json_complete_) {
+    // No partial embeddings: a cut before the whole answer arrived is an error answer.
+    e.error =
+        make_error(proto::origin_of(e.cause) == proto::Origin::kGateway ? ErrorKind::kTimeout
+                                                                        : ErrorKind::kUpstream,
+                   e.message.empty() ? std::string(proto::to_string(e.cause)) : e.message);
+  }
   proto::StopRecord record = build_record(e);
   grant_.settle(record.output_tokens);
   const std::string stop_header = proto::stop_header_value(record);
@@ -195,13 +206,17 @@ void Stream::finish(Ending e) {
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
   // /metrics or reads the log right after its answer must find its request counted.
-  enum class LastBytes { kNone, kError, kStreamEnd, kBody };
+  enum class LastBytes { kNone, kError, kUpstreamError, kStreamEnd, kBody };
   LastBytes last = LastBytes::kNone;
   int status = 200;
   std::string error_body;
   std::string out;  // the last bytes of a completion
   if (e.cause != Cause::kClientCancel && !client_->closed()) {
-    if (e.error && !client_->head_sent()) {
+    if (e.upstream_error_body && !client_->head_sent()) {
+      last = LastBytes::kUpstreamError;
+      status = e.status;
+      bytes_out_ += static_cast<int64_t>(upstream_error_body_.size());
+    } else if (e.error && !client_->head_sent()) {
       last = LastBytes::kError;
       status = e.status != 0 ? e.status : e.error->status();
       proto::ErrorBodyFields fields;
@@ -209,17 +224,25 @@ void Stream::finish(Ending e) {
       fields.cutline = &record;
       error_body = proto::error_body(*e.error, fields);
       bytes_out_ += static_cast<int64_t>(error_body.size());
+    } else if (route_ == Route::kResponses || route_ == Route::kEmbeddings) {
+      last = client_stream_ ? LastBytes::kStreamEnd : LastBytes::kBody;
+      write_route_end(e, record, out);
+      bytes_out_ += static_cast<int64_t>(out.size());
     } else if (client_stream_ && parsed_ok_) {
       last = LastBytes::kStreamEnd;
       if (e.error) {
         relay_.write_error_event(*e.error, record, out);
       } else {
-        relay_.write_end(record, client_finish_reason(e), out);
+        const auto reason = client_finish_reason(e);
+        relay_.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
+                         out);
       }
       bytes_out_ += static_cast<int64_t>(out.size());
     } else {
       last = LastBytes::kBody;
-      relay_.write_end(record, client_finish_reason(e), out);
+      const auto reason = client_finish_reason(e);
+      relay_.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
+                       out);
       bytes_out_ += static_cast<int64_t>(out.size());
     }
   } else {
@@ -234,9 +257,21 @@ void Stream::finish(Ending e) {
     case LastBytes::kError: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_}};
+                           {"Cutline-Request-Id", request_id_},
+                           {"X-Request-Id", request_id_}};
       if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
       client_->send_simple(status, h, error_body);
+      break;
+    }
+    case LastBytes::kUpstreamError: {
+      proto::HttpHeaders h{
+          {"Content-Type",
+           upstream_error_type_.empty() ? std::string("application/json") : upstream_error_type_},
+          {"Cutline-Stop", stop_header},
+          {"Cutline-Request-Id", request_id_},
+          {"X-Request-Id", request_id_}};
+      if (!upstream_retry_after_.empty()) h.add("Retry-After", upstream_retry_after_);
+      client_->send_simple(status, h, upstream_error_body_);
       break;
     }
     case LastBytes::kStreamEnd:
@@ -247,7 +282,8 @@ void Stream::finish(Ending e) {
     case LastBytes::kBody: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_}};
+                           {"Cutline-Request-Id", request_id_},
+                           {"X-Request-Id", request_id_}};
       client_->send_simple(200, h, out);
       break;
     }
@@ -280,7 +316,7 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
     log->write(entry);
   }
   RequestOutcome outcome;
-  outcome.route = route_of(endpoint_);
+  outcome.route = route_path(route_);
   outcome.model = model_;
   outcome.tenant = tenant_;
   outcome.policy = decision_.policy_name;

@@ -7,11 +7,13 @@ namespace cutline::policy {
 
 namespace {
 
-// Reserves from one pool; on success lowers `want` to what was granted.
+// Reserves from one pool; on success lowers `want` (tokens for all choices) to what was granted,
+// and the per-choice limit with it.
 bool take_from(PoolStore& store, const PoolRef& pool, Decision& d, int64_t& want, Reservation& out,
                PoolGrant& grant) {
   const bool clamp = d.on_pool_exhausted == PoolExhausted::kClamp;
-  const int64_t min_tokens = clamp ? std::min(d.min_output_tokens, want) : want;
+  const int64_t choices = std::max<int64_t>(1, d.choices);
+  const int64_t min_tokens = clamp ? std::min(d.min_output_tokens * choices, want) : want;
   PoolSpec spec{pool.key, pool.tokens_per_minute};
   PoolTake t = store.take(spec, want, min_tokens);
   if (t.granted_tokens <= 0) {
@@ -23,8 +25,9 @@ bool take_from(PoolStore& store, const PoolRef& pool, Decision& d, int64_t& want
     return false;
   }
   if (t.granted_tokens < want) {
+    // Whole tokens per choice; what does not divide evenly goes back at settle.
     want = t.granted_tokens;
-    d.max_output_tokens = TokenLimit{want, pool.source};
+    d.max_output_tokens = TokenLimit{std::max<int64_t>(1, want / choices), pool.source};
   }
   out = Reservation(&store, std::move(spec), t.granted_tokens);
   return true;
@@ -37,7 +40,8 @@ PoolGrant reserve_budget(Decision& decision, PoolStore& store) {
   if (!decision.matched || (!decision.tenant_pool && !decision.global_pool)) return grant;
   // The loader guarantees a rule with pools has a max_output_tokens clamp.
   if (!decision.max_output_tokens.tokens) return grant;
-  int64_t want = *decision.max_output_tokens.tokens;
+  // Every choice (n, best_of) may use the whole limit: reserve for all of them.
+  int64_t want = *decision.max_output_tokens.tokens * std::max<int64_t>(1, decision.choices);
   if (decision.tenant_pool &&
       !take_from(store, *decision.tenant_pool, decision, want, grant.tenant, grant)) {
     return grant;

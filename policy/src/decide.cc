@@ -46,6 +46,7 @@ Decision decide(const Policy& policy, const RequestFacts& facts, const LiveState
   Decision d;
   d.live = live;
   d.requested_max_tokens = facts.client_max_tokens;
+  d.choices = facts.choices > 1 ? facts.choices : 1;
   const std::optional<size_t> index = match_rule(policy, facts);
   if (!index) {
     d.no_match_message = "no policy matches this request (tenant \"" + std::string(facts.tenant) +

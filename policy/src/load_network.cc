@@ -318,7 +318,7 @@ bool load_upstream_tls(YamlReader& r, const YAML::Node& node, const std::string&
 
 }  // namespace
 
-bool load_upstreams(YamlReader& r, const YAML::Node& node, Policy& p) {
+bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p) {
   const std::string base = "upstreams";
   auto items = r.list(node, base);
   if (!items) return false;
@@ -330,8 +330,9 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, Policy& p) {
   for (size_t i = 0; i < items->size(); ++i) {
     const YAML::Node& item = (*items)[i];
     const std::string path = index_path(base, i);
-    auto f =
-        r.map(item, path, {"name", "url", "models", "protocol", "connect_timeout", "tls", "spawn"});
+    auto f = r.map(item, path,
+                   {"name", "url", "models", "protocol", "connect_timeout", "tls", "spawn",
+                    "api_key", "headers"});
     if (!f) {
       all_ok = false;
       continue;
@@ -394,6 +395,7 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, Policy& p) {
     if (auto* e = f->get("tls"))
       ok = load_upstream_tls(r, e->value, key_path(path, "tls"), u) && ok;
     if (auto* e = f->get("spawn")) ok = load_spawn(r, e->value, key_path(path, "spawn"), u) && ok;
+    ok = load_upstream_credentials(r, *f, path, options, u) && ok;
     all_ok = all_ok && ok;
     if (!u.name.empty()) p.upstreams.push_back(std::move(u));
   }

@@ -91,6 +91,16 @@ void load_match(YamlReader& r, const YAML::Node& node, const std::string& path,
         }
         rule.match.headers.push_back(HeaderMatch{name, *pattern});
       }
+      // A header is whatever the client sends: with tenants configured, a rule it selects (a
+      // class, a bigger budget) must say which tenants may select it, or anyone could.
+      const bool any_tenant =
+          std::any_of(rule.match.tenants.begin(), rule.match.tenants.end(),
+                      [](const std::string& t) { return t.find('*') != std::string::npos; });
+      if (!rule.match.headers.empty() && !p.tenants.empty() && any_tenant) {
+        r.error(e->value, hp,
+                "a rule selected by a request header must list the tenants allowed to select it "
+                "(match.tenants without '*'): any client can send a header");
+      }
     }
   }
 }
@@ -118,9 +128,10 @@ std::optional<Limit> read_duration(YamlReader& r, const Fields& f, std::string_v
 void load_budget(YamlReader& r, const YAML::Node& node, const std::string& path, Rule& rule) {
   auto f = r.map(node, path,
                  {"max_output_tokens", "tenant_tokens_per_minute", "global_tokens_per_minute",
-                  "on_pool_exhausted", "min_output_tokens", "adaptive"});
+                  "on_pool_exhausted", "min_output_tokens", "adaptive", "max_choices"});
   if (!f) return;
   Budget& b = rule.budget;
+  b.max_choices = read_limit(r, *f, "max_choices", path, 1);
   b.max_output_tokens = read_limit(r, *f, "max_output_tokens", path, 1);
   b.tenant_tokens_per_minute = read_limit(r, *f, "tenant_tokens_per_minute", path, 1);
   b.global_tokens_per_minute = read_limit(r, *f, "global_tokens_per_minute", path, 1);
@@ -307,7 +318,7 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
     const std::string path = index_path(base, i);
     auto f = r.map(item, path,
                    {"name", "match", "upstream", "budget", "deadline", "ttft_timeout",
-                    "idle_timeout", "admission", "on_cut"});
+                    "idle_timeout", "admission", "on_cut", "forward_client_key"});
     if (!f) continue;
     Rule rule;
     rule.index = p.rules.size();
@@ -344,6 +355,11 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
       }
     }
     if (auto* e = f->get("budget")) load_budget(r, e->value, key_path(path, "budget"), rule);
+    if (auto* e = f->get("forward_client_key")) {
+      if (auto b = r.boolean(e->value, key_path(path, "forward_client_key"))) {
+        rule.forward_client_key = *b;
+      }
+    }
     rule.deadline_ms = read_duration(r, *f, "deadline", path);
     rule.ttft_timeout_ms = read_duration(r, *f, "ttft_timeout", path);
     rule.idle_timeout_ms = read_duration(r, *f, "idle_timeout", path);

@@ -29,7 +29,13 @@ void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& option
 std::optional<ApiKey> read_api_key(YamlReader& r, const YAML::Node& node, const std::string& path,
                                    const LoadOptions& options);
 // Returns false when the section had errors.
-bool load_upstreams(YamlReader& r, const YAML::Node& node, Policy& p);
+bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p);
+// A secret given as env:VARNAME or file:PATH (load_credentials.cc); inline values are refused.
+std::optional<Secret> read_secret(YamlReader& r, const YAML::Node& node, const std::string& path,
+                                  const LoadOptions& options);
+// upstreams[i].api_key and upstreams[i].headers.
+bool load_upstream_credentials(YamlReader& r, const Fields& f, const std::string& path,
+                               const LoadOptions& options, Upstream& u);
 bool load_tenants(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p);
 void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, Policy& p);
 void load_budget_store(YamlReader& r, const YAML::Node& node, Policy& p);

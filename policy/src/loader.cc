@@ -29,7 +29,7 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
   }
   auto fields = r.map(root, "",
                       {"listen", "admin", "upstreams", "tenants", "policies", "budget_store",
-                       "access_log", "limits"});
+                       "access_log", "limits", "passthrough", "trusted_proxies"});
   if (!fields) return;
   auto required = [&](std::string_view key) -> const detail::Entry* {
     const detail::Entry* e = fields->get(key);
@@ -40,7 +40,7 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
   if (auto* e = fields->get("admin")) detail::load_admin(r, e->value, options, p);
   detail::References refs;
   if (auto* e = required("upstreams")) {
-    refs.upstreams_ok = detail::load_upstreams(r, e->value, p);
+    refs.upstreams_ok = detail::load_upstreams(r, e->value, options, p);
   } else {
     refs.upstreams_ok = false;
   }
@@ -51,6 +51,14 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
   if (auto* e = fields->get("budget_store")) detail::load_budget_store(r, e->value, p);
   if (auto* e = fields->get("access_log")) detail::load_access_log(r, e->value, p);
   if (auto* e = fields->get("limits")) detail::load_limits(r, e->value, p);
+  if (auto* e = fields->get("passthrough")) {
+    if (auto c = r.choice(e->value, "passthrough", {"deny", "allow"})) {
+      p.passthrough = *c == 0 ? PassthroughMode::kDeny : PassthroughMode::kAllow;
+    }
+  }
+  if (auto* e = fields->get("trusted_proxies")) {
+    if (auto l = r.string_list(e->value, "trusted_proxies")) p.trusted_proxies = std::move(*l);
+  }
 
   // The admin listener must not share a client listener's address.
   if (p.admin) {

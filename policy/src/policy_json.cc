@@ -62,6 +62,11 @@ void write_policy_json(JsonWriter& w, const Policy& p) {
     w.begin_object().field("name", u.name).field("url", u.url);
     write_strings(w, "models", u.models);
     w.field("connect_timeout_ms", u.connect_timeout_ms).field("spawn", u.spawn.has_value());
+    // Credentials by where they come from, never their values.
+    if (u.api_key) w.field("api_key", u.api_key->label);
+    w.key("headers").begin_object();
+    for (const auto& h : u.headers) w.field(h.name, h.value.label);
+    w.end_object();
     w.end_object();
   }
   w.end_array();
@@ -83,6 +88,7 @@ void write_policy_json(JsonWriter& w, const Policy& p) {
     for (const auto& h : r.match.headers) w.field(h.name, h.pattern);
     w.end_object().end_object();
     if (!r.upstream.empty()) w.field("upstream", r.upstream);
+    w.field("forward_client_key", r.forward_client_key);
     w.key("budget").begin_object();
     write_limit(w, "max_output_tokens", r.budget.max_output_tokens);
     write_limit(w, "tenant_tokens_per_minute", r.budget.tenant_tokens_per_minute);
@@ -124,6 +130,8 @@ void write_policy_json(JsonWriter& w, const Policy& p) {
       .field("max_body_bytes", p.limits.max_body_bytes)
       .field("max_header_bytes", p.limits.max_header_bytes)
       .end_object();
+  w.field("passthrough", p.passthrough == PassthroughMode::kAllow ? "allow" : "deny");
+  write_strings(w, "trusted_proxies", p.trusted_proxies);
   w.end_object();
 }
 

@@ -132,6 +132,11 @@ Status BodyReader::field(std::string_view key, od::value& v) {
     if (!n) return std::move(n).error();
     if (*n && **n < 1) return bad("n must be a positive integer, got " + std::to_string(**n));
     if (*n) r.n = **n;
+  } else if (key == "best_of") {
+    auto n = integer("best_of", v);
+    if (!n) return std::move(n).error();
+    if (*n && **n < 1) return bad("best_of must be a positive integer, got " + std::to_string(**n));
+    if (*n) r.best_of = **n;
   } else if (key == "stop") {
     return stop(v);
   } else if (key == "user") {
@@ -191,6 +196,7 @@ enum KnownKey : uint32_t {
   kN = 1u << 16,
   kUser = 1u << 17,
   kTools = 1u << 18,
+  kBestOf = 1u << 19,
 };
 
 struct KeyInfo {
@@ -215,6 +221,7 @@ constexpr KeyInfo kKeys[] = {
     {"seed", kSeed},
     {"stop", kStop},
     {"n", kN},
+    {"best_of", kBestOf},
     {"user", kUser},
     {"tools", kTools},
 };

@@ -49,7 +49,10 @@ void plan(const ParsedRequest& req, const RewriteOptions& opt, Scratch& scratch,
     if (a.max_tokens) replace_if_different(*a.max_tokens, scratch.max_tokens);
     if (a.max_completion_tokens) replace_if_different(*a.max_completion_tokens, scratch.max_tokens);
     if (!a.max_tokens && !a.max_completion_tokens) {
-      add_top("\"max_tokens\":");
+      if (!top.empty()) top.push_back(',');
+      top.push_back('"');
+      top.append(opt.inserted_limit_key);
+      top.append("\":");
       top.append(scratch.max_tokens);
     }
   }

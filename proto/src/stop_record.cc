@@ -29,6 +29,8 @@ constexpr std::array<CauseInfo, kCauseCount> kCauses = {{
     {"context_length", Origin::kBackend},
     {"upstream_error", Origin::kUpstream},
     {"upstream_disconnect", Origin::kTransport},
+    {"content_filter", Origin::kModel},
+    {"invalid_request", Origin::kClient},
 }};
 
 constexpr std::array<std::string_view, kOriginCount> kOrigins = {
@@ -85,9 +87,13 @@ Origin origin_of(Cause cause) { return kCauses[static_cast<size_t>(cause)].origi
 
 bool is_truncated(Cause cause) { return cause != Cause::kEos && cause != Cause::kStopSequence; }
 
-bool is_serving_cut(Cause cause) { return is_truncated(cause) && cause != Cause::kClientMaxTokens; }
+bool is_serving_cut(Cause cause) {
+  return is_truncated(cause) && cause != Cause::kClientMaxTokens &&
+         cause != Cause::kContentFilter && cause != Cause::kInvalidRequest;
+}
 
 std::string_view default_finish_reason(Cause cause) {
+  if (cause == Cause::kContentFilter) return "content_filter";
   return is_truncated(cause) ? "length" : "stop";
 }
 

@@ -345,11 +345,13 @@ TEST_F(GatewayTest, UpstreamErrorEventMidStream) {
   expect_streamed_cause(post(chat(true), "tokens=5,error_at=2"), Cause::kUpstreamError, "length");
 }
 
-TEST_F(GatewayTest, UpstreamErrorStatusIsALabeled502) {
+TEST_F(GatewayTest, UpstreamErrorStatusAndBodyPassThroughLabeled) {
   auto r = post(chat(true), "status=500");
-  EXPECT_EQ(r.status, 502) << r.body;
-  EXPECT_NE(r.body.find("\"cause\":\"upstream_error\""), std::string::npos) << r.body;
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_NE(r.body.find("\"message\":\"fake upstream status 500\""), std::string::npos) << r.body;
   EXPECT_NE(r.headers.get("Cutline-Stop").value_or("").find("upstream_error"), std::string::npos);
+  const std::string id(r.headers.get("Cutline-Request-Id").value_or(""));
+  EXPECT_NE(log_line(id).find("\"cause\":\"upstream_error\""), std::string::npos);
 }
 
 TEST_F(GatewayTest, UpstreamRefusingTheConnectionIsALabeled502) {
@@ -491,8 +493,10 @@ TEST_F(GatewayTest, BadInputGetsA4xxNamingTheProblem) {
     EXPECT_EQ(r->status, c.status) << c.body << " -> " << r->body;
     EXPECT_NE(r->body.find("\"error\""), std::string::npos) << r->body;
     EXPECT_NE(r->body.find(c.mentions), std::string::npos) << r->body;
-    EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("admission_rejected"),
+    EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("cause=invalid_request"),
               std::string::npos);
+    EXPECT_NE(r->body.find(R"("cause":"invalid_request","origin":"client")"), std::string::npos)
+        << r->body;
   }
   // Over the body limit: 413 from the HTTP layer.
   proto::HttpHeaders h{{"Content-Type", "application/json"}};

@@ -12,6 +12,14 @@
 //   stop_reason=S     vLLM-style choices[].stop_reason (a matched stop string)
 //   usage=0|1         force sending (or not) the usage chunk; default: stream_options.include_usage
 //   status=C          answer HTTP status C with an OpenAI error body, no stream
+//   code=X            that error body's error.code (default null); type=T its error.type
+//                     (default server_error); the message names the status
+//   tools=N           the answer is N parallel tool calls (call_0.. calling get_weather_<i>), each
+//                     one's arguments split over two chunks; finish_reason "tool_calls" unless
+//                     finish= says otherwise. Non-streaming: message.tool_calls, content null
+//   event=NAME        before the first token, one SSE event of that type ({"note":"x"}) that no
+//                     OpenAI client knows
+//   require_key=K     answer 401 unless the request carries Authorization: Bearer K
 //   error_at=K        after K tokens send an SSE error event and end the stream
 //   drop_at=K         after K tokens close the connection (no finish_reason, no [DONE])
 //   stamp=1           each token's text carries its send time: "t<i>@<CLOCK_MONOTONIC ns> "
@@ -20,6 +28,12 @@
 //                     preemptions, kv bytes and TTFT phases (e.g. backend_preempted, backend_oom)
 //
 // Streams whenever the request has "stream": true; otherwise answers one JSON body.
+// POST /v1/responses answers as the Responses API: response.created, output_item.added,
+// content_part.added, one response.output_text.delta per token, the .done events, then
+// response.completed (or response.incomplete with incomplete_details.reason max_output_tokens
+// when max_output_tokens capped it), every event with `event:` and a sequence_number, no [DONE];
+// not streaming: the response object. POST /v1/embeddings answers one embedding per request
+// with usage.prompt_tokens 3 (status= applies to both).
 // Admin: GET /fake/requests returns every request received ({path, script, body, cancelled,
 // authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
 // body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
@@ -41,6 +55,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -73,6 +88,12 @@ struct Script {
   int drop_at = -1;
   std::string cutline;
   bool stamp = false;
+  std::string code;
+  std::string type = "server_error";
+  int tools = 0;
+  std::string event;
+  std::string require_key;
+  bool finish_set = false;
 };
 
 Script parse_script(const std::string& text) {
@@ -97,8 +118,19 @@ Script parse_script(const std::string& text) {
       s.stall_at = n;
     else if (k == "stall_ms")
       s.stall_ms = n;
-    else if (k == "finish")
+    else if (k == "finish") {
       s.finish = v;
+      s.finish_set = true;
+    } else if (k == "code")
+      s.code = v;
+    else if (k == "type")
+      s.type = v;
+    else if (k == "tools")
+      s.tools = n;
+    else if (k == "event")
+      s.event = v;
+    else if (k == "require_key")
+      s.require_key = v;
     else if (k == "stop_reason")
       s.stop_reason = v;
     else if (k == "usage")
@@ -123,6 +155,7 @@ struct RecordedRequest {
   std::string script;
   std::string body;
   std::string authorization;  // the Authorization header as received ("" when absent)
+  std::vector<std::pair<std::string, std::string>> headers;  // every header, as received
   bool cancelled = false;
   bool completed = false;
 };
@@ -140,6 +173,9 @@ struct FakeStream {
   bool stream = false;
   bool include_usage = false;
   int limit = 0;  // tokens to emit after max_tokens
+  bool event_sent = false;
+  bool responses = false;  // POST /v1/responses
+  int sequence = 0;        // responses: the next sequence_number
   int sent = 0;
   int64_t due_us = 0;  // CLOCK_MONOTONIC time the next tick is due
   std::string model;
@@ -191,14 +227,23 @@ void send_json(evhttp_request* req, int code, const std::string& json) {
   evbuffer_free(out);
 }
 
-std::string error_body(const std::string& message, const std::string& type) {
+std::string error_body(const std::string& message, const std::string& type,
+                       const std::string& code = "") {
   std::string out;
   JsonWriter w(out);
   w.begin_object().key("error").begin_object();
-  w.field("message", message).field("type", type).key("code").null();
+  w.field("message", message).field("type", type).key("param").null();
+  if (code.empty()) {
+    w.key("code").null();
+  } else {
+    w.field("code", code);
+  }
   w.end_object().end_object();
   return out;
 }
+
+// Tool call i's arguments, and the two pieces they are streamed in.
+std::string tool_arguments(int i) { return "{\"city\":\"City " + std::to_string(i) + "\"}"; }
 
 void write_cutline(JsonWriter& w, const std::string& cause, int tokens) {
   w.key("cutline").begin_object();
@@ -213,9 +258,11 @@ void write_cutline(JsonWriter& w, const std::string& cause, int tokens) {
   w.end_object();
 }
 
-// One SSE chunk: a token (content non-empty), the finish chunk, or the usage chunk.
+// One SSE chunk: a token (content non-empty), the finish chunk, or the usage chunk. With
+// `tool` >= 0 (chat): a tool-call delta, `part` 0 (id, name, first half of the arguments) or 1
+// (the rest of the arguments).
 std::string chunk_json(const FakeStream& s, const std::string* content, const char* finish,
-                       bool usage_only) {
+                       bool usage_only, int tool = -1, int part = 0) {
   std::string out;
   JsonWriter w(out);
   w.begin_object();
@@ -226,8 +273,23 @@ std::string chunk_json(const FakeStream& s, const std::string* content, const ch
     w.begin_object().field("index", 0);
     if (s.chat) {
       w.key("delta").begin_object();
-      if (s.sent == 0 && content) w.field("role", "assistant");
+      if (s.sent == 0 && (content || (tool >= 0 && part == 0 && tool == 0))) {
+        w.field("role", "assistant");
+      }
       if (content) w.field("content", *content);
+      if (tool >= 0) {
+        const std::string args = tool_arguments(tool);
+        const size_t half = args.size() / 2;
+        w.key("tool_calls").begin_array().begin_object().field("index", tool);
+        if (part == 0) {
+          w.field("id", "call_" + std::to_string(tool)).field("type", "function");
+          w.key("function").begin_object().field("name", "get_weather_" + std::to_string(tool));
+          w.field("arguments", args.substr(0, half)).end_object();
+        } else {
+          w.key("function").begin_object().field("arguments", args.substr(half)).end_object();
+        }
+        w.end_object().end_array();
+      }
       w.end_object();
     } else {
       w.field("text", content ? *content : std::string());
@@ -298,10 +360,166 @@ void schedule(FakeStream* s, int delay_ms, bool from_now) {
   evtimer_add(s->timer, &tv);
 }
 
+void send_named_event(FakeStream& s, const std::string& event, const std::string& data) {
+  evbuffer* out = evbuffer_new();
+  evbuffer_add_printf(out, "event: %s\ndata: %s\n\n", event.c_str(), data.c_str());
+  evhttp_send_reply_chunk(s.req, out);
+  evbuffer_free(out);
+}
+
+// tools=N: the whole answer at once. Streaming: every call's first delta, then every call's
+// second one (parallel calls interleave, as OpenAI's do), the finish chunk, usage, [DONE].
+void answer_tools(FakeStream* s) {
+  const Script& sc = s->script;
+  const std::string finish = sc.finish_set ? sc.finish : "tool_calls";
+  const bool usage = sc.usage == -1 ? s->include_usage : sc.usage == 1;
+  if (s->stream) {
+    for (int part = 0; part < 2; ++part) {
+      for (int i = 0; i < sc.tools; ++i) {
+        send_event(*s, chunk_json(*s, nullptr, nullptr, false, i, part));
+        ++s->sent;
+      }
+    }
+    send_event(*s, chunk_json(*s, nullptr, finish.c_str(), false));
+    if (usage) send_event(*s, chunk_json(*s, nullptr, nullptr, true));
+    send_event(*s, "[DONE]");
+    return finish_stream(s, false);
+  }
+  s->sent = 2 * sc.tools;
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().field("id", "fake-1").field("object", "chat.completion");
+  w.field("created", static_cast<int64_t>(1700000000)).field("model", s->model);
+  w.key("choices").begin_array().begin_object().field("index", 0);
+  w.key("message").begin_object().field("role", "assistant").key("content").null();
+  w.key("tool_calls").begin_array();
+  for (int i = 0; i < sc.tools; ++i) {
+    w.begin_object().field("id", "call_" + std::to_string(i)).field("type", "function");
+    w.key("function").begin_object().field("name", "get_weather_" + std::to_string(i));
+    w.field("arguments", tool_arguments(i)).end_object().end_object();
+  }
+  w.end_array().end_object();
+  w.field("finish_reason", finish).end_object().end_array();
+  w.key("usage").begin_object().field("prompt_tokens", 5).field("completion_tokens", s->sent);
+  w.field("total_tokens", 5 + s->sent).end_object().end_object();
+  s->server->requests[s->record].completed = true;
+  evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
+  send_json(s->req, 200, out);
+  event_free(s->timer);
+  delete s;
+}
+
+// The Responses API's response object (status "in_progress", "completed" or "incomplete").
+void write_response_object(JsonWriter& w, const FakeStream& s, const std::string& status) {
+  w.begin_object().field("id", "resp_fake").field("object", "response");
+  w.field("created_at", static_cast<int64_t>(1700000000)).field("status", status);
+  w.field("model", s.model).key("output").begin_array();
+  if (status != "in_progress") {
+    w.begin_object().field("id", "msg_fake").field("type", "message").field("status", status);
+    w.field("role", "assistant").key("content").begin_array().begin_object();
+    w.field("type", "output_text").field("text", s.text).key("annotations").begin_array();
+    w.end_array().end_object().end_array().end_object();
+  }
+  w.end_array().key("incomplete_details");
+  if (status == "incomplete") {
+    w.begin_object().field("reason", "max_output_tokens").end_object();
+  } else {
+    w.null();
+  }
+  w.key("usage");
+  if (status == "in_progress") {
+    w.null();
+  } else {
+    w.begin_object().field("input_tokens", 5).field("output_tokens", s.sent);
+    w.field("total_tokens", 5 + s.sent).end_object();
+  }
+  w.end_object();
+}
+
+// One Responses API event: `fill` writes the fields after type and sequence_number.
+template <typename Fill>
+void send_responses_event(FakeStream& s, const std::string& type, Fill fill) {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().field("type", type).field("sequence_number", s.sequence++);
+  fill(w);
+  w.end_object();
+  send_named_event(s, type, out);
+}
+
+void responses_item_fields(JsonWriter& w) {
+  w.field("item_id", "msg_fake").field("output_index", 0).field("content_index", 0);
+}
+
+// Responses API streaming: the preamble before the first token, a delta per token, the end.
+void responses_tick(FakeStream* s) {
+  const Script& sc = s->script;
+  if (s->sent == 0 && s->sequence == 0) {
+    send_responses_event(*s, "response.created", [&](JsonWriter& w) {
+      w.key("response");
+      write_response_object(w, *s, "in_progress");
+    });
+    send_responses_event(*s, "response.output_item.added", [&](JsonWriter& w) {
+      w.field("output_index", 0).key("item").begin_object().field("id", "msg_fake");
+      w.field("type", "message").field("status", "in_progress").field("role", "assistant");
+      w.key("content").begin_array().end_array().end_object();
+    });
+    send_responses_event(*s, "response.content_part.added", [&](JsonWriter& w) {
+      responses_item_fields(w);
+      w.key("part").begin_object().field("type", "output_text").field("text", "");
+      w.key("annotations").begin_array().end_array().end_object();
+    });
+    if (!sc.event.empty()) send_named_event(*s, sc.event, R"({"note":"x"})");
+  }
+  if (s->sent == sc.drop_at) return finish_stream(s, true);
+  if (s->sent < s->limit) {
+    const std::string t = token_text(s->sent);
+    send_responses_event(*s, "response.output_text.delta", [&](JsonWriter& w) {
+      responses_item_fields(w);
+      w.field("delta", t);
+    });
+    s->text += t;
+    ++s->sent;
+    const bool stall = s->sent == sc.stall_at;
+    if (s->sent < s->limit || sc.drop_at == s->sent) {
+      return schedule(s, stall ? sc.stall_ms : sc.interval_ms, stall);
+    }
+  }
+  const std::string status = s->limit < sc.tokens ? "incomplete" : "completed";
+  send_responses_event(*s, "response.output_text.done", [&](JsonWriter& w) {
+    responses_item_fields(w);
+    w.field("text", s->text);
+  });
+  send_responses_event(*s, "response." + status, [&](JsonWriter& w) {
+    w.key("response");
+    write_response_object(w, *s, status);
+  });
+  finish_stream(s, false);
+}
+
 // Streaming: one token per tick; script events happen when `sent` reaches their index.
 void on_tick(evutil_socket_t, short, void* arg) {
   auto* s = static_cast<FakeStream*>(arg);
   const Script& sc = s->script;
+  if (s->responses && !s->stream) {
+    // Not streaming: the whole answer at once.
+    while (s->sent < s->limit) s->text += token_text(s->sent++);
+    std::string out;
+    JsonWriter w(out);
+    write_response_object(w, *s, s->limit < sc.tokens ? "incomplete" : "completed");
+    s->server->requests[s->record].completed = true;
+    evhttp_connection_set_closecb(s->conn, nullptr, nullptr);
+    send_json(s->req, 200, out);
+    event_free(s->timer);
+    delete s;
+    return;
+  }
+  if (s->responses) return responses_tick(s);
+  if (s->stream && s->sent == 0 && !sc.event.empty() && !s->event_sent) {
+    s->event_sent = true;
+    send_named_event(*s, sc.event, R"({"note":"x"})");
+  }
+  if (sc.tools > 0 && s->chat) return answer_tools(s);
   if (s->sent == sc.drop_at) return finish_stream(s, true);
   if (s->sent == sc.error_at) {
     send_event(*s, error_body("fake upstream error event", "server_error"));
@@ -373,6 +591,9 @@ void handle_admin(Server* srv, evhttp_request* req, const std::string& path) {
   for (const auto& r : srv->requests) {
     w.begin_object().field("method", r.method).field("path", r.path).field("script", r.script);
     w.field("body", r.body).field("authorization", r.authorization);
+    w.key("headers").begin_object();
+    for (const auto& [name, value] : r.headers) w.field(name, value);
+    w.end_object();
     w.field("cancelled", r.cancelled).field("completed", r.completed);
     w.end_object();
   }
@@ -395,12 +616,33 @@ void handle(evhttp_request* req, void* arg) {
   rec.script = hdr ? hdr : "";
   const char* auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
   rec.authorization = auth ? auth : "";
+  const evkeyvalq* in_headers = evhttp_request_get_input_headers(req);
+  for (const evkeyval* kv = in_headers->tqh_first; kv != nullptr; kv = kv->next.tqe_next) {
+    std::string name = kv->key;
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    rec.headers.emplace_back(name, kv->value);
+  }
 
   if (path == "/v1/models") {
     srv->requests.push_back(rec);
-    return send_json(req, 200, R"({"object":"list","data":[{"id":"fake","object":"model"}]})");
+    return send_json(req, 200,
+                     R"({"object":"list","data":[{"id":"fake","object":"model"},)"
+                     R"({"id":"fake-secret","object":"model","owned_by":"x"}]})");
   }
-  if (path != "/v1/chat/completions" && path != "/v1/completions") {
+  if (path == "/v1/embeddings" && rec.method == "POST") {
+    const Script sc = parse_script(rec.script);
+    srv->requests.push_back(rec);
+    if (sc.status != 0) {
+      return send_json(
+          req, sc.status,
+          error_body("fake upstream status " + std::to_string(sc.status), sc.type, sc.code));
+    }
+    return send_json(req, 200,
+                     R"({"object":"list","data":[{"object":"embedding","index":0,)"
+                     R"("embedding":[0.25,-0.5,0.125]}],"model":"fake",)"
+                     R"("usage":{"prompt_tokens":3,"total_tokens":3}})");
+  }
+  if (path != "/v1/chat/completions" && path != "/v1/completions" && path != "/v1/responses") {
     std::string out;
     JsonWriter w(out);
     w.begin_object().field("method", rec.method).field("path", path).field("body", rec.body);
@@ -416,6 +658,7 @@ void handle(evhttp_request* req, void* arg) {
   s->req = req;
   s->conn = evhttp_request_get_connection(req);
   s->chat = path == "/v1/chat/completions";
+  s->responses = path == "/v1/responses";
   simdjson::ondemand::parser parser;
   simdjson::padded_string padded(rec.body);
   simdjson::ondemand::document doc;
@@ -432,7 +675,8 @@ void handle(evhttp_request* req, void* arg) {
         } else if (key == "stream") {
           bool b = false;
           if (field.value().get_bool().get(b) == simdjson::SUCCESS) s->stream = b;
-        } else if (key == "max_tokens" || key == "max_completion_tokens") {
+        } else if (key == "max_tokens" || key == "max_completion_tokens" ||
+                   key == "max_output_tokens") {
           int64_t n = 0;
           if (field.value().get_int64().get(n) == simdjson::SUCCESS) max_tokens = n;
         } else if (key == "stream_options") {
@@ -451,11 +695,17 @@ void handle(evhttp_request* req, void* arg) {
   s->script = parse_script(rec.script);
   s->record = srv->requests.size();
   srv->requests.push_back(rec);
+  if (!s->script.require_key.empty() && rec.authorization != "Bearer " + s->script.require_key) {
+    srv->requests.back().completed = true;
+    return send_json(req, 401,
+                     error_body("fake upstream: missing or wrong API key", "invalid_request_error",
+                                "invalid_api_key"));
+  }
   if (s->script.status != 0) {
     srv->requests.back().completed = true;
-    return send_json(
-        req, s->script.status,
-        error_body("fake upstream status " + std::to_string(s->script.status), "server_error"));
+    return send_json(req, s->script.status,
+                     error_body("fake upstream status " + std::to_string(s->script.status),
+                                s->script.type, s->script.code));
   }
   s->limit = s->script.tokens;
   if (max_tokens >= 0 && max_tokens < s->limit) s->limit = static_cast<int>(max_tokens);

@@ -74,6 +74,10 @@ void derive_cause(RequestRecord& r, bool saw_done) {
   if (r.client_timeout) return set(Cause::kClientCancel);
   if (!r.transport_error.empty()) return set(Cause::kUpstreamDisconnect);
   if (r.http_status == 429) return set(Cause::kAdmissionRejected);
+  if (r.http_status == 400 || r.http_status == 404 || r.http_status == 413 ||
+      r.http_status == 415 || r.http_status == 422) {
+    return set(Cause::kInvalidRequest);  // the request itself was refused
+  }
   if (r.http_status != 200) return set(Cause::kUpstreamError);
   if (!r.error.empty()) return set(Cause::kUpstreamError);  // an SSE error event
   if (r.finish_reason.empty()) {
@@ -81,7 +85,10 @@ void derive_cause(RequestRecord& r, bool saw_done) {
     r.cause = std::string(kNoFinishReason);
     return;
   }
-  if (r.finish_reason == "stop") return set(Cause::kEos);
+  if (r.finish_reason == "stop" || r.finish_reason == "tool_calls" ||
+      r.finish_reason == "function_call") {
+    return set(Cause::kEos);  // the model ended its turn (with or without calling tools)
+  }
   if (r.finish_reason == "length") {
     if (r.max_tokens_requested && r.output_tokens >= *r.max_tokens_requested) {
       return set(Cause::kClientMaxTokens);

@@ -159,3 +159,93 @@ TEST(Relay, NonStreamingAnswerKeepsToolCallsAndEveryChoice) {
 
 }  // namespace
 }  // namespace cutline::gateway
+
+namespace cutline::gateway {
+namespace {
+
+// Parallel tool calls streamed with the arguments split across chunks, an event type the gateway
+// does not know, and a finish_reason it did not cause: all reach a streaming client as sent.
+const std::string kToolStream =
+    "data: {\"id\":\"t1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,"
+    "\"id\":\"call_a\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+    "\"arguments\":\"{\\\"ci\"}}]},\"finish_reason\":null}]}\n\n"
+    "event: vendor.progress\ndata: {\"pct\":50}\n\n"
+    "data: {\"id\":\"t1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{"
+    "\"arguments\":\"ty\\\":\\\"Oslo\\\"}\"}},{\"index\":1,\"id\":\"call_b\",\"type\":\"function\","
+    "\"function\":{\"name\":\"get_time\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n"
+    "data: {\"id\":\"t1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+    "data: [DONE]\n\n";
+
+TEST(Relay, ToolCallDeltasUnknownEventsAndTheUpstreamFinishReasonPassThrough) {
+  for (size_t step : {kToolStream.size(), size_t{1}, size_t{9}}) {
+    Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, true, false, "id", "m"});
+    TokenTiming timing;
+    std::string out;
+    for (size_t i = 0; i < kToolStream.size(); i += step) {
+      ASSERT_TRUE(relay.feed(std::string_view(kToolStream).substr(i, step), 0, timing, out).ok());
+    }
+    EXPECT_EQ(relay.finish_reason(), "tool_calls");
+    EXPECT_EQ(relay.upstream_end(false).kind, UpstreamEndKind::kFinished);
+    relay.write_end(eos_record(), std::nullopt, out);
+    EXPECT_NE(out.find(R"("arguments":"{\"ci"})"), std::string::npos) << out;
+    EXPECT_NE(out.find(R"("arguments":"ty\":\"Oslo\"}")"), std::string::npos) << out;
+    EXPECT_NE(out.find(R"("id":"call_b")"), std::string::npos) << out;
+    EXPECT_NE(out.find("event: vendor.progress\ndata: {\"pct\":50}\n\n"), std::string::npos) << out;
+    EXPECT_NE(out.find(R"("finish_reason":"tool_calls")"), std::string::npos) << out;
+    EXPECT_EQ(out.find(R"("finish_reason":"stop")"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"cutline\":{"), std::string::npos) << out;
+    EXPECT_EQ(timing.tokens(), 2);
+  }
+}
+
+TEST(Relay, AGatewayCutStillRewritesTheFinishReason) {
+  Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, true, false, "id", "m"});
+  TokenTiming timing;
+  std::string out;
+  ASSERT_TRUE(relay.feed(kToolStream, 0, timing, out).ok());
+  proto::StopRecord rec;
+  rec.cause = proto::Cause::kGatewayDeadline;
+  relay.write_end(rec, "length", out);
+  EXPECT_NE(out.find(R"("finish_reason":"length")"), std::string::npos) << out;
+  EXPECT_EQ(out.find(R"("finish_reason":"tool_calls")"), std::string::npos) << out;
+}
+
+TEST(Relay, UnknownAndContentFilterFinishReasonsAreKeptForNonStreamingClients) {
+  for (std::string reason : {"content_filter", "some_future_reason"}) {
+    const std::string stream =
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+        "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n"
+        "event: vendor.note\ndata: not json at all\n\n"
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+        "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"" +
+        reason + "\"}]}\n\ndata: [DONE]\n\n";
+    Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, false, false, "id", "m"});
+    TokenTiming timing;
+    std::string out;
+    ASSERT_TRUE(relay.feed(stream, 0, timing, out).ok()) << reason;
+    relay.write_end(eos_record(), std::nullopt, out);
+    EXPECT_NE(out.find("\"finish_reason\":\"" + reason + "\""), std::string::npos) << out;
+  }
+}
+
+TEST(Relay, EveryChoiceKeepsItsOwnFinishChunk) {
+  const std::string stream =
+      "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+      "\"choices\":[{\"index\":1,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+      "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+      "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+      "data: [DONE]\n\n";
+  Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, true, false, "id", "m"});
+  TokenTiming timing;
+  std::string out;
+  ASSERT_TRUE(relay.feed(stream, 0, timing, out).ok());
+  relay.write_end(eos_record(), std::nullopt, out);
+  EXPECT_NE(out.find(R"("index":1,"delta":{},"finish_reason":"stop")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("finish_reason":"tool_calls")"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace cutline::gateway

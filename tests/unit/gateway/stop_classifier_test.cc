@@ -59,7 +59,14 @@ TEST(StopClassifier, ErrorsAndDisconnectsAreNeverCleanEnds) {
   EXPECT_EQ(classify_upstream_stop(e, {}), Cause::kUpstreamDisconnect);
   e.kind = UpstreamEndKind::kNoFinish;  // [DONE] without any finish_reason
   EXPECT_EQ(classify_upstream_stop(e, {}), Cause::kUpstreamDisconnect);
-  EXPECT_EQ(classify_upstream_stop(finished("content_filter"), {}), Cause::kUpstreamError);
+  EXPECT_EQ(classify_upstream_stop(finished("abort"), {}), Cause::kUpstreamError);
+}
+
+TEST(StopClassifier, ToolCallsAreModelStopsAndContentFilterIsItsOwnCause) {
+  EXPECT_EQ(classify_upstream_stop(finished("tool_calls"), {}), Cause::kEos);
+  EXPECT_EQ(classify_upstream_stop(finished("function_call"), {}), Cause::kEos);
+  EXPECT_EQ(classify_upstream_stop(finished("content_filter"), {}), Cause::kContentFilter);
+  EXPECT_EQ(proto::origin_of(Cause::kContentFilter), proto::Origin::kModel);
 }
 
 TEST(StopClassifier, BackendCauseWinsExceptForAClampedMaxTokens) {

@@ -194,3 +194,43 @@ TEST_F(Budget, MinOutputTokensRejectsTinyClamps) {
 
 }  // namespace
 }  // namespace cutline::policy
+
+namespace cutline::policy {
+namespace {
+
+// n and best_of: every choice may use the whole limit, so the pools reserve for all of them,
+// and a clamp to what remains divides it between them.
+TEST_F(Budget, EveryChoiceIsReservedAndAClampIsShared) {
+  auto p =
+      load_ok(with_policies("  - name: p\n"
+                            "    budget:\n"
+                            "      max_output_tokens: 100\n"
+                            "      global_tokens_per_minute: 450\n"
+                            "      on_pool_exhausted: clamp\n"));
+  RequestFacts f;
+  f.model = "m";
+  f.route = "/v1/chat/completions";
+  f.choices = 4;
+  Decision d = decide(*p, f, {});
+  EXPECT_EQ(d.choices, 4);
+  PoolGrant g = reserve_budget(d, store_);
+  ASSERT_TRUE(g.admitted);
+  EXPECT_EQ(d.max_output_tokens.tokens, 100);  // 4 x 100 of 450
+  Decision d2 = decide(*p, f, {});
+  PoolGrant g2 = reserve_budget(d2, store_);
+  ASSERT_TRUE(g2.admitted);
+  EXPECT_EQ(d2.max_output_tokens.tokens, 12);  // 50 left for 4 choices
+  EXPECT_EQ(d2.max_output_tokens.source.kind, SourceKind::kGlobalPool);
+}
+
+TEST(BudgetChoices, ARuleMayCapTheNumberOfChoices) {
+  auto p =
+      load_ok(with_policies("  - name: p\n    budget: {max_output_tokens: 10, max_choices: 2}\n"));
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->rules[0].budget.max_choices);
+  EXPECT_EQ(p->rules[0].budget.max_choices->value, 2);
+  EXPECT_EQ(p->rules[0].budget.max_choices->ref.path, "policies[0].budget.max_choices");
+}
+
+}  // namespace
+}  // namespace cutline::policy

@@ -32,15 +32,16 @@ RequestFacts facts(std::string_view tenant, std::string_view model,
 }
 
 TEST(Decide, FirstMatchingRuleWinsInFileOrder) {
-  auto p = load_ok(with_policies("  - name: bob-gpt\n"
-                                 "    match: {tenants: [bob], models: [\"gpt-*\"]}\n"
-                                 "  - name: batch\n"
-                                 "    match: {headers: {x-cutline-class: batch}}\n"
-                                 "  - name: completions\n"
-                                 "    match: {routes: [/v1/completions]}\n"
-                                 "  - name: rest\n",
-                                 kTenants),
-                   env());
+  auto p =
+      load_ok(with_policies("  - name: bob-gpt\n"
+                            "    match: {tenants: [bob], models: [\"gpt-*\"]}\n"
+                            "  - name: batch\n"
+                            "    match: {tenants: [alice], headers: {x-cutline-class: batch}}\n"
+                            "  - name: completions\n"
+                            "    match: {routes: [/v1/completions]}\n"
+                            "  - name: rest\n",
+                            kTenants),
+              env());
   ASSERT_TRUE(p);
   EXPECT_EQ(decide(*p, facts("bob", "gpt-4"), {}).policy_name, "bob-gpt");
   EXPECT_EQ(decide(*p, facts("alice", "gpt-4"), {}).policy_name, "rest");

@@ -461,3 +461,74 @@ TEST(Loader, ReadsFilesAndReportsUnreadableOnes) {
 
 }  // namespace
 }  // namespace cutline::policy
+
+namespace cutline::policy {
+namespace {
+
+TEST(Loader, UpstreamCredentialsComeFromTheEnvironmentOrAFileNeverInline) {
+  const std::string dir = ::testing::TempDir();
+  const std::string key_file = dir + "/upstream.key";
+  {
+    std::FILE* f = std::fopen(key_file.c_str(), "w");
+    std::fputs("sk-from-file\n", f);
+    std::fclose(f);
+  }
+  LoadOptions o{[](const std::string& n) -> std::optional<std::string> {
+    if (n == "OPENAI_KEY") return std::string("sk-from-env");
+    return std::nullopt;
+  }};
+  auto p = load_ok(
+      "listen:\n  - address: 127.0.0.1:8080\n"
+      "upstreams:\n"
+      "  - name: a\n    url: https://api.example.com/v1\n    api_key: env:OPENAI_KEY\n"
+      "    headers: {OpenAI-Organization: \"file:" +
+          key_file +
+          "\"}\n"
+          "policies:\n  - name: all\n    forward_client_key: true\n",
+      o);
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->upstreams[0].api_key);
+  EXPECT_EQ(p->upstreams[0].api_key->value, "sk-from-env");
+  EXPECT_EQ(p->upstreams[0].api_key->label, "env:OPENAI_KEY");
+  ASSERT_EQ(p->upstreams[0].headers.size(), 1u);
+  EXPECT_EQ(p->upstreams[0].headers[0].value.value, "sk-from-file");
+  EXPECT_TRUE(p->rules[0].forward_client_key);
+
+  const std::string out = load_errors(
+      "listen:\n  - address: 127.0.0.1:8080\n"
+      "upstreams:\n"
+      "  - name: a\n    url: http://127.0.0.1:1\n    api_key: sk-pasted-inline\n"
+      "    headers: {Host: env:OPENAI_KEY, X-Key: env:MISSING}\n"
+      "policies:\n  - name: all\n",
+      o);
+  EXPECT_NE(out.find("upstreams[0].api_key: a secret must be \"env:VARNAME\" or \"file:PATH\""),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("sk-pasted-inline"), std::string::npos) << out;
+  EXPECT_NE(out.find("the gateway sets Host itself"), std::string::npos) << out;
+  EXPECT_NE(out.find("environment variable MISSING is not set"), std::string::npos) << out;
+}
+
+TEST(Loader, AHeaderSelectedRuleMustNameItsTenants) {
+  const char* tenants = "tenants:\n  - {name: alice, api_keys: [\"env:A\"]}\n";
+  LoadOptions o{[](const std::string&) -> std::optional<std::string> { return "k"; }};
+  const std::string out =
+      load_errors(testing::with_policies("  - name: batch\n"
+                                         "    match: {headers: {x-cutline-class: batch}}\n"
+                                         "  - name: rest\n",
+                                         tenants),
+                  o);
+  EXPECT_NE(out.find("policies[0].match.headers: a rule selected by a request header must list "
+                     "the tenants"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(load_ok(
+      testing::with_policies("  - name: batch\n"
+                             "    match: {tenants: [alice], headers: {x-cutline-class: batch}}\n"
+                             "  - name: rest\n",
+                             tenants),
+      o));
+}
+
+}  // namespace
+}  // namespace cutline::policy

@@ -46,3 +46,28 @@ TEST(PolicyJson, DecisionCarriesSources) {
 
 }  // namespace
 }  // namespace cutline::policy
+
+namespace cutline::policy {
+namespace {
+
+// Upstream credentials appear by where they come from, never by value.
+TEST(PolicyJson, UpstreamCredentialsShowOnlyTheirSource) {
+  LoadOptions o{[](const std::string&) -> std::optional<std::string> { return "sk-secret"; }};
+  auto p = testing::load_ok(
+      "listen:\n  - address: 127.0.0.1:8080\n"
+      "upstreams:\n  - name: a\n    url: http://127.0.0.1:1\n    api_key: env:KEY\n"
+      "    headers: {X-Org: env:ORG}\n"
+      "policies:\n  - name: all\n",
+      o);
+  ASSERT_TRUE(p);
+  std::string out;
+  proto::JsonWriter w(out);
+  write_policy_json(w, *p);
+  EXPECT_EQ(out.find("sk-secret"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("api_key":"env:KEY","headers":{"X-Org":"env:ORG"})"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find(R"("passthrough":"deny")"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace cutline::policy

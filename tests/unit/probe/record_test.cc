@@ -44,6 +44,18 @@ TEST(ProbeRecord, DerivesCausesAPlainClientCanSee) {
   r.http_status = 429;
   derive_cause(r, false);
   EXPECT_EQ(r.cause, "admission_rejected");
+  r.http_status = 400;  // refused as malformed: not a capacity problem
+  derive_cause(r, false);
+  EXPECT_EQ(r.cause, "invalid_request");
+
+  r = ok_record("tool_calls", 5, 10);
+  derive_cause(r, true);
+  EXPECT_EQ(r.cause, "eos");
+  EXPECT_TRUE(r.model_stop);
+  r = ok_record("content_filter", 5, 10);
+  derive_cause(r, true);
+  EXPECT_EQ(r.cause, "content_filter");
+  EXPECT_TRUE(r.truncated);
 
   r = ok_record("", 3, 10);
   r.client_timeout = true;

@@ -120,3 +120,29 @@ TEST(RequestRewriterTest, CompletionsBodyAndOutputBufferReuse) {
 
 }  // namespace
 }  // namespace cutline::proto
+
+namespace cutline::proto {
+namespace {
+
+// The chat route inserts max_completion_tokens (reasoning models refuse max_tokens); a limit the
+// client sent keeps its key, and both keys are clamped when both were sent.
+TEST(RequestRewriterTest, InsertedLimitKeyIsTheRoutesAndClientKeysAreKept) {
+  const std::string none = R"({"model":"m","messages":[{"role":"user","content":"x"}]})";
+  RewriteOptions opt;
+  opt.max_tokens = 64;
+  opt.inserted_limit_key = "max_completion_tokens";
+  EXPECT_EQ(rewrite_request(parse(none), opt),
+            R"({"max_completion_tokens":64,"model":"m","messages":[{"role":"user","content":"x"}]})");
+  const std::string legacy =
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":500})";
+  EXPECT_EQ(rewrite_request(parse(legacy), opt),
+            R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":64})");
+  const std::string both =
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":500,"max_completion_tokens":300})";
+  EXPECT_EQ(
+      rewrite_request(parse(both), opt),
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":64,"max_completion_tokens":64})");
+}
+
+}  // namespace
+}  // namespace cutline::proto

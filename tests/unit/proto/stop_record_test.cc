@@ -5,8 +5,8 @@
 namespace cutline::proto {
 namespace {
 
-TEST(StopRecord, TaxonomyHasFourteenCausesWithStableNames) {
-  EXPECT_EQ(kCauseCount, 14);
+TEST(StopRecord, TaxonomyHasSixteenCausesWithStableNames) {
+  EXPECT_EQ(kCauseCount, 16);
   for (int i = 0; i < kCauseCount; ++i) {
     Cause c = cause_at(i);
     auto back = parse_cause(to_string(c));
@@ -14,6 +14,10 @@ TEST(StopRecord, TaxonomyHasFourteenCausesWithStableNames) {
     EXPECT_EQ(*back, c);
   }
   EXPECT_EQ(to_string(Cause::kGatewayIdleTimeout), "gateway_idle_timeout");
+  // Appended causes keep the older ones' indices (the engine's counters are indexed by them).
+  EXPECT_EQ(static_cast<int>(Cause::kUpstreamDisconnect), 13);
+  EXPECT_EQ(to_string(Cause::kContentFilter), "content_filter");
+  EXPECT_EQ(to_string(Cause::kInvalidRequest), "invalid_request");
   EXPECT_FALSE(parse_cause("stop").has_value());
 }
 
@@ -31,6 +35,15 @@ TEST(StopRecord, OriginAndTruncationFollowDesign) {
   EXPECT_TRUE(is_serving_cut(Cause::kGatewayBudget));
   EXPECT_EQ(default_finish_reason(Cause::kEos), "stop");
   EXPECT_EQ(default_finish_reason(Cause::kGatewayDeadline), "length");
+  // content_filter: the model's (the provider's) stop, truncated but not a serving cut.
+  EXPECT_EQ(origin_of(Cause::kContentFilter), Origin::kModel);
+  EXPECT_TRUE(is_truncated(Cause::kContentFilter));
+  EXPECT_FALSE(is_serving_cut(Cause::kContentFilter));
+  EXPECT_EQ(default_finish_reason(Cause::kContentFilter), "content_filter");
+  // invalid_request: the client's malformed request, not a capacity problem.
+  EXPECT_EQ(origin_of(Cause::kInvalidRequest), Origin::kClient);
+  EXPECT_FALSE(is_serving_cut(Cause::kInvalidRequest));
+  EXPECT_TRUE(is_serving_cut(Cause::kAdmissionRejected));
 }
 
 TEST(StopRecord, JsonRoundTripKeepsEveryField) {

@@ -111,12 +111,12 @@ class Gateway {
  private:
   Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> initial);
   void handle(std::shared_ptr<proto::ServerStream> stream);
-  // Answers a request that never becomes a Stream (the HTTP layer's own 400/413/431, requests
-  // during a drain) with the one stop record every response carries (cause admission_rejected,
-  // `rule`), an access-log line and the metrics. Fills `headers` and `body` (OpenAI-style error
-  // with the record in error.cutline). Any worker thread.
+  // Answers a request that never becomes a Stream (the HTTP layer's own 400/413/431: cause
+  // invalid_request; requests during a drain: admission_rejected) with the one stop record every
+  // response carries (`cause`, `rule`), an access-log line and the metrics. Fills `headers` and
+  // `body` (OpenAI-style error with the record in error.cutline). Any worker thread.
   void answer_without_stream(const proto::HttpRequest& request, const Error& error,
-                             std::string rule, std::optional<double> limit,
+                             proto::Cause cause, std::string rule, std::optional<double> limit,
                              proto::HttpHeaders& headers, std::string& body);
   void apply_queue_limits(const policy::Policy& policy);
 

@@ -1,9 +1,12 @@
 #pragma once
-// Passthrough: every path and method that is not an OpenAI completion route (/v1/models,
-// /v1/embeddings, anything else) is forwarded to an upstream unchanged — method, target,
-// headers except hop-by-hop, body — and the response streams back the same way (status,
-// headers except hop-by-hop, body, back-pressure included). Authentication applies when tenants
-// are configured. One access-log line per request (no stop record: nothing is generated).
+// Passthrough: a path and method the gateway does not run itself is forwarded to an upstream
+// unchanged — method, target, headers except hop-by-hop and the client's key (upstream_headers.h),
+// body — and the response streams back the same way (status, headers except hop-by-hop, body,
+// back-pressure included), when a policy rule matches its route (or `passthrough: allow`);
+// otherwise 403. Authentication applies when tenants are configured. One stop record per request
+// (eos for an answer relayed whole, upstream_error, client_cancel, admission_rejected for a
+// refusal) in the access-log line and the metrics, and in the body and Cutline-Stop header of
+// the errors the gateway answers itself.
 //
 // The upstream is chosen by the model the request names — "model" in a JSON object body
 // (/v1/embeddings, ...) or the {model} of /v1/models/{model} — with the upstreams' model globs;
@@ -17,6 +20,7 @@
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http_client.h"
 #include "cutline/proto/server_stream.h"
+#include "cutline/proto/stop_record.h"
 
 namespace cutline::gateway {
 
@@ -34,7 +38,8 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   void on_body(std::string_view data);
   void on_complete(proto::HttpHeaders& trailers);
   void on_error(const proto::ClientError& error);
-  void respond_error(const Error& error);
+  void respond_error(const Error& error, int status = 0);
+  proto::StopRecord make_record() const;
   void done();
 
   Gateway& gw_;
@@ -44,6 +49,14 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   std::shared_ptr<const policy::Policy> policy_;
   const policy::Upstream* upstream_ = nullptr;
   std::string tenant_;
+  std::string request_id_;
+  std::string policy_name_;  // the matched rule's name, "" when none
+  std::string error_message_;
+  proto::StopRecord record_;
+  bool refused_ = false;      // no rule matched and passthrough is deny
+  bool auth_failed_ = false;  // 401
+  bool upstream_failed_ = false;
+  bool upstream_answered_ = false;
   proto::ClientHandle call_;
   int status_ = 0;
   int64_t bytes_in_ = 0;

@@ -76,8 +76,13 @@ class Relay {
   const proto::StopRecord* backend_record() const { return backend_record_.get(); }
 
   // Writes the end of the response for the client into `out` (appended): see the header
-  // comment. `finish_reason` is what the client sees.
-  void write_end(const proto::StopRecord& record, std::string_view finish_reason, std::string& out);
+  // comment. `finish_reason` is what the client sees when the gateway cut the response; nullopt
+  // keeps every finish_reason the upstream sent exactly as it sent it (tool_calls,
+  // content_filter, a value the gateway does not know).
+  void write_end(const proto::StopRecord& record, std::optional<std::string_view> finish_reason,
+                 std::string& out);
+  // The upstream's last finish_reason, "" when none arrived.
+  const std::string& finish_reason() const { return finish_reason_; }
   // Mid-stream error form (on_cut.mode: error): an SSE error event carrying the record, then
   // [DONE]. Streaming clients only.
   void write_error_event(const Error& error, const proto::StopRecord& record, std::string& out);

@@ -13,7 +13,10 @@
 // - finish_reason "length" at the max_tokens sent upstream      -> gateway_budget when the
 //   policy lowered it below the client's own limit, else client_max_tokens
 // - finish_reason "length" short of that limit (exact count)    -> context_length
-// - any other finish_reason ("content_filter", "abort", ...)    -> upstream_error
+// - finish_reason "content_filter"                              -> content_filter (origin model)
+// - any other finish_reason ("abort", a value added later, ...) -> upstream_error
+// The finish_reason itself reaches the client as the upstream sent it in every one of these
+// cases; only a cut the gateway makes rewrites it (Stream::client_finish_reason).
 
 #include <cstdint>
 #include <optional>

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cutline/gateway/relay.h"
+#include "cutline/gateway/responses_relay.h"
 #include "cutline/gateway/token_timing.h"
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/budget.h"
@@ -28,6 +29,7 @@
 #include "cutline/proto/http_client.h"
 #include "cutline/proto/json_writer.h"
 #include "cutline/proto/openai_request.h"
+#include "cutline/proto/route_request.h"
 #include "cutline/proto/server_stream.h"
 #include "cutline/proto/stop_record.h"
 #include "cutline/proto/timer.h"
@@ -50,6 +52,15 @@ enum class Phase : uint8_t {
 };
 std::string_view to_string(Phase phase);
 
+// The OpenAI routes that run the phases (every one under the same rules: budget, pools,
+// deadline, admission, labels). Chat and completions relay chunks (Relay); responses relays the
+// Responses API's events (ResponsesRelay); embeddings relays one JSON body (no tokens: no TTFT
+// or idle timer, no output-token pool).
+enum class Route : uint8_t { kChatCompletions, kCompletions, kResponses, kEmbeddings };
+std::string_view route_path(Route route);
+// usage.prompt_tokens of an embeddings answer, when it has one.
+std::optional<int64_t> embeddings_prompt_tokens(std::string_view body);
+
 // Why and how a stream ends: the stop cause with the rule behind it, and, for answers that are
 // errors (bad input, rejection, upstream failure, on_cut.mode error), the error to send.
 struct Ending {
@@ -63,12 +74,15 @@ struct Ending {
   int status = 0;              // overrides error->status() when set (415, upstream 4xx)
   std::string param;           // the request field an error is about
   int64_t retry_after_s = 0;   // Retry-After on 429
+  // The upstream answered an error status before anything was sent: pass its status (`status`)
+  // and body on unchanged, the record in the Cutline-Stop header.
+  bool upstream_error_body = false;
 };
 
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
   Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
-         proto::Endpoint endpoint);
+         Route route);
   ~Stream();
 
   // Runs the phases from accept on. Called once by the gateway's request handler.
@@ -105,6 +119,16 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void on_client_writable();
   void on_client_close();
   void end_from_upstream(bool transport_closed);
+  // Responses and embeddings (stream_routes.cc).
+  bool classify_route_request();
+  void on_route_body(std::string_view data);
+  void write_route_end(const Ending& ending, const proto::StopRecord& record, std::string& out);
+  UpstreamEnd upstream_end(bool transport_closed) const;
+  bool upstream_done() const;
+  int64_t output_tokens() const;
+  proto::CountMethod count_method() const;
+  const std::string& upstream_error_message() const;
+  bool read_deadline_header();
 
   // ---- timers ------------------------------------------------------------------------------
   void on_deadline();
@@ -116,7 +140,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // ---- helpers -----------------------------------------------------------------------------
   proto::StopRecord build_record(const Ending& ending) const;
-  std::string client_finish_reason(const Ending& ending) const;
+  std::optional<std::string> client_finish_reason(const Ending& ending) const;
   // Sends `out` to the client (emptying it); pauses the upstream when the client is slow.
   void send_client_bytes(std::string& out);
   void release_request();
@@ -131,7 +155,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
   const uint64_t id_;
-  const proto::Endpoint endpoint_;
+  const Route route_;
+  const proto::Endpoint endpoint_;  // chat and completions
   std::string request_id_;
   Phase phase_ = Phase::kAccept;
   double arrival_unix_s_ = 0;
@@ -144,6 +169,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::string model_;                            // the request's "model"
   bool client_stream_ = false;                   // the request's "stream"
   std::optional<int64_t> requested_max_tokens_;  // max_completion_tokens, else max_tokens
+  int64_t choices_ = 1;                          // max(n, best_of)
   bool parsed_ok_ = false;
   std::string tenant_;
   std::optional<int64_t> client_deadline_ms_;
@@ -160,13 +186,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // Upstream exchange and relay state.
   proto::ClientHandle upstream_call_;
+  // From upstream_status_ to bytes_in_: what relaying a token touches (prefetched, see route()).
   int upstream_status_ = 0;
   std::string upstream_error_body_;  // body of a non-200 upstream answer (bounded)
-  Relay relay_;
+  Relay relay_;                      // chat and completions (and the error status of every route)
   TokenTiming timing_;
   bool upstream_paused_ = false;
   int64_t bytes_out_ = 0;
   int64_t bytes_in_ = 0;
+  // Not on the per-token path of chat and completions.
+  std::string upstream_error_type_;               // the error answer's Content-Type
+  std::string upstream_retry_after_;              // its Retry-After
+  std::unique_ptr<ResponsesRelay> responses_;     // responses
+  std::optional<proto::RouteRequest> route_req_;  // responses, embeddings
+  std::string json_body_;                         // embeddings: the upstream's answer
+  std::optional<int64_t> embed_input_tokens_;
+  bool json_complete_ = false;
 
   // ---- timers (one per timeout; all disarmed in finish) -------------------------------------
   // deadline: armed at decide when the Decision has one, for the time left from arrival;

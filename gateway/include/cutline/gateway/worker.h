@@ -7,6 +7,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "cutline/gateway/models_list.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http_client.h"
 #include "cutline/proto/openai_chunk.h"
@@ -14,6 +15,7 @@
 
 namespace cutline::gateway {
 
+class ModelsList;
 class Passthrough;
 class Stream;
 
@@ -30,6 +32,9 @@ struct Worker {
   // a stream is not destroyed inside its own callback).
   std::unordered_map<uint64_t, std::shared_ptr<Stream>> streams;
   std::unordered_map<uint64_t, std::shared_ptr<Passthrough>> passthroughs;  // same rule
+  std::unordered_map<uint64_t, std::shared_ptr<ModelsList>> model_lists;    // same rule
+  // GET /v1/models: the merged list of every upstream, fetched at most every kModelsCacheMs.
+  ModelsCache models_cache;
 };
 
 }  // namespace cutline::gateway

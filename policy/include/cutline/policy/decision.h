@@ -36,6 +36,9 @@ struct RequestFacts {
   std::optional<int64_t> client_max_tokens;
   // The Cutline-Deadline-Ms header (> 0; the gateway rejects other values with 400).
   std::optional<int64_t> client_deadline_ms;
+  // Completions the request asks for (max of n and best_of, >= 1): token pools reserve
+  // max_output_tokens for each of them.
+  int64_t choices = 1;
 };
 
 // The live load of the matched rule's admission group, read just before decide()
@@ -96,6 +99,7 @@ struct Decision {
   // tightest adaptive step whose condition held; on a tie the client's own value wins (so a
   // stop there is client_max_tokens, not gateway_budget), then the rule clamp.
   TokenLimit max_output_tokens;
+  int64_t choices = 1;  // RequestFacts::choices: a pool reservation is per choice times this
   std::optional<PoolRef> tenant_pool;
   std::optional<PoolRef> global_pool;
   PoolExhausted on_pool_exhausted = PoolExhausted::kReject;

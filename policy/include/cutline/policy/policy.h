@@ -90,6 +90,18 @@ struct Spawn {
   YamlRef ref;
 };
 
+// A credential read at load from env:VARNAME or file:PATH. `value` goes to the upstream and
+// nowhere else; `label` is what logs, errors and /v1/cutline/policy show.
+struct Secret {
+  std::string value;
+  std::string label;  // "env:OPENAI_API_KEY" or "file:/run/secrets/openai"
+};
+
+struct UpstreamHeader {
+  std::string name;  // as written
+  Secret value;
+};
+
 struct Upstream {
   std::string name;
   std::string url;  // as written
@@ -103,6 +115,10 @@ struct Upstream {
   UpstreamTls tls;
   std::optional<Spawn> spawn;
   int64_t connect_timeout_ms = 5000;  // default 5s
+  // Sent on every request to this upstream: api_key as `Authorization: Bearer <key>` (it
+  // replaces any Authorization the request had), then each header (replacing one of that name).
+  std::optional<Secret> api_key;
+  std::vector<UpstreamHeader> headers;
   YamlRef ref;
 };
 
@@ -156,6 +172,9 @@ struct Budget {
   // With on_pool_exhausted: clamp, a request is rejected rather than clamped below this.
   Limit min_output_tokens{1, {}};
   std::vector<AdaptiveStep> adaptive;
+  // Most completions one request may ask for (max of n and best_of); above it: 400
+  // invalid_request. Absent = any number, each reserved and counted in full.
+  std::optional<Limit> max_choices;
 };
 
 enum class Priority : uint8_t { kInteractive, kBatch };  // interactive is served first
@@ -203,6 +222,10 @@ struct Rule {
   std::optional<Limit> idle_timeout_ms;  // longest gap between tokens
   Admission admission;
   OnCut on_cut;
+  // The client's own Authorization header goes to the upstream only when a rule says so (with
+  // tenants configured it is the tenant's gateway key; without, it may be the client's upstream
+  // key). Default: never forwarded; the upstream's own api_key, when set, is sent instead.
+  bool forward_client_key = false;
 };
 
 // One admission queue shared by the rules naming it.
@@ -254,6 +277,13 @@ struct Limits {
   int64_t http2_max_resets_per_s = 100;
 };
 
+// passthrough: what happens to a request on a route the gateway does not run itself (not a
+// completion, responses, embeddings or models route) that no rule matches.
+enum class PassthroughMode : uint8_t {
+  kDeny,   // 403 with a stop record (default): nothing reaches an upstream outside the policy
+  kAllow,  // forwarded to an upstream unchanged
+};
+
 struct Policy {
   std::string source_file;  // as given to the loader
 
@@ -266,6 +296,10 @@ struct Policy {
   BudgetStore budget_store;
   AccessLog access_log;
   Limits limits;
+  PassthroughMode passthrough = PassthroughMode::kDeny;
+  // Peer IPs whose X-Forwarded-For / Forwarded headers are kept (a load balancer in front);
+  // from anyone else they are dropped and replaced by the peer's own address.
+  std::vector<std::string> trusted_proxies;
 
   const Rule* find_rule(std::string_view name) const;
   const Upstream* find_upstream(std::string_view name) const;

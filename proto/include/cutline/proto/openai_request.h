@@ -100,6 +100,7 @@ struct ParsedRequest {
   std::optional<int64_t> seed;
   std::vector<std::string> stop;  // "stop": a string or an array of strings, decoded
   int64_t n = 1;                  // > 1 is allowed here; a caller that cannot serve it says so
+  int64_t best_of = 1;            // completions: candidates generated server-side (>= n)
   std::string user;
   bool has_tools = false;  // "tools" present and non-empty
 
@@ -123,6 +124,10 @@ struct ParsedRequest {
   std::optional<int64_t> requested_max_tokens() const {
     return max_completion_tokens ? max_completion_tokens : max_tokens;
   }
+
+  // How many completions the upstream generates for this request (each up to the max tokens):
+  // max(n, best_of). Budgets reserve and count across all of them.
+  int64_t choices() const { return n > best_of ? n : best_of; }
 
   std::string_view raw(ByteRange r) const { return body.substr(r.begin, r.size()); }
   // Decoded (unescaped) strings; these copy, and only when called.

@@ -5,8 +5,10 @@
 // (ParsedRequest::anchors). New keys are inserted right after the top-level '{'.
 //
 //   max_tokens            replaced in every limit field the client used (max_tokens and/or
-//                         max_completion_tokens, a null value included); inserted as "max_tokens"
-//                         when the client gave neither
+//                         max_completion_tokens, a null value included); inserted under
+//                         `inserted_limit_key` when the client gave neither (the gateway uses
+//                         "max_completion_tokens" on the chat route: reasoning models refuse
+//                         max_tokens; "max_tokens" on the completions route)
 //   force_stream          "stream": true (replacing the client's value or inserted)
 //   force_include_usage   "stream_options": {"include_usage": true}; merged into the client's
 //                         stream_options object keeping its other keys; replaces a null value
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "cutline/proto/openai_request.h"
 
@@ -22,6 +25,8 @@ namespace cutline::proto {
 struct RewriteOptions {
   // The max_tokens to send upstream (the gateway's effective limit, see clamp_max_tokens).
   std::optional<int64_t> max_tokens;
+  // The key a limit is inserted under when the client sent none.
+  std::string_view inserted_limit_key = "max_tokens";
   bool force_stream = false;
   bool force_include_usage = false;
 };

@@ -32,8 +32,12 @@ enum class Cause : uint8_t {
   kContextLength,       // backend: the model's context window was reached
   kUpstreamError,       // upstream: error status or error event from upstream
   kUpstreamDisconnect,  // transport: upstream closed without a stop
+  kContentFilter,       // model: the upstream's content filter ended it (finish_reason
+                        // "content_filter", passed through as sent)
+  kInvalidRequest,      // client: refused as malformed before admission (bad JSON, types, limits,
+                        // unknown model, request-target)
 };
-inline constexpr int kCauseCount = 14;
+inline constexpr int kCauseCount = 16;
 
 enum class Origin : uint8_t { kModel, kClient, kGateway, kBackend, kUpstream, kTransport };
 inline constexpr int kOriginCount = 6;
@@ -48,10 +52,12 @@ Origin origin_of(Cause cause);
 // have produced without the limit.
 bool is_truncated(Cause cause);
 // A cut made by serving (gateway, backend, upstream, transport, or a client that gave up), as
-// opposed to a model stop or the client's own max_tokens. What cutline_truncations_total counts.
+// opposed to a model stop (content_filter included), the client's own max_tokens, or a request
+// refused as malformed. What cutline_truncations_total counts.
 bool is_serving_cut(Cause cause);
 // The OpenAI `finish_reason` that a plain client sees by default: "stop" for model stops,
-// "length" for everything else (budget and time cuts read as "the answer was cut short").
+// "content_filter" for content_filter, "length" for everything else (budget and time cuts read as
+// "the answer was cut short").
 std::string_view default_finish_reason(Cause cause);
 
 // How output_tokens was counted.

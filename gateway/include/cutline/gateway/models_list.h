@@ -1,0 +1,78 @@
+#pragma once
+// ModelsList: GET /v1/models. The gateway asks every upstream for its list at once, keeps each
+// model once (the first upstream in upstreams[] order that lists it and whose `models` globs
+// serve it), caches the merged list on the worker for kModelsCacheMs, and shows a tenant only the
+// models a rule lets it use (a rule matching the tenant, the model and one of the OpenAI routes,
+// with the request's headers). An upstream that fails or times out is left out of that answer
+// (and not cached). One stop record per answer (eos; admission_rejected for a refused key), in
+// the Cutline-Stop header, the access log and the metrics. Runs on the request's worker loop.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cutline/policy/policy.h"
+#include "cutline/proto/http_client.h"
+#include "cutline/proto/server_stream.h"
+#include "cutline/proto/stop_record.h"
+
+namespace cutline::gateway {
+
+class Gateway;
+struct Worker;
+
+inline constexpr int64_t kModelsCacheMs = 5000;
+
+// One model of the merged list: its id and its object as the upstream wrote it.
+struct ListedModel {
+  std::string id;
+  std::string json;
+};
+
+// The merged list a worker keeps (Worker::models_cache).
+struct ModelsCache {
+  uint64_t policy_generation = 0;
+  int64_t fetched_ns = -1;  // -1: never
+  std::vector<ListedModel> models;
+};
+
+// The models of one upstream's /v1/models answer ({"data": [{"id": ...}, ...]}) that its
+// `models` globs serve; appended to `out` unless an earlier upstream listed them.
+void merge_model_list(const policy::Upstream& upstream, std::string_view body,
+                      std::vector<ListedModel>& out);
+
+class ModelsList : public std::enable_shared_from_this<ModelsList> {
+ public:
+  ModelsList(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client,
+             uint64_t id);
+  void start();
+
+ private:
+  void fetch_all();
+  void on_upstream_done(size_t index, int status, std::string body);
+  void answer(const std::vector<ListedModel>& models);
+  void finish(int status, const std::string& body, proto::StopRecord record);
+
+  Gateway& gw_;
+  Worker& worker_;
+  std::shared_ptr<proto::ServerStream> client_;
+  const uint64_t id_;
+  std::shared_ptr<const policy::Policy> policy_;
+  uint64_t generation_ = 0;
+  std::string request_id_;
+  std::string tenant_;
+  double arrival_unix_s_ = 0;
+  struct Pending {
+    proto::ClientHandle call;
+    int status = 0;
+    std::string body;
+    bool done = false;
+  };
+  std::vector<Pending> pending_;  // by upstream index
+  size_t outstanding_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace cutline::gateway

@@ -1,0 +1,245 @@
+#include "cutline/gateway/models_list.h"
+
+#include <chrono>
+
+#include <simdjson.h>
+
+#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/request_id.h"
+#include "cutline/gateway/upstream_headers.h"
+#include "cutline/gateway/upstream_target.h"
+#include "cutline/gateway/worker.h"
+#include "cutline/policy/api_key.h"
+#include "cutline/policy/decision.h"
+#include "cutline/policy/glob.h"
+#include "cutline/proto/event_loop.h"
+#include "cutline/proto/openai_error.h"
+
+namespace cutline::gateway {
+namespace {
+
+constexpr size_t kMaxModelsBody = 4u << 20;
+constexpr std::string_view kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
+                                        "/v1/embeddings"};
+
+double unix_now_s() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+bool serves(const policy::Upstream& u, std::string_view model) {
+  for (const auto& g : u.models) {
+    if (policy::glob_match(g, model)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void merge_model_list(const policy::Upstream& upstream, std::string_view body,
+                      std::vector<ListedModel>& out) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::ondemand::document doc;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS) return;
+  simdjson::ondemand::array data;
+  if (doc.find_field_unordered("data").get_array().get(data) != simdjson::SUCCESS) return;
+  for (auto item : data) {
+    simdjson::ondemand::object obj;
+    if (item.get_object().get(obj) != simdjson::SUCCESS) continue;
+    std::string_view raw;
+    if (obj.raw_json().get(raw) != simdjson::SUCCESS) continue;
+    bool rewound = false;
+    if (obj.reset().get(rewound) != simdjson::SUCCESS) continue;
+    std::string_view id;
+    if (obj.find_field_unordered("id").get_string().get(id) != simdjson::SUCCESS) continue;
+    if (!serves(upstream, id)) continue;
+    bool seen = false;
+    for (const auto& m : out) seen = seen || m.id == id;
+    if (!seen) out.push_back(ListedModel{std::string(id), std::string(raw)});
+  }
+}
+
+ModelsList::ModelsList(Gateway& gateway, Worker& worker,
+                       std::shared_ptr<proto::ServerStream> client, uint64_t id)
+    : gw_(gateway), worker_(worker), client_(std::move(client)), id_(id) {}
+
+void ModelsList::start() {
+  arrival_unix_s_ = unix_now_s();
+  policy_ = gw_.policy();
+  generation_ = gw_.policy_generation();
+  const proto::HttpRequest& req = client_->request();
+  request_id_ = request_id_for(req.headers);
+  std::weak_ptr<ModelsList> weak = weak_from_this();
+  client_->on_close([weak] {
+    if (auto self = weak.lock()) {
+      for (auto& p : self->pending_) p.call.cancel();
+      proto::StopRecord r;
+      r.cause = proto::Cause::kClientCancel;
+      self->finish(499, "", std::move(r));
+    }
+  });
+  if (policy_->requires_auth()) {
+    std::string_view token;
+    if (auto h = req.headers.get("Authorization")) {
+      if (h->size() > 7 && proto::iequals(h->substr(0, 7), "Bearer ")) token = h->substr(7);
+    }
+    const policy::Tenant* t = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+    if (!t) {
+      proto::StopRecord r;
+      r.cause = proto::Cause::kAdmissionRejected;
+      r.rule = "tenants";
+      r.message = "missing or invalid API key";
+      proto::ErrorBodyFields fields;
+      fields.cutline = &r;
+      const std::string body = proto::error_body(
+          make_error(ErrorKind::kUnauthorized, "missing or invalid API key"), fields);
+      finish(401, body, std::move(r));
+      return;
+    }
+    tenant_ = t->name;
+  }
+  const ModelsCache& cache = worker_.models_cache;
+  const int64_t now = gw_.clock().now_ns();
+  if (cache.fetched_ns >= 0 && cache.policy_generation == generation_ &&
+      now - cache.fetched_ns < kModelsCacheMs * 1'000'000) {
+    answer(cache.models);
+    return;
+  }
+  fetch_all();
+}
+
+void ModelsList::fetch_all() {
+  pending_.resize(policy_->upstreams.size());
+  outstanding_ = pending_.size();
+  const std::string peer = client_->peer_address();
+  for (size_t i = 0; i < policy_->upstreams.size(); ++i) {
+    const policy::Upstream& u = policy_->upstreams[i];
+    proto::ClientRequest up;
+    up.method = "GET";
+    if (Status s = fill_upstream_target(u, gw_.upstream_tls(), up); !s.ok()) {
+      on_upstream_done(i, 0, "");
+      continue;
+    }
+    up.target = u.base_path + "/v1/models";
+    up.headers = client_->request().headers;
+    build_upstream_headers(u, upstream_header_options(*policy_, nullptr, peer, request_id_),
+                           up.headers);
+    std::weak_ptr<ModelsList> weak = weak_from_this();
+    proto::ClientCallbacks cb;
+    cb.on_head = [weak, i](int status, proto::HttpHeaders&) {
+      if (auto self = weak.lock()) self->pending_[i].status = status;
+    };
+    cb.on_body = [weak, i](std::string_view data) {
+      auto self = weak.lock();
+      if (self && self->pending_[i].body.size() + data.size() <= kMaxModelsBody) {
+        self->pending_[i].body.append(data);
+      }
+    };
+    cb.on_complete = [weak, i](proto::HttpHeaders&) {
+      if (auto self = weak.lock()) {
+        self->on_upstream_done(i, self->pending_[i].status, std::move(self->pending_[i].body));
+      }
+    };
+    cb.on_error = [weak, i](const proto::ClientError&) {
+      if (auto self = weak.lock()) self->on_upstream_done(i, 0, "");
+    };
+    pending_[i].call = worker_.client->start(std::move(up), std::move(cb));
+  }
+}
+
+void ModelsList::on_upstream_done(size_t index, int status, std::string body) {
+  Pending& p = pending_[index];
+  if (p.done || done_) return;
+  p.done = true;
+  p.status = status;
+  p.body = std::move(body);
+  if (--outstanding_ > 0) return;
+  std::vector<ListedModel> merged;
+  bool all_ok = true;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i].status != 200) {
+      all_ok = false;
+      if (pending_[i].status != 0) {
+        gw_.metrics().upstream_error(policy_->upstreams[i].name,
+                                     "status_" + std::to_string(pending_[i].status));
+      }
+      continue;
+    }
+    merge_model_list(policy_->upstreams[i], pending_[i].body, merged);
+  }
+  if (all_ok) {
+    worker_.models_cache =
+        ModelsCache{generation_, gw_.clock().now_ns(), std::vector<ListedModel>(merged)};
+  }
+  answer(merged);
+}
+
+// The tenant's view: a model is listed when some rule would serve this tenant that model on one
+// of the OpenAI routes.
+void ModelsList::answer(const std::vector<ListedModel>& models) {
+  const proto::HttpHeaders& headers = client_->request().headers;
+  std::string body = R"({"object":"list","data":[)";
+  bool first = true;
+  for (const ListedModel& m : models) {
+    bool allowed = false;
+    for (std::string_view route : kRoutes) {
+      policy::RequestFacts facts;
+      facts.tenant = tenant_;
+      facts.model = m.id;
+      facts.route = route;
+      facts.header = [&headers](std::string_view name) { return headers.get(name); };
+      if (policy::match_rule(*policy_, facts)) {
+        allowed = true;
+        break;
+      }
+    }
+    if (!allowed) continue;
+    if (!first) body.push_back(',');
+    first = false;
+    body.append(m.json);
+  }
+  body.append("]}");
+  proto::StopRecord r;
+  r.cause = proto::Cause::kEos;
+  finish(200, body, std::move(r));
+}
+
+void ModelsList::finish(int status, const std::string& body, proto::StopRecord record) {
+  if (done_) return;
+  done_ = true;
+  record.reporter = "gateway";
+  record.request_id = request_id_;
+  record.duration_ms = (unix_now_s() - arrival_unix_s_) * 1000.0;
+  if (status != 499 && !client_->closed()) {
+    client_->send_simple(status,
+                         proto::HttpHeaders{{"Content-Type", "application/json"},
+                                            {"Cutline-Stop", proto::stop_header_value(record)},
+                                            {"Cutline-Request-Id", request_id_},
+                                            {"X-Request-Id", request_id_}},
+                         body);
+  }
+  if (AccessLog* log = gw_.access_log()) {
+    AccessLogEntry e;
+    e.ts_unix_s = arrival_unix_s_;
+    e.request_id = request_id_;
+    e.method = "GET";
+    e.path = "/v1/models";
+    e.tenant = tenant_;
+    e.status = status;
+    e.bytes_out = static_cast<int64_t>(body.size());
+    e.stop = &record;
+    log->write(e);
+  }
+  RequestOutcome o;
+  o.route = "/v1/models";
+  o.tenant = tenant_;
+  o.code = status;
+  o.stop = &record;
+  gw_.metrics().record(o);
+  Worker* w = &worker_;
+  const uint64_t id = id_;
+  worker_.loop.post([w, id] { w->model_lists.erase(id); });
+}
+
+}  // namespace cutline::gateway
