@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/ci.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {
@@ -192,7 +193,8 @@ TEST_F(FidelityTest, AnInsertedLimitIsMaxCompletionTokensAndAClientsKeyIsKept) {
   post(chat(true, R"(,"max_tokens":100,"max_completion_tokens":50)"), "tokens=2", h);
   post(R"({"model":"fake","prompt":"p","stream":true})", "tokens=2", h, "/v1/completions");
   const std::string seen = fake_requests();
-  EXPECT_NE(seen.find(R"({\"max_completion_tokens\":4,\"stream_options\")"), std::string::npos) << seen;
+  EXPECT_NE(seen.find(R"({\"max_completion_tokens\":4,\"stream_options\")"), std::string::npos)
+      << seen;
   EXPECT_NE(seen.find(R"(\"max_tokens\":4})"), std::string::npos) << seen;
   EXPECT_NE(seen.find(R"(\"max_tokens\":4,\"max_completion_tokens\":4})"), std::string::npos)
       << seen;
@@ -208,8 +210,7 @@ TEST_F(FidelityTest, AnUpstreamWithItsOwnKeyGetsItAndNeverTheClients) {
                 "tokens=2,require_key=sk-upstream-secret", h);
   EXPECT_EQ(r.status, 200) << r.body;
   std::string seen = fake_requests();
-  EXPECT_NE(seen.find(R"("authorization":"Bearer sk-upstream-secret")"), std::string::npos)
-      << seen;
+  EXPECT_NE(seen.find(R"("authorization":"Bearer sk-upstream-secret")"), std::string::npos) << seen;
   EXPECT_NE(seen.find(R"("x-upstream-org":"org-secret")"), std::string::npos) << seen;
   EXPECT_EQ(seen.find("client-key"), std::string::npos) << seen;
   // An upstream without a key of its own gets no key at all, unless a rule forwards the client's.
@@ -234,8 +235,8 @@ TEST_F(FidelityTest, AnUpstreamWithItsOwnKeyGetsItAndNeverTheClients) {
 TEST_F(FidelityTest, AClientRequestIdIsHonouredForwardedAndLoggedTraceContextPasses) {
   reset_fake();
   const std::string tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-  proto::HttpHeaders h{{"X-Request-Id", "client-trace-7"}, {"traceparent", tp},
-                       {"tracestate", "k=v"}};
+  proto::HttpHeaders h{
+      {"X-Request-Id", "client-trace-7"}, {"traceparent", tp}, {"tracestate", "k=v"}};
   auto r = post(chat(false), "tokens=1", h);
   EXPECT_EQ(r.headers.get("X-Request-Id").value_or(""), "client-trace-7");
   EXPECT_NE(r.body.find(R"("request_id":"client-trace-7")"), std::string::npos) << r.body;
@@ -262,7 +263,8 @@ TEST_F(FidelityTest, EverySpellingOfTheChatRouteRunsThePolicy) {
     reset_fake();
     RawClient c(env->port);
     ASSERT_TRUE(c.connected());
-    c.send_all(http_post_raw(target, chat(false), "X-Policy: clamp\r\nX-Fake-Script: tokens=9\r\n"));
+    c.send_all(
+        http_post_raw(target, chat(false), "X-Policy: clamp\r\nX-Fake-Script: tokens=9\r\n"));
     const std::string got = c.read_until("gateway_budget", 5000);
     EXPECT_NE(got.find("gateway_budget"), std::string::npos) << target << ": " << got;
     const std::string seen = fake_requests();
@@ -275,27 +277,28 @@ TEST_F(FidelityTest, EverySpellingOfTheChatRouteRunsThePolicy) {
     return c.read_until(until, 5000);
   };
   const std::string body = chat(false);
-  const std::string absolute = raw("POST http://evil.example/v1/chat/completions HTTP/1.1\r\n"
-                                   "Host: evil.example\r\nContent-Type: application/json\r\n"
-                                   "Content-Length: " +
-                                   std::to_string(body.size()) + "\r\n\r\n" + body,
-                                   "\"cause\"");
+  const std::string absolute =
+      raw("POST http://evil.example/v1/chat/completions HTTP/1.1\r\n"
+          "Host: evil.example\r\nContent-Type: application/json\r\n"
+          "Content-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body,
+          "\"cause\"");
   // Host and authority agree, so it is routed as origin-form under the policy; another authority
   // is refused.
   EXPECT_NE(absolute.find("HTTP/1.1 200"), std::string::npos) << absolute;
-  const std::string other = raw("POST http://evil.example/v1/chat/completions HTTP/1.1\r\n"
-                                "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                                "Content-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body,
-                                "invalid_request");
+  const std::string other =
+      raw("POST http://evil.example/v1/chat/completions HTTP/1.1\r\n"
+          "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          "Content-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body,
+          "invalid_request");
   EXPECT_NE(other.find("HTTP/1.1 400"), std::string::npos) << other;
   EXPECT_NE(other.find("invalid_request"), std::string::npos) << other;
-  const std::string star =
-      raw("OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "invalid_request");
+  const std::string star = raw("OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "invalid_request");
   EXPECT_NE(star.find("HTTP/1.1 400"), std::string::npos) << star;
-  const std::string slash = raw(
-      "POST /v1/chat%2Fcompletions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}",
-      "invalid_request");
+  const std::string slash =
+      raw("POST /v1/chat%2Fcompletions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}",
+          "invalid_request");
   EXPECT_NE(slash.find("HTTP/1.1 400"), std::string::npos) << slash;
 }
 
@@ -320,7 +323,7 @@ TEST_F(FidelityTest, RawHeaderBytesAreEscapedInErrorBodies) {
 // without them on a developer machine, a failure when CI=true.
 int run_openai_agent(const std::vector<std::string>& checks, std::string& out) {
   const std::string dir = CUTLINE_OPENAI_NPM_DIR;
-  const bool ci = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
+  const bool ci = cutline::testing::running_in_ci();
   if (read_file(dir + "/node_modules/openai/package.json").empty()) {
     if (ci) ADD_FAILURE() << "CI=true but the openai npm client is not installed in " << dir;
     return -2;
@@ -360,8 +363,9 @@ TEST_F(FidelityTest, OpenaiNpmClientParallelToolCallsAndAnUpstreamKey) {
   EXPECT_NE(out.find(R"({"check":"tools","ok":true,"finish_reason":"tool_calls")"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find(R"({"check":"tools_stream","ok":true,"finish_reason":"tool_calls","calls":2})"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(R"({"check":"tools_stream","ok":true,"finish_reason":"tool_calls","calls":2})"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find(R"({"check":"keyed","ok":true)"), std::string::npos) << out;
 }

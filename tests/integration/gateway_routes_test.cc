@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/ci.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {
@@ -191,7 +192,7 @@ TEST_F(RoutesTest, PassthroughWithoutARuleIsRefused) {
 
 TEST_F(RoutesTest, OpenaiNpmClientResponsesApi) {
   const std::string dir = CUTLINE_OPENAI_NPM_DIR;
-  const bool ci = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
+  const bool ci = cutline::testing::running_in_ci();
   if (read_file(dir + "/node_modules/openai/package.json").empty()) {
     if (ci) FAIL() << "CI=true but the openai npm client is not installed in " << dir;
     GTEST_SKIP() << "run `npm install --prefix " << dir << "` first";

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "../support/ci.h"
 #include "../support/redis_server.h"
 #include "gateway_harness.h"
 
@@ -75,6 +76,8 @@ class GatewaySharedPool : public ::testing::Test {
     skip_why_ = nullptr;
   }
   void SetUp() override {
+    if (skip_why_ != nullptr && cutline::testing::running_in_ci())
+      FAIL() << "CI=true but redis-server could not start: " << *skip_why_;
     if (skip_why_ != nullptr) GTEST_SKIP() << *skip_why_;
     redis_->command({"FLUSHALL"});
   }
