@@ -93,7 +93,14 @@ EndpointPool::EndpointPool(const policy::Upstream& upstream, const proto::Clock&
 
 std::shared_ptr<EndpointPool> EndpointPool::create(const policy::Upstream& upstream,
                                                    const proto::Clock& clock, uint64_t seed) {
+  return create(upstream, clock, seed, nullptr);
+}
+
+std::shared_ptr<EndpointPool> EndpointPool::create(const policy::Upstream& upstream,
+                                                   const proto::Clock& clock, uint64_t seed,
+                                                   std::shared_ptr<const void> owner) {
   auto pool = std::make_shared<EndpointPool>(upstream, clock, seed);
+  pool->owner_ = std::move(owner);
   std::vector<EndpointAddress> addresses;
   for (const auto& e : upstream.endpoints) {
     addresses.push_back({e.host, e.port, e.base_path, endpoint_label(e.host, e.port)});

@@ -140,6 +140,7 @@ Status Gateway::start() {
     per_loop_[static_cast<size_t>(loop.index())]->client =
         std::make_unique<proto::HttpClient>(loop, co);
   });
+  swap_upstream_pools(policy);
   // The admin listener first, so that /readyz reports the upstream processes while they start.
   if (policy->admin) {
     const uint16_t port = options_.admin_port_override >= 0
@@ -163,6 +164,7 @@ void Gateway::stop() {
   if (admin_) admin_->stop();
   workers_.run_on_all_and_wait([this](proto::EventLoop& loop) {
     Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
+    if (auto pools = upstream_pools(); pools && loop.index() == 0) pools->stop_probing();
     w.streams.clear();
     w.passthroughs.clear();
     w.client.reset();
@@ -283,6 +285,7 @@ Status Gateway::reload() {
   }
   upstream_tls_.add(r.policy, std::move(upstream_tls));
   holder_->replace(r.policy);
+  swap_upstream_pools(r.policy);
   // New handshakes use the reloaded certificates; open connections keep theirs. Turning TLS on
   // or off on a listener, or adding, removing or moving listeners, needs a restart.
   const auto& listen = r.policy->listen;
@@ -310,6 +313,27 @@ Status Gateway::reload() {
                options_.config_path.c_str(),
                static_cast<unsigned long long>(holder_->generation()));
   return {};
+}
+
+std::shared_ptr<UpstreamPools> Gateway::upstream_pools() const {
+  std::lock_guard<std::mutex> lock(upstream_pools_mu_);
+  return upstream_pools_;
+}
+
+void Gateway::swap_upstream_pools(std::shared_ptr<const policy::Policy> policy) {
+  auto next = std::make_shared<UpstreamPools>(std::move(policy), clock_);
+  std::shared_ptr<UpstreamPools> old = upstream_pools();
+  if (old) next->adopt(*old);
+  {
+    std::lock_guard<std::mutex> lock(upstream_pools_mu_);
+    upstream_pools_ = next;
+  }
+  // Health checks, load polls and DNS run on worker 0 with its client; the old pools stop there.
+  workers_.loop(0).post([this, next, old] {
+    if (old) old->stop_probing();
+    Worker& w = *per_loop_[0];
+    if (w.client && started_) next->start_probing(w.loop, *w.client, &upstream_tls_);
+  });
 }
 
 void Gateway::apply_queue_limits(const policy::Policy& p) {

@@ -12,7 +12,7 @@ UpstreamPools::UpstreamPools(std::shared_ptr<const policy::Policy> policy,
     : policy_(std::move(policy)), clock_(clock) {
   uint64_t seed = static_cast<uint64_t>(clock_.now_ns());
   for (const auto& u : policy_->upstreams)
-    pools_.push_back(EndpointPool::create(u, clock_, ++seed));
+    pools_.push_back(EndpointPool::create(u, clock_, ++seed, policy_));
 }
 
 UpstreamPools::~UpstreamPools() = default;

@@ -95,6 +95,11 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   // choices reproducible in tests.
   static std::shared_ptr<EndpointPool> create(const policy::Upstream& upstream,
                                               const proto::Clock& clock, uint64_t seed = 0);
+  // The same, keeping `owner` (the policy snapshot `upstream` belongs to) alive as long as the
+  // pool: a lease taken before a reload can still report after it.
+  static std::shared_ptr<EndpointPool> create(const policy::Upstream& upstream,
+                                              const proto::Clock& clock, uint64_t seed,
+                                              std::shared_ptr<const void> owner);
 
   EndpointLease pick(const PickRequest& request) const;
 
@@ -134,6 +139,7 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   int balance(const Set& set, const std::vector<uint32_t>& candidates, int64_t now_ns) const;
   std::string no_candidate_error(const Set& set, int64_t now_ns, size_t tried) const;
 
+  std::shared_ptr<const void> owner_;  // keeps upstream_ alive
   const policy::Upstream& upstream_;
   const proto::Clock& clock_;
   mutable std::atomic<uint64_t> rng_;
