@@ -78,13 +78,18 @@ void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
     }
     if (AccessLog* log = gw_.access_log())
       gw_.metrics().set_access_log_dropped(log->dropped_lines());
-    s->send_simple(200, {{"Content-Type", "text/plain; version=0.0.4"}}, gw_.metrics().serialize());
+    const auto pools = gw_.upstream_pools();
+    s->send_simple(200, {{"Content-Type", "text/plain; version=0.0.4"}},
+                   gw_.metrics().serialize() + (pools ? pools->render_prometheus() : ""));
   } else if (path == "/healthz") {
     s->send_simple(200, {{"Content-Type", "text/plain"}}, "ok\n");
   } else if (path == "/readyz") {
     ready(std::move(s));
   } else if (path == "/v1/cutline/streams") {
     streams(std::move(s));
+  } else if (path == "/v1/cutline/upstreams") {
+    const auto pools = gw_.upstream_pools();
+    s->send_simple(200, kJson, pools ? pools->render_json() : R"({"upstreams":[]})");
   } else if (path == "/v1/cutline/policy") {
     s->send_simple(200, kJson, policy_json());
   } else {

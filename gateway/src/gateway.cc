@@ -66,11 +66,19 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
     redis_options.host = store.host;
     redis_options.port = store.port;
     redis_options.db = store.db;
+    redis_options.user = store.user;
+    redis_options.password = store.password;
     auto redis = std::make_unique<policy::RedisPoolStore>(std::move(redis_options), gw->clock_);
     const bool answered = redis->ping();
     std::fprintf(
         stderr, "cutline-gateway: token pools in %s%s\n", store.url.c_str(),
         answered ? "" : " (not answering yet: this process uses its own pools until it does)");
+    if (store.fail_closed) {
+      std::fprintf(stderr,
+                   "cutline-gateway: budget_store on_error: closed is not applied yet: admission "
+                   "uses the synchronous store, which serves from this process's pools while "
+                   "Redis is unreachable\n");
+    }
     gw->redis_pools_ = redis.get();
     gw->pools_ = std::move(redis);
   }
@@ -155,6 +163,7 @@ Status Gateway::start() {
     per_loop_[static_cast<size_t>(loop.index())]->client =
         std::make_unique<proto::HttpClient>(loop, co);
   });
+  swap_upstream_pools(policy);
   // The admin listener first, so that /readyz reports the upstream processes while they start.
   if (policy->admin) {
     const uint16_t port = options_.admin_port_override >= 0
@@ -178,6 +187,7 @@ void Gateway::stop() {
   if (admin_) admin_->stop();
   workers_.run_on_all_and_wait([this](proto::EventLoop& loop) {
     Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
+    if (auto pools = upstream_pools(); pools && loop.index() == 0) pools->stop_probing();
     w.streams.clear();
     w.passthroughs.clear();
     w.model_lists.clear();
@@ -303,6 +313,7 @@ Status Gateway::reload() {
   }
   upstream_tls_.add(r.policy, std::move(upstream_tls));
   holder_->replace(r.policy);
+  swap_upstream_pools(r.policy);
   // New handshakes use the reloaded certificates; open connections keep theirs. Turning TLS on
   // or off on a listener, or adding, removing or moving listeners, needs a restart.
   const auto& listen = r.policy->listen;
@@ -330,6 +341,27 @@ Status Gateway::reload() {
                options_.config_path.c_str(),
                static_cast<unsigned long long>(holder_->generation()));
   return {};
+}
+
+std::shared_ptr<UpstreamPools> Gateway::upstream_pools() const {
+  std::lock_guard<std::mutex> lock(upstream_pools_mu_);
+  return upstream_pools_;
+}
+
+void Gateway::swap_upstream_pools(std::shared_ptr<const policy::Policy> policy) {
+  auto next = std::make_shared<UpstreamPools>(std::move(policy), clock_);
+  std::shared_ptr<UpstreamPools> old = upstream_pools();
+  if (old) next->adopt(*old);
+  {
+    std::lock_guard<std::mutex> lock(upstream_pools_mu_);
+    upstream_pools_ = next;
+  }
+  // Health checks, load polls and DNS run on worker 0 with its client; the old pools stop there.
+  workers_.loop(0).post([this, next, old] {
+    if (old) old->stop_probing();
+    Worker& w = *per_loop_[0];
+    if (w.client && started_) next->start_probing(w.loop, *w.client, &upstream_tls_);
+  });
 }
 
 void Gateway::apply_queue_limits(const policy::Policy& p) {

@@ -399,7 +399,17 @@ void Stream::route() {
     return on_upstream_error(
         proto::ClientError{proto::ClientErrorKind::kConnectFailed, s.error().message});
   }
-  req.target = upstream_->base_path + std::string(route_path(route_));
+  std::string base_path = upstream_->base_path;
+  if (Status s = pick_endpoint(req, base_path); !s.ok()) {
+    Ending e;
+    e.cause = Cause::kUpstreamError;
+    e.rule = "upstreams." + upstream_->name;
+    e.message = s.error().message;
+    e.error = s.error();
+    finish(std::move(e));
+    return;
+  }
+  req.target = base_path + std::string(route_path(route_));
   req.headers = std::move(client_->request().headers);
   req.headers.remove("Accept-Encoding");  // the relay parses the stream: no compression
   const std::string peer = client_->peer_address();
@@ -512,6 +522,8 @@ void Stream::on_upstream_body(std::string_view data) {
 }
 
 void Stream::on_upstream_complete() {
+  lease_.report(upstream_status_ >= 500 ? EndpointOutcome::kServerError
+                                        : EndpointOutcome::kSuccess);
   if (upstream_status_ != 200) {
     relay_.on_error_status(upstream_status_, upstream_error_body_);
     gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(upstream_status_));
@@ -525,6 +537,7 @@ void Stream::on_upstream_complete() {
 
 void Stream::on_upstream_error(const proto::ClientError& error) {
   gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
+  report_endpoint_failure(error.kind);
   if (error.kind == proto::ClientErrorKind::kClosedMidBody && upstream_status_ == 200) {
     return end_from_upstream(true);
   }

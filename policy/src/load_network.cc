@@ -185,11 +185,10 @@ void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& option
   p.admin = std::move(a);
 }
 
-namespace {
+namespace {}  // namespace
 
-// Parses an upstream URL into u's scheme/host/port/base_path; false (with an error) if invalid.
-bool parse_upstream_url(YamlReader& r, const YAML::Node& node, const std::string& path,
-                        const std::string& url, Upstream& u) {
+bool parse_endpoint_url(YamlReader& r, const YAML::Node& node, const std::string& path,
+                        const std::string& url, UpstreamScheme& scheme_out, UpstreamEndpoint& out) {
   auto fail = [&](const std::string& why) {
     r.error(node, path, why);
     return false;
@@ -201,13 +200,13 @@ bool parse_upstream_url(YamlReader& r, const YAML::Node& node, const std::string
   const std::string scheme = url.substr(0, sep);
   uint16_t default_port;
   if (scheme == "http") {
-    u.scheme = UpstreamScheme::kHttp;
+    scheme_out = UpstreamScheme::kHttp;
     default_port = 80;
   } else if (scheme == "https") {
-    u.scheme = UpstreamScheme::kHttps;
+    scheme_out = UpstreamScheme::kHttps;
     default_port = 443;
   } else if (scheme == "h2c") {
-    u.scheme = UpstreamScheme::kH2c;
+    scheme_out = UpstreamScheme::kH2c;
     default_port = 80;
   } else {
     return fail("unsupported scheme " + quote(scheme) + " (use http://, https:// or h2c://)");
@@ -224,10 +223,30 @@ bool parse_upstream_url(YamlReader& r, const YAML::Node& node, const std::string
   }
   auto hp = split_authority(authority, /*allow_no_port=*/true, default_port);
   if (!hp) return fail("invalid host or port in " + quote(url));
-  u.host = hp->host;
-  u.port = hp->port;
+  out.url = url;
+  out.host = hp->host;
+  out.port = hp->port;
   while (!tail.empty() && tail.back() == '/') tail.remove_suffix(1);
-  u.base_path = std::string(tail);
+  out.base_path = std::string(tail);
+  out.ref = r.ref(node, path);
+  return true;
+}
+
+std::optional<HostPort> parse_host_port_default(std::string_view text, uint16_t default_port) {
+  return split_authority(text, /*allow_no_port=*/default_port != 0, default_port);
+}
+
+namespace {
+
+// Parses an upstream URL into u's scheme/host/port/base_path; false (with an error) if invalid.
+bool parse_upstream_url(YamlReader& r, const YAML::Node& node, const std::string& path,
+                        const std::string& url, Upstream& u) {
+  UpstreamEndpoint e;
+  if (!parse_endpoint_url(r, node, path, url, u.scheme, e)) return false;
+  u.host = e.host;
+  u.port = e.port;
+  u.base_path = e.base_path;
+  u.endpoints.push_back(std::move(e));
   return true;
 }
 
@@ -330,9 +349,10 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& op
   for (size_t i = 0; i < items->size(); ++i) {
     const YAML::Node& item = (*items)[i];
     const std::string path = index_path(base, i);
-    auto f = r.map(item, path,
-                   {"name", "url", "models", "protocol", "connect_timeout", "tls", "spawn",
-                    "api_key", "headers"});
+    auto f = r.map(
+        item, path,
+        {"name", "url", "endpoints", "models", "protocol", "connect_timeout", "tls", "spawn",
+         "api_key", "headers", "balance", "prefix_affinity", "health", "outlier", "load_report"});
     if (!f) {
       all_ok = false;
       continue;
@@ -356,8 +376,15 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& op
       ok = false;
     }
     const Entry* url = f->get("url");
-    if (!url) {
-      r.error(item, path, "missing required key \"url\"");
+    const Entry* endpoints = f->get("endpoints");
+    if (url && endpoints) {
+      r.error(endpoints->key, key_path(path, "endpoints"),
+              "give either \"url\" (one endpoint) or \"endpoints\" (a pool), not both");
+      ok = false;
+    } else if (endpoints) {
+      ok = load_endpoints(r, endpoints->value, key_path(path, "endpoints"), u) && ok;
+    } else if (!url) {
+      r.error(item, path, "missing required key \"url\" (or \"endpoints\")");
       ok = false;
     } else if (auto s = r.string(url->value, key_path(path, "url"))) {
       u.url = *s;
@@ -396,40 +423,61 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& op
       ok = load_upstream_tls(r, e->value, key_path(path, "tls"), u) && ok;
     if (auto* e = f->get("spawn")) ok = load_spawn(r, e->value, key_path(path, "spawn"), u) && ok;
     ok = load_upstream_credentials(r, *f, path, options, u) && ok;
+    ok = load_pool_keys(r, *f, path, endpoints != nullptr, u) && ok;
     all_ok = all_ok && ok;
     if (!u.name.empty()) p.upstreams.push_back(std::move(u));
   }
   return all_ok;
 }
 
-void load_budget_store(YamlReader& r, const YAML::Node& node, Policy& p) {
+void load_budget_store(YamlReader& r, const YAML::Node& node, const LoadOptions& options,
+                       Policy& p) {
   const std::string path = "budget_store";
+  if (node.IsMap()) {
+    load_budget_store_map(r, node, options, p);
+    return;
+  }
   auto s = r.string(node, path);
   if (!s) return;
+  parse_budget_store_url(r, node, path, *s, p.budget_store);
+}
+
+bool parse_budget_store_url(YamlReader& r, const YAML::Node& node, const std::string& path,
+                            const std::string& url, BudgetStore& out) {
+  const std::optional<std::string> s = url;
+  BudgetStore& p_store = out;
   BudgetStore b;
   b.url = *s;
   b.ref = r.ref(node, path);
   if (*s == "memory") {
     b.kind = BudgetStoreKind::kMemory;
-    p.budget_store = std::move(b);
-    return;
+    p_store = std::move(b);
+    return true;
   }
   const std::string_view kPrefix = "redis://";
+  if (s->compare(0, 9, "rediss://") == 0) {
+    r.error(node, path,
+            "TLS to Redis (rediss://) is not supported by this build's hiredis; reach Redis "
+            "over a private network or a local TLS tunnel");
+    return false;
+  }
   if (s->compare(0, kPrefix.size(), kPrefix) != 0) {
     r.error(node, path, "expected \"memory\" or redis://HOST:PORT[/DB], got " + quote(*s));
-    return;
+    return false;
   }
   std::string_view rest = std::string_view(*s).substr(kPrefix.size());
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (authority.find('@') != std::string_view::npos) {
-    r.error(node, path, "credentials in the budget_store URL are not supported");
-    return;
+    r.error(
+        node, path,
+        "credentials in the budget_store URL are not supported (use user and password: env:VAR)");
+    return false;
   }
   auto hp = split_authority(authority, /*allow_no_port=*/true, 6379);
   if (!hp || hp->port == 0) {
     r.error(node, path, "invalid host or port in " + quote(*s));
-    return;
+    return false;
   }
   b.kind = BudgetStoreKind::kRedis;
   b.host = hp->host;
@@ -440,11 +488,12 @@ void load_budget_store(YamlReader& r, const YAML::Node& node, Policy& p) {
     auto [ptr, ec] = std::from_chars(db.data(), db.data() + db.size(), v);
     if (db.empty() || ec != std::errc() || ptr != db.data() + db.size() || v < 0 || v > 15) {
       r.error(node, path, "the database after '/' must be a number from 0 to 15, got " + quote(db));
-      return;
+      return false;
     }
     b.db = v;
   }
-  p.budget_store = std::move(b);
+  p_store = std::move(b);
+  return true;
 }
 
 void load_access_log(YamlReader& r, const YAML::Node& node, Policy& p) {

@@ -38,7 +38,13 @@ bool load_upstream_credentials(YamlReader& r, const Fields& f, const std::string
                                const LoadOptions& options, Upstream& u);
 bool load_tenants(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p);
 void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, Policy& p);
-void load_budget_store(YamlReader& r, const YAML::Node& node, Policy& p);
+void load_budget_store(YamlReader& r, const YAML::Node& node, const LoadOptions& options,
+                       Policy& p);
+// budget_store's map form (load_budget_store.cc) and the URL both forms share.
+void load_budget_store_map(YamlReader& r, const YAML::Node& node, const LoadOptions& options,
+                           Policy& p);
+bool parse_budget_store_url(YamlReader& r, const YAML::Node& node, const std::string& path,
+                            const std::string& url, BudgetStore& out);
 void load_access_log(YamlReader& r, const YAML::Node& node, Policy& p);
 void load_limits(YamlReader& r, const YAML::Node& node, Policy& p);
 
@@ -48,5 +54,20 @@ struct HostPort {
   uint16_t port = 0;
 };
 std::optional<HostPort> parse_host_port(std::string_view text);
+// "host:port", or "host" with default_port when that is not 0.
+std::optional<HostPort> parse_host_port_default(std::string_view text, uint16_t default_port);
+
+// An upstream URL (http://, https://, h2c://) into its scheme and endpoint; false with an
+// error at `node` when malformed.
+bool parse_endpoint_url(YamlReader& r, const YAML::Node& node, const std::string& path,
+                        const std::string& url, UpstreamScheme& scheme, UpstreamEndpoint& out);
+
+// upstreams[i].endpoints (load_endpoints.cc): a list of URLs or {dns: NAME:PORT, ...}. Fills
+// u.endpoints or u.dns and u.url/scheme/host/port/base_path from the first one.
+bool load_endpoints(YamlReader& r, const YAML::Node& node, const std::string& path, Upstream& u);
+// The pool keys of upstreams[i] (balance, prefix_affinity, health, outlier, load_report) and
+// their defaults; `pool` is true for an `endpoints:` upstream (health checks and ejection on).
+bool load_pool_keys(YamlReader& r, const Fields& f, const std::string& path, bool pool,
+                    Upstream& u);
 
 }  // namespace cutline::policy::detail

@@ -48,7 +48,7 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
     refs.tenants_ok = detail::load_tenants(r, e->value, options, p);
   }
   if (auto* e = required("policies")) detail::load_rules(r, e->value, refs, p);
-  if (auto* e = fields->get("budget_store")) detail::load_budget_store(r, e->value, p);
+  if (auto* e = fields->get("budget_store")) detail::load_budget_store(r, e->value, options, p);
   if (auto* e = fields->get("access_log")) detail::load_access_log(r, e->value, p);
   if (auto* e = fields->get("limits")) detail::load_limits(r, e->value, p);
   if (auto* e = fields->get("passthrough")) {

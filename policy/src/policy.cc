@@ -37,6 +37,30 @@ std::string_view to_string(FinishReasonStyle style) {
   return style == FinishReasonStyle::kCause ? "cause" : "length";
 }
 
+std::string_view to_string(Balance balance) {
+  switch (balance) {
+    case Balance::kLeastRequest:
+      return "least_request";
+    case Balance::kLoadAware:
+      return "load_aware";
+    case Balance::kRoundRobin:
+      return "round_robin";
+  }
+  return "least_request";
+}
+
+std::string_view to_string(LoadReportKind kind) {
+  switch (kind) {
+    case LoadReportKind::kNone:
+      return "none";
+    case LoadReportKind::kCutline:
+      return "cutline";
+    case LoadReportKind::kVllm:
+      return "vllm";
+  }
+  return "none";
+}
+
 namespace {
 bool all_star(const std::vector<std::string>& globs) {
   for (const auto& g : globs) {

@@ -138,6 +138,19 @@ RedisPoolStore::Context RedisPoolStore::acquire(std::string& error, bool& reused
     error = "cannot set the command timeout: " + std::string(c->errstr);
     return nullptr;
   }
+  if (!options_.password.empty()) {
+    Reply r(static_cast<redisReply*>(
+        options_.user.empty()
+            ? redisCommand(c.get(), "AUTH %b", options_.password.data(), options_.password.size())
+            : redisCommand(c.get(), "AUTH %b %b", options_.user.data(), options_.user.size(),
+                           options_.password.data(), options_.password.size())));
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+      // Never the password itself; Redis's answer names only the failure (WRONGPASS ...).
+      error = "AUTH" + (options_.user.empty() ? std::string() : " as " + options_.user) + ": " +
+              (r ? std::string(r->str, r->len) : std::string(c->errstr));
+      return nullptr;
+    }
+  }
   if (options_.db != 0) {
     Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SELECT %d", options_.db)));
     if (!r || r->type == REDIS_REPLY_ERROR) {

@@ -155,6 +155,13 @@ void write_stop_record(JsonWriter& w, const StopRecord& rec) {
   }
   if (!rec.model_state.empty()) w.field("model_state", rec.model_state);
   if (rec.upstream_cause) w.field("upstream_cause", to_string(*rec.upstream_cause));
+  w.optional_field("attempts", rec.attempts);
+  if (!rec.endpoints.empty()) {
+    w.key("endpoints").begin_array();
+    for (const auto& e : rec.endpoints) w.value(e);
+    w.end_array();
+  }
+  w.optional_field("routed_cold", rec.routed_cold);
   w.end_object();
 }
 
@@ -261,6 +268,25 @@ Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
       rec.phases = ph;
       continue;
     }
+    if (key == "endpoints") {
+      ondemand::array a;
+      if (v.get_array().get(a) != SUCCESS) return field_error(key, "must be an array of strings");
+      for (auto item : a) {
+        std::string_view e;
+        if (item.get_string().get(e) != SUCCESS) {
+          return field_error(key, "must be an array of strings");
+        }
+        rec.endpoints.emplace_back(e);
+      }
+      continue;
+    }
+    if (key == "routed_cold") {
+      bool b = false;
+      if (v.get_bool().get(b) != SUCCESS) return field_error(key, "must be a boolean");
+      rec.routed_cold = b;
+      continue;
+    }
+    CUTLINE_NUM(attempts, get_int)
     CUTLINE_STR(reporter)
     CUTLINE_STR(message)
     CUTLINE_STR(request_id)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -264,7 +265,13 @@ TEST_F(K8sManifests, ThePolicyInTheConfigMapLoadsAndMatchesTheServices) {
   const Manifest* cm = find("ConfigMap", "cutline-policy");
   ASSERT_NE(cm, nullptr);
   const std::string text = cm->doc["data"]["cutline.yaml"].as<std::string>();
-  auto loaded = policy::load_policy_text(text, "cutline-policy/cutline.yaml");
+  // The gateway's environment carries the Redis password from the Secret (checked below).
+  policy::LoadOptions env;
+  env.env = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "REDIS_PASSWORD") return std::string("from-the-secret");
+    return std::nullopt;
+  };
+  auto loaded = policy::load_policy_text(text, "cutline-policy/cutline.yaml", env);
   ASSERT_TRUE(loaded.ok()) << loaded.error_text();
   const policy::Policy& p = *loaded.policy;
 
@@ -293,6 +300,37 @@ TEST_F(K8sManifests, ThePolicyInTheConfigMapLoadsAndMatchesTheServices) {
   ASSERT_NE(backend, nullptr);
   EXPECT_EQ(p.upstreams[0].url,
             "http://cutline-backend:" + backend->doc["spec"]["ports"][0]["port"].as<std::string>());
+
+  // The upstream is the pool of backend pods behind the headless Service.
+  ASSERT_TRUE(p.upstreams[0].dns);
+  EXPECT_EQ(p.upstreams[0].dns->name, "cutline-backend");
+  EXPECT_EQ(backend->doc["spec"]["clusterIP"].as<std::string>(), "None");
+  EXPECT_EQ(p.upstreams[0].load_report.kind, policy::LoadReportKind::kCutline);
+
+  // Redis and the gateway take the password from the same Secret; the policy reads it from the
+  // gateway's environment.
+  EXPECT_EQ(p.budget_store.password, "from-the-secret");
+  const Manifest* secret = find("Secret", "cutline-redis");
+  ASSERT_NE(secret, nullptr);
+  EXPECT_TRUE(secret->doc["stringData"]["password"].IsScalar());
+  auto secret_env = [](const YAML::Node& container) {
+    for (const auto& e : container["env"]) {
+      if (e["name"].as<std::string>("") == "REDIS_PASSWORD") {
+        return e["valueFrom"]["secretKeyRef"]["name"].as<std::string>("") + "/" +
+               e["valueFrom"]["secretKeyRef"]["key"].as<std::string>("");
+      }
+    }
+    return std::string();
+  };
+  EXPECT_EQ(secret_env(c), "cutline-redis/password");
+  const Manifest* redis_deploy = find("Deployment", "cutline-redis");
+  ASSERT_NE(redis_deploy, nullptr);
+  const YAML::Node rc = redis_deploy->doc["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(secret_env(rc), "cutline-redis/password");
+  const auto redis_args = rc["args"].as<std::vector<std::string>>();
+  auto pass = std::find(redis_args.begin(), redis_args.end(), "--requirepass");
+  ASSERT_NE(pass, redis_args.end());
+  EXPECT_EQ(*(pass + 1), "$(REDIS_PASSWORD)");
 }
 
 TEST_F(K8sManifests, BackendAsksForAGpuAndKeepsModelsOnAVolume) {

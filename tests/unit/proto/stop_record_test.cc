@@ -176,3 +176,33 @@ TEST(StopRecord, HeaderFormRoundTrip) {
 
 }  // namespace
 }  // namespace cutline::proto
+
+namespace cutline::proto {
+namespace {
+
+TEST(StopRecord, UpstreamPoolFieldsRoundTripAndAreAbsentWhenUnknown) {
+  StopRecord rec;
+  rec.cause = Cause::kUpstreamDisconnect;
+  rec.attempts = 2;
+  rec.endpoints = {"10.0.0.1:8000", "10.0.0.2:8000"};
+  rec.routed_cold = true;
+  const std::string json = stop_record_json(rec);
+  EXPECT_NE(json.find(R"("attempts":2,"endpoints":["10.0.0.1:8000","10.0.0.2:8000"],)"
+                      R"("routed_cold":true)"),
+            std::string::npos)
+      << json;
+  auto back = parse_stop_record(json);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->attempts, 2);
+  EXPECT_EQ(back->endpoints, rec.endpoints);
+  EXPECT_EQ(back->routed_cold, true);
+  const std::string plain = stop_record_json(StopRecord{});
+  EXPECT_EQ(plain.find("attempts"), std::string::npos);
+  EXPECT_EQ(plain.find("endpoints"), std::string::npos);
+  EXPECT_EQ(plain.find("routed_cold"), std::string::npos);
+  EXPECT_FALSE(parse_stop_record(R"({"v":1,"cause":"eos","endpoints":[1]})").ok());
+  EXPECT_FALSE(parse_stop_record(R"({"v":1,"cause":"eos","routed_cold":"yes"})").ok());
+}
+
+}  // namespace
+}  // namespace cutline::proto

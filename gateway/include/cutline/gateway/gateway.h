@@ -20,6 +20,7 @@
 #include "cutline/gateway/access_log.h"
 #include "cutline/gateway/metrics.h"
 #include "cutline/gateway/supervisor.h"
+#include "cutline/gateway/upstream_pools.h"
 #include "cutline/gateway/upstream_target.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/admission_queue.h"
@@ -92,6 +93,8 @@ class Gateway {
   const policy::RedisPoolStore* redis_pools() const { return redis_pools_; }
   // Client TLS contexts of the https:// upstreams of every policy in use (fill_upstream_target).
   const UpstreamTlsCache& upstream_tls() const { return upstream_tls_; }
+  // The endpoint pools of the policy in force (upstream_pools.h); null before start().
+  std::shared_ptr<UpstreamPools> upstream_pools() const;
   std::shared_ptr<const policy::Policy> policy() const { return holder_->snapshot(); }
   uint64_t policy_generation() const { return holder_->generation(); }
   double policy_loaded_unix_s() const { return loaded_unix_s_.load(); }
@@ -124,6 +127,10 @@ class Gateway {
   proto::SystemClock clock_;
   std::unique_ptr<policy::PolicyHolder> holder_;
   UpstreamTlsCache upstream_tls_;
+  // Rebuilt on every (re)load, taking over the endpoints' state; probed on worker 0's loop.
+  void swap_upstream_pools(std::shared_ptr<const policy::Policy> policy);
+  mutable std::mutex upstream_pools_mu_;
+  std::shared_ptr<UpstreamPools> upstream_pools_;  // guarded by upstream_pools_mu_
   std::atomic<double> loaded_unix_s_{0};
   GatewayMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "cutline/gateway/endpoint_pool.h"
 #include "cutline/gateway/relay.h"
 #include "cutline/gateway/responses_relay.h"
 #include "cutline/gateway/token_timing.h"
@@ -183,6 +184,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   policy::PoolGrant grant_;
   std::string clamp_rule_;  // set when the policy lowered max_tokens
   const policy::Upstream* upstream_ = nullptr;
+  // The endpoint of upstream_'s pool this request went to (endpoint_pool.h): picked at route,
+  // reported when the upstream exchange ends (unreported: cancelled, at destruction).
+  EndpointLease lease_;
+  // route: picks the endpoint (stream_endpoint.cc) and points `req` at it; an error when the
+  // pool has none available.
+  Status pick_endpoint(proto::ClientRequest& req, std::string& base_path);
+  // The upstream exchange failed: tells the pool how (connect failure, disconnect, ...).
+  void report_endpoint_failure(proto::ClientErrorKind kind);
 
   // Upstream exchange and relay state.
   proto::ClientHandle upstream_call_;

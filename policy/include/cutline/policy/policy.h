@@ -102,6 +102,79 @@ struct UpstreamHeader {
   Secret value;
 };
 
+// ---- upstream pools (upstreams[i].endpoints and the keys that shape picking) ----------------
+
+// One address of an upstream: a URL of `endpoints:` (or the single `url:`), split like
+// Upstream::url. Every endpoint of an upstream has the same scheme.
+struct UpstreamEndpoint {
+  std::string url;  // as written, or "scheme://ip:port" for a resolved DNS address
+  std::string host;
+  uint16_t port = 0;
+  std::string base_path;
+  YamlRef ref;
+};
+
+// upstreams[i].endpoints.dns: every address a name resolves to (a Kubernetes headless
+// Service gives one per pod), re-resolved every resolve_interval_ms, asynchronously.
+struct DnsEndpoints {
+  std::string name;  // the host name to resolve
+  uint16_t port = 0;
+  std::string base_path;               // "" or "/v1"
+  int64_t resolve_interval_ms = 5000;  // default 5s
+  YamlRef ref;
+};
+
+enum class Balance : uint8_t {
+  kLeastRequest,  // power of two choices on outstanding requests (default)
+  kLoadAware,     // lowest reported load (needs load_report)
+  kRoundRobin,
+};
+std::string_view to_string(Balance balance);
+
+enum class AffinityUnit : uint8_t { kBytes, kTokens };
+// upstreams[i].prefix_affinity: requests whose rendered prompts share their first `length`
+// bytes (or pre-tokenizer words) go to the same endpoint while its outstanding requests stay
+// within max_load_factor times the average (bounded-load consistent hashing).
+struct PrefixAffinity {
+  AffinityUnit unit = AffinityUnit::kBytes;
+  int64_t length = 0;             // > 0
+  double max_load_factor = 1.25;  // >= 1.0
+  YamlRef ref;
+};
+
+// upstreams[i].health: active checks, one GET per endpoint per interval; a non-2xx answer, a
+// transport error or no answer within timeout_ms marks the endpoint unhealthy until a check
+// passes again.
+struct HealthCheck {
+  std::string path = "/healthz";
+  int64_t interval_ms = 5000;
+  int64_t timeout_ms = 2000;
+  YamlRef ref;
+};
+
+// upstreams[i].outlier: passive ejection. `consecutive_failures` connect failures or 5xx
+// answers in a row eject the endpoint for base_ejection_ms * 2^(ejections so far), at most
+// max_ejection_ms.
+struct OutlierDetection {
+  int64_t consecutive_failures = 5;
+  int64_t base_ejection_ms = 30000;
+  int64_t max_ejection_ms = 300000;
+  YamlRef ref;
+};
+
+enum class LoadReportKind : uint8_t {
+  kNone,
+  kCutline,  // GET /v1/cutline/state (queue depth, running, KV blocks, resident models)
+  kVllm,     // GET /metrics (vllm:num_requests_waiting, _running, kv_cache_usage_perc)
+};
+std::string_view to_string(LoadReportKind kind);
+struct LoadReport {
+  LoadReportKind kind = LoadReportKind::kNone;
+  int64_t interval_ms = 1000;     // poll period
+  int64_t stale_after_ms = 3000;  // a report older than this is ignored
+  YamlRef ref;
+};
+
 struct Upstream {
   std::string name;
   std::string url;  // as written
@@ -119,6 +192,17 @@ struct Upstream {
   // replaces any Authorization the request had), then each header (replacing one of that name).
   std::optional<Secret> api_key;
   std::vector<UpstreamHeader> headers;
+  // The pool. `url:` gives one endpoint (url/host/port/base_path above mirror endpoints[0]);
+  // `endpoints: [URL, ...]` several; `endpoints: {dns: ...}` resolved ones (then endpoints is
+  // empty and url/host/port name the DNS name).
+  std::vector<UpstreamEndpoint> endpoints;
+  std::optional<DnsEndpoints> dns;
+  Balance balance = Balance::kLeastRequest;
+  std::optional<PrefixAffinity> prefix_affinity;
+  // Defaults: on for `endpoints:` pools, off for a single `url:` (unless written).
+  std::optional<HealthCheck> health;
+  std::optional<OutlierDetection> outlier;
+  LoadReport load_report;
   YamlRef ref;
 };
 
@@ -244,6 +328,13 @@ struct BudgetStore {
   std::string host;
   uint16_t port = 6379;
   int db = 0;
+  // The map form ({url, user, password, on_error, timeout, reservation_ttl}) adds these.
+  std::string user;          // ACL user ("" = the default user, AUTH with the password only)
+  std::string password;      // read from `env:VARNAME` at load; "" = no AUTH
+  bool fail_closed = false;  // on_error: closed refuses requests while Redis is unreachable
+  int64_t timeout_ms = 200;  // connect and per-command timeout (asynchronous store)
+  // A reservation not settled within this time (a gateway that crashed) is refunded by Redis.
+  int64_t reservation_ttl_ms = 900000;  // default 15m
   YamlRef ref;
 };
 

@@ -50,6 +50,8 @@ struct RedisPoolStoreOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 6379;
   int db = 0;                       // SELECTed on every new connection
+  std::string user;                 // AUTH user (ACL); "" = the default user
+  std::string password;             // AUTH on every new connection; "" = none
   int64_t connect_timeout_ms = 50;  // per connection attempt
   int64_t command_timeout_ms = 50;  // per command (read and write)
   int64_t retry_after_failure_ms =

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <simdjson.h>
 
@@ -121,6 +122,14 @@ struct StopRecord {
   // The cause the upstream itself reported, when the gateway's own cause differs (e.g. the
   // upstream said eos after the gateway had already cut for a deadline).
   std::optional<Cause> upstream_cause;
+
+  // Upstream pool (gateway): how many endpoints the request was sent to (a retry on another
+  // endpoint happens only before the first byte went to the client), which ones ("host:port",
+  // in order; the last one served the answer), and whether the request was sent where its model
+  // was not resident (it paid a model load). Absent when the gateway did not route it.
+  std::optional<int64_t> attempts;
+  std::vector<std::string> endpoints;
+  std::optional<bool> routed_cold;
 
   Origin origin() const { return origin_of(cause); }
   bool truncated() const { return is_truncated(cause); }

@@ -1,0 +1,53 @@
+// The asynchronous token-pool interface and its in-process implementation (async_pool_store.h).
+#include "cutline/gateway/async_pool_store.h"
+
+#include "cutline/proto/event_loop.h"
+
+namespace cutline::gateway {
+
+AsyncReservation::AsyncReservation(AsyncReservation&& other) noexcept
+    : store_(other.store_),
+      spec_(std::move(other.spec_)),
+      take_(other.take_),
+      id_(std::move(other.id_)),
+      source_(other.source_) {
+  other.store_ = nullptr;
+}
+
+AsyncReservation& AsyncReservation::operator=(AsyncReservation&& other) noexcept {
+  if (this != &other) {
+    settle(0);
+    store_ = other.store_;
+    spec_ = std::move(other.spec_);
+    take_ = other.take_;
+    id_ = std::move(other.id_);
+    source_ = other.source_;
+    other.store_ = nullptr;
+  }
+  return *this;
+}
+
+AsyncReservation::~AsyncReservation() { settle(0); }
+
+void AsyncReservation::settle(int64_t used_tokens) {
+  if (!store_) return;
+  AsyncPoolStore* store = store_;
+  store_ = nullptr;
+  if (source_ == ReservationSource::kRefused) return;
+  if (take_.granted_tokens == 0) return;  // refused: nothing held, nothing was served
+  store->settle(*this, used_tokens);
+}
+
+void AsyncMemoryStore::reserve(const policy::PoolSpec& spec, int64_t want_tokens,
+                               int64_t min_tokens, ReserveDone done) {
+  policy::PoolTake take = pools_.take(spec, want_tokens, min_tokens);
+  loop_.post([this, spec, take, done = std::move(done)]() mutable {
+    done(AsyncReservation(this, spec, take, "", ReservationSource::kLocal));
+  });
+}
+
+void AsyncMemoryStore::settle(const AsyncReservation& r, int64_t used_tokens) {
+  pools_.refund(r.spec(), r.tokens() - used_tokens);
+}
+
+}  // namespace cutline::gateway
