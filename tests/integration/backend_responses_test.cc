@@ -310,7 +310,7 @@ TEST_F(BackendResponses, BadInputIsAnOpenAiStyle400) {
 // client.responses.create and client.responses.stream against the backend. Under CI=true a
 // missing node or SDK fails the test instead of skipping it.
 TEST_F(BackendResponses, OfficialOpenaiNpmSdkCreatesAndStreamsResponses) {
-  const bool ci = cutline::testing::running_in_ci();
+  const bool ci = cutline::test::running_in_ci();
   const std::string dir = CUTLINE_OPENAI_NPM_DIR;
   if (read_file(dir + "/node_modules/openai/package.json").empty()) {
     if (ci) FAIL() << "the openai npm SDK is not installed in " << dir << " (deploy/setup.sh)";

@@ -323,7 +323,7 @@ TEST_F(FidelityTest, RawHeaderBytesAreEscapedInErrorBodies) {
 // without them on a developer machine, a failure when CI=true.
 int run_openai_agent(const std::vector<std::string>& checks, std::string& out) {
   const std::string dir = CUTLINE_OPENAI_NPM_DIR;
-  const bool ci = cutline::testing::running_in_ci();
+  const bool ci = cutline::test::running_in_ci();
   if (read_file(dir + "/node_modules/openai/package.json").empty()) {
     if (ci) ADD_FAILURE() << "CI=true but the openai npm client is not installed in " << dir;
     return -2;

@@ -316,7 +316,7 @@ TEST_F(GatewayHttp2Test, ShutdownSendsGoawayAndTheStreamInFlightFinishes) {
 TEST_F(GatewayHttp2Test, OfficialOpenaiNpmClientStreamsThroughTlsAndCleartext) {
   const std::string dir = CUTLINE_OPENAI_NPM_DIR;
   if (read_file(dir + "/node_modules/openai/package.json").empty()) {
-    if (cutline::testing::running_in_ci())
+    if (cutline::test::running_in_ci())
       FAIL() << "CI=true but the openai npm client is not installed in " << dir;
     GTEST_SKIP() << "run `npm install --prefix " << dir << "` (deploy/setup.sh does) first";
   }
@@ -332,7 +332,7 @@ TEST_F(GatewayHttp2Test, OfficialOpenaiNpmClientStreamsThroughTlsAndCleartext) {
     const int code =
         run({"/usr/bin/env", "node", dir + "/openai_stream.mjs", c.base_url, "tokens=3"}, out, err,
             {"NODE_EXTRA_CA_CERTS=" + certs->cert});
-    if (code == 127 && cutline::testing::running_in_ci())
+    if (code == 127 && cutline::test::running_in_ci())
       FAIL() << "CI=true but node is not installed";
     if (code == 127) GTEST_SKIP() << "node is not installed";
     const std::string result = read_file(out);

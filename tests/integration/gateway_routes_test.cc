@@ -192,7 +192,7 @@ TEST_F(RoutesTest, PassthroughWithoutARuleIsRefused) {
 
 TEST_F(RoutesTest, OpenaiNpmClientResponsesApi) {
   const std::string dir = CUTLINE_OPENAI_NPM_DIR;
-  const bool ci = cutline::testing::running_in_ci();
+  const bool ci = cutline::test::running_in_ci();
   if (read_file(dir + "/node_modules/openai/package.json").empty()) {
     if (ci) FAIL() << "CI=true but the openai npm client is not installed in " << dir;
     GTEST_SKIP() << "run `npm install --prefix " << dir << "` first";

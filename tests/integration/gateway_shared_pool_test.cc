@@ -76,7 +76,7 @@ class GatewaySharedPool : public ::testing::Test {
     skip_why_ = nullptr;
   }
   void SetUp() override {
-    if (skip_why_ != nullptr && cutline::testing::running_in_ci())
+    if (skip_why_ != nullptr && cutline::test::running_in_ci())
       FAIL() << "CI=true but redis-server could not start: " << *skip_why_;
     if (skip_why_ != nullptr) GTEST_SKIP() << *skip_why_;
     redis_->command({"FLUSHALL"});

@@ -149,7 +149,7 @@ TEST_F(ProbeGatewayTest, HtmlReportRendersInHeadlessChromium) {
   const char* chromium = "/usr/bin/chromium";
   struct stat st {};
   if (stat(chromium, &st) != 0) {
-    if (cutline::testing::running_in_ci()) FAIL() << "CI=true but chromium is not installed";
+    if (cutline::test::running_in_ci()) FAIL() << "CI=true but chromium is not installed";
     GTEST_SKIP() << "chromium is not installed (apt-get install -y chromium, or deploy/setup.sh "
                     "with CUTLINE_SETUP_BROWSER=1): HTML report not rendered";
   }

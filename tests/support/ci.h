@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string_view>
 
-namespace cutline::testing {
+namespace cutline::test {
 
 inline bool running_in_ci() {
   const char* ci = std::getenv("CI");
   return ci != nullptr && std::string_view(ci) == "true";
 }
 
-}  // namespace cutline::testing
+}  // namespace cutline::test
