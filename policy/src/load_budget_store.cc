@@ -1,39 +1,11 @@
 // Loader section: budget_store's map form (load_sections.h). The string form is
 // `budget_store: memory | redis://HOST[:PORT][/DB]` (load_network.cc); the map form adds what a
 // shared Redis needs: credentials from the environment, the failure policy and the timeouts.
-#include <cstdlib>
+#include <utility>
 
 #include "load_sections.h"
 
 namespace cutline::policy::detail {
-
-namespace {
-
-// "env:VARNAME" -> the variable's value; an error at `node` when it is not that form or unset.
-std::optional<std::string> read_secret(YamlReader& r, const YAML::Node& node,
-                                       const std::string& path, const LoadOptions& options) {
-  auto s = r.string(node, path);
-  if (!s) return std::nullopt;
-  if (s->compare(0, 4, "env:") != 0 || s->size() == 4) {
-    // Never echo what was written: it may be the secret itself.
-    r.error(node, path, "expected env:VARNAME (secrets are read from the environment)");
-    return std::nullopt;
-  }
-  const std::string name = s->substr(4);
-  std::optional<std::string> value;
-  if (options.env) {
-    value = options.env(name);
-  } else if (const char* v = std::getenv(name.c_str())) {
-    value = std::string(v);
-  }
-  if (!value || value->empty()) {
-    r.error(node, path, "environment variable " + name + " is not set");
-    return std::nullopt;
-  }
-  return value;
-}
-
-}  // namespace
 
 void load_budget_store_map(YamlReader& r, const YAML::Node& node, const LoadOptions& options,
                            Policy& p) {
@@ -66,7 +38,7 @@ void load_budget_store_map(YamlReader& r, const YAML::Node& node, const LoadOpti
   if (auto* e = f->get("password")) {
     only_redis(e);
     if (auto v = read_secret(r, e->value, key_path(path, "password"), options))
-      b.password = *v;
+      b.password = std::move(v->value);
     else
       ok = false;
   }

@@ -202,7 +202,9 @@ TEST(LoadBudgetStore, SecretsAreNeverEchoedAndTlsIsRefusedClearly) {
   std::string out = load_errors(with_upstream("    url: http://a:1\n") +
                                     "budget_store: {url: \"redis://r\", password: hunter2}\n",
                                 o);
-  EXPECT_NE(out.find("budget_store.password: expected env:VARNAME"), std::string::npos) << out;
+  EXPECT_NE(out.find("budget_store.password: a secret must be \"env:VARNAME\" or \"file:PATH\""),
+            std::string::npos)
+      << out;
   EXPECT_EQ(out.find("hunter2"), std::string::npos) << out;
   out = load_errors(with_upstream("    url: http://a:1\n") +
                         "budget_store: {url: \"redis://r\", password: \"env:NOPE\"}\n",
