@@ -186,14 +186,14 @@ TEST_F(Colocated, BodyTooLargeAnsweredByTheHttpLayerCarriesAStopRecord) {
   EXPECT_TRUE(r->headers.get("Cutline-Stop").has_value());
   auto rec = record_in(r->body);
   ASSERT_TRUE(rec) << r->body;
-  EXPECT_EQ(rec->cause, Cause::kAdmissionRejected);
+  EXPECT_EQ(rec->cause, Cause::kInvalidRequest);  // the client's request, not capacity
   EXPECT_EQ(rec->rule, "limits.max_body_bytes");
   EXPECT_TRUE(wait_for([] {
     return read_file(*dir_ + "/access.log").find("limits.max_body_bytes") != std::string::npos;
   })) << read_file(*dir_ + "/access.log");
   auto m = proto::http_fetch("http://127.0.0.1:" + std::to_string(admin_port_) + "/metrics");
   ASSERT_TRUE(m.ok());
-  EXPECT_NE(m->body.find(R"(cause="admission_rejected")"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find(R"(cause="invalid_request")"), std::string::npos) << m->body;
 }
 
 TEST_F(Colocated, KilledBackendEndsTheStreamLabeledAndIsRestarted) {
@@ -247,7 +247,8 @@ TEST_F(Colocated, KilledBackendEndsTheStreamLabeledAndIsRestarted) {
       << proto::to_string(rec2->cause);
 }
 
-// Passthrough requests go to the upstream serving the model they name, else the first one.
+// Passthrough and embeddings requests go to the upstream serving the model they name; the model
+// list merges every upstream's (so its log line names none).
 TEST_F(Colocated, PassthroughIsRoutedByTheModelItNames) {
   auto a = proto::http_fetch(url("/v1/models/alt-1"));
   ASSERT_TRUE(a.ok());
@@ -271,7 +272,7 @@ TEST_F(Colocated, PassthroughIsRoutedByTheModelItNames) {
   };
   EXPECT_EQ(upstream_of("/v1/models/alt-1"), "other") << log;
   EXPECT_EQ(upstream_of("/v1/embeddings"), "other") << log;
-  EXPECT_EQ(upstream_of("/v1/models"), "local") << log;
+  EXPECT_EQ(upstream_of("/v1/models"), "") << log;
 }
 
 // Last: stops the gateway of the suite. A stream still running when the drain timeout (1 s
