@@ -59,30 +59,6 @@ std::vector<Frame> frames_of(const std::string& body) {
   return out;
 }
 
-// Runs argv to its exit; its status (127: could not be started), or -1 after `timeout_ms`.
-int run_to_exit(const std::vector<std::string>& argv, const std::string& out,
-                const std::string& err, int timeout_ms) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  if (!wait_for([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout_ms)) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST_F(BackendResponses, TextInputGivesTheResponseObjectWithRecord) {
   auto r = backend_->post(
       "/v1/responses", R"({"model":"tiny","input":"Hello there","max_output_tokens":8,"seed":7})");

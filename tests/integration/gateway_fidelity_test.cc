@@ -332,21 +332,7 @@ int run_openai_agent(const std::vector<std::string>& checks, std::string& out) {
   std::vector<std::string> argv = {"/usr/bin/env", "node", dir + "/openai_agent.mjs",
                                    env->url("/v1")};
   argv.insert(argv.end(), checks.begin(), checks.end());
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const int code = run_to_exit(argv, out_path, err_path);
   out = read_file(out_path) + read_file(err_path);
   if (code == 127) {
     if (ci) ADD_FAILURE() << "CI=true but node is not installed";

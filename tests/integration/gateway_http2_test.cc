@@ -39,28 +39,6 @@ std::string policy_yaml(uint16_t fake_port, const std::string& log_path,
          "  - name: default\n    match: {}\n";
 }
 
-// Runs argv to completion (stdout and stderr to files); returns its exit status (-1: signal).
-// `env` entries ("NAME=value") are added to the child's environment.
-int run(const std::vector<std::string>& argv, const std::string& out, const std::string& err,
-        const std::vector<std::string>& env = {}) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 std::string chat(bool stream) {
   return std::string(R"({"model":"fake","messages":[{"role":"user","content":"hi"}],"stream":)") +
          (stream ? "true" : "false") + "}";
@@ -129,7 +107,7 @@ class GatewayHttp2Test : public ::testing::Test {
     argv.insert(argv.end(), {"-H", "Content-Type: application/json", "-H",
                              "X-Fake-Script: " + script, "--data-binary", chat(true), url});
     CurlResult r;
-    r.exit_code = run(argv, out, err);
+    r.exit_code = run_to_exit(argv, out, err);
     r.body = read_file(out);
     if (auto at = r.body.rfind("\nHTTP_VERSION="); at != std::string::npos) {
       r.http_version = r.body.substr(at + 14);
@@ -330,8 +308,8 @@ TEST_F(GatewayHttp2Test, OfficialOpenaiNpmClientStreamsThroughTlsAndCleartext) {
   for (const Case& c : cases) {
     const std::string out = c.env->dir + "/node.out", err = c.env->dir + "/node.err";
     const int code =
-        run({"/usr/bin/env", "node", dir + "/openai_stream.mjs", c.base_url, "tokens=3"}, out, err,
-            {"NODE_EXTRA_CA_CERTS=" + certs->cert});
+        run_to_exit({"/usr/bin/env", "node", dir + "/openai_stream.mjs", c.base_url, "tokens=3"},
+                    out, err, 120000, {"NODE_EXTRA_CA_CERTS=" + certs->cert});
     if (code == 127 && cutline::test::running_in_ci())
       FAIL() << "CI=true but node is not installed";
     if (code == 127) GTEST_SKIP() << "node is not installed";

@@ -197,25 +197,16 @@ TEST_F(RoutesTest, OpenaiNpmClientResponsesApi) {
     if (ci) FAIL() << "CI=true but the openai npm client is not installed in " << dir;
     GTEST_SKIP() << "run `npm install --prefix " << dir << "` first";
   }
-  const std::string out_path = env->dir + "/agent.out";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(o, 2);
-    const std::string script = dir + "/openai_agent.mjs", url = env->url("/v1");
-    execl("/usr/bin/env", "env", "node", script.c_str(), url.c_str(), "responses",
-          "responses_stream", "responses_cut", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  const std::string out = read_file(out_path);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+  const std::string out_path = env->dir + "/agent.out", err_path = env->dir + "/agent.err";
+  const int code = run_to_exit({"/usr/bin/env", "node", dir + "/openai_agent.mjs", env->url("/v1"),
+                                "responses", "responses_stream", "responses_cut"},
+                               out_path, err_path);
+  const std::string out = read_file(out_path) + read_file(err_path);
+  if (code == 127) {
     if (ci) FAIL() << "CI=true but node is not installed";
     GTEST_SKIP() << "node is not installed";
   }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find(R"({"check":"responses","ok":true)"), std::string::npos) << out;
   EXPECT_NE(out.find(R"({"check":"responses_stream","ok":true)"), std::string::npos) << out;
   EXPECT_NE(out.find(R"({"check":"responses_cut","ok":true)"), std::string::npos) << out;

@@ -50,6 +50,34 @@ inline std::string make_temp_dir(const std::string& prefix = "cutline-test") {
   return d ? std::string(d) : std::string("/tmp");
 }
 
+// Runs argv (argv[0] is a path) to its exit, stdout and stderr to files, `env` entries
+// ("NAME=value") added to its environment. Its exit status (127: it could not be started), or -1
+// when a signal ended it or `timeout_ms` passed (then it is killed).
+inline int run_to_exit(const std::vector<std::string>& argv, const std::string& out,
+                       const std::string& err, int timeout_ms = 120000,
+                       const std::vector<std::string>& env = {}) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (!wait_for([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout_ms)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 // A child process running argv (argv[0] is a path), stdout and stderr to files. The destructor
 // stops it.
 class Process {
