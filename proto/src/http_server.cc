@@ -174,8 +174,9 @@ struct HttpServer::Worker final : public ServerConnectionHost {
     const ConnectionOptions co{o.high_water_bytes, o.low_water_bytes};
     std::shared_ptr<const TlsContext> tls = server.tls();
     if (!o.budget->try_open_connection()) {
-      refuse_connection(fd, /*cleartext=*/tls == nullptr);
+      // Counted before the answer goes out: whoever reads the 503 sees the count.
       if (o.on_refused) o.on_refused("connections");
+      refuse_connection(fd, /*cleartext=*/tls == nullptr);
       return;
     }
     SSL* ssl = nullptr;
