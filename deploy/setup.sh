@@ -30,6 +30,8 @@ if [[ "$selection" == test ]]; then
     # tokenizer tests: PCRE2 as the pre-tokenizer oracle, the Unicode data the tables come from
     libpcre2-dev unicode-data python3
   )
+  # `kubectl kustomize` renders deploy/k8s in a test; any kubectl already installed will do
+  if ! command -v kubectl >/dev/null 2>&1; then packages+=(kubernetes-client); fi
   if [[ "${CUTLINE_SETUP_BROWSER:-1}" == 1 ]]; then
     packages+=(chromium)   # headless rendering test of the probe's HTML report
   fi

@@ -3,9 +3,11 @@
 // targets the gateway, the policy in the ConfigMap loads and points at the Redis and backend
 // Services). No cluster is involved: this catches typos and drift, not scheduling problems.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../../support/ci.h"
 #include "cutline/policy/loader.h"
 
 namespace cutline {
@@ -346,6 +349,38 @@ TEST_F(K8sManifests, BackendAsksForAGpuAndKeepsModelsOnAVolume) {
   const auto args = c["args"].as<std::vector<std::string>>();
   EXPECT_NE(std::find(args.begin(), args.end(), "--cache-dir=" + mount + "/cache"), args.end());
   EXPECT_EQ(be->doc["spec"]["serviceName"].as<std::string>(), "cutline-backend");
+}
+
+// What `kubectl apply -k` would send: kubectl's own kustomize renders the directory, and the
+// rendered set is exactly the objects of the listed files (nothing dropped, nothing renamed).
+TEST_F(K8sManifests, KubectlKustomizeRendersEveryObject) {
+  const std::string command = std::string("kubectl kustomize ") + CUTLINE_K8S_DIR + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string rendered;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) rendered.append(buf, n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    if (cutline::test::running_in_ci()) FAIL() << "CI=true but kubectl is not installed";
+    GTEST_SKIP() << "kubectl not installed (deploy/setup.sh test installs it)";
+  }
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << rendered;
+  std::set<std::pair<std::string, std::string>> expected, got;
+  for (const auto& m : manifests_) {
+    if (m.kind() != "Kustomization") expected.insert({m.kind(), m.name()});
+  }
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(rendered);
+  } catch (const YAML::Exception& e) {
+    FAIL() << "kubectl kustomize printed something that does not parse: " << e.what();
+  }
+  for (const YAML::Node& doc : docs) {
+    if (doc.IsNull()) continue;
+    got.insert({doc["kind"].as<std::string>(""), doc["metadata"]["name"].as<std::string>("")});
+  }
+  EXPECT_EQ(got, expected);
 }
 
 }  // namespace
