@@ -287,6 +287,12 @@ std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+ChatTemplateKind with_thinking(ChatTemplateKind kind, bool enable_thinking) {
+  if (kind == ChatTemplateKind::kQwen3 || kind == ChatTemplateKind::kQwen3NoThink)
+    return enable_thinking ? ChatTemplateKind::kQwen3 : ChatTemplateKind::kQwen3NoThink;
+  return kind;
+}
+
 DetectedChatTemplate detect_chat_template(std::string_view src) {
   auto has = [&](std::string_view s) { return src.find(s) != std::string_view::npos; };
   if (src.empty()) {

@@ -1,5 +1,6 @@
 #include "cutline/server/completion_request.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -19,10 +20,38 @@ Error fail(RequestErrorDetail& detail, ErrorKind kind, std::string param, std::s
   return make_error(kind, std::move(message));
 }
 
+// `chat_template_kwargs` (vLLM's and llama.cpp server's extension): the template parameters a
+// request may set. `enable_thinking` is the one a template here reads (Qwen3); other keys are
+// accepted and unused, as the reference Jinja templates ignore variables they do not read.
+Result<std::optional<bool>> enable_thinking_of(std::string_view body, RequestErrorDetail& detail) {
+  if (body.find("\"chat_template_kwargs\"") == std::string_view::npos) return std::optional<bool>();
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(body);
+  auto doc = parser.iterate(padded);
+  simdjson::ondemand::object kwargs;
+  auto field = doc.find_field_unordered("chat_template_kwargs");
+  if (field.error() == simdjson::NO_SUCH_FIELD) return std::optional<bool>();
+  if (field.get_object().get(kwargs) != simdjson::SUCCESS)
+    return fail(detail, ErrorKind::kBadRequest, "chat_template_kwargs",
+                "chat_template_kwargs must be an object");
+  auto flag = kwargs.find_field_unordered("enable_thinking");
+  if (flag.error() == simdjson::NO_SUCH_FIELD) return std::optional<bool>();
+  bool value = false;
+  if (flag.get_bool().get(value) != simdjson::SUCCESS)
+    return fail(detail, ErrorKind::kBadRequest, "chat_template_kwargs.enable_thinking",
+                "chat_template_kwargs.enable_thinking must be true or false");
+  return std::optional<bool>(value);
+}
+
 Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const ModelTextInfo& m,
                                            RequestErrorDetail& detail) {
   const model::Tokenizer& tok = *m.tokenizer;
   if (r.endpoint == proto::Endpoint::kChatCompletions) {
+    auto thinking = enable_thinking_of(r.body, detail);
+    if (!thinking.ok()) return std::move(thinking).error();
+    ModelTextInfo rendering = m;
+    if (thinking->has_value())
+      rendering.chat_template = model::with_thinking(m.chat_template, **thinking);
     std::vector<model::ChatMessage> messages;
     messages.reserve(r.messages.size());
     for (size_t i = 0; i < r.messages.size(); ++i) {
@@ -34,7 +63,7 @@ Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const 
                         "takes text only");
       messages.push_back(model::ChatMessage{r.message_role(i), r.message_text(i)});
     }
-    return chat_prompt_tokens(messages, m, "messages", detail);
+    return chat_prompt_tokens(messages, rendering, "messages", detail);
   }
   std::string param;
   auto encoding = prompt_encoding_of(r.body, m.parse_special, param);

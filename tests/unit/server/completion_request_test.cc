@@ -33,8 +33,9 @@ class ByteTokenizer : public model::Tokenizer {
 
 class CompletionRequest : public ::testing::Test {
  protected:
-  Result<engine::AddRequest> build(const std::string& body, proto::Endpoint endpoint,
-                                   int32_t context = 2048) {
+  Result<engine::AddRequest> build(
+      const std::string& body, proto::Endpoint endpoint, int32_t context = 2048,
+      model::ChatTemplateKind chat_template = model::ChatTemplateKind::kChatMl) {
     body_ = body;
     auto parsed = proto::parse_openai_request(body_, endpoint);
     EXPECT_TRUE(parsed.ok()) << (parsed.ok() ? "" : parsed.error().message);
@@ -42,7 +43,7 @@ class CompletionRequest : public ::testing::Test {
     parsed_ = std::move(parsed).value();
     ModelTextInfo info;
     info.tokenizer = &tok_;
-    info.chat_template = model::ChatTemplateKind::kChatMl;
+    info.chat_template = chat_template;
     info.context_length = context;
     return build_add_request(parsed_, info, "req-1", detail_);
   }
@@ -76,6 +77,51 @@ TEST_F(CompletionRequest, ChatIsRenderedWithTheTemplate) {
   for (int32_t id : add->prompt) text += std::string(tok_.token_bytes(id));
   EXPECT_EQ(text, "<|im_start|>user\nyo<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_FALSE(add->stop.max_tokens.has_value());
+}
+
+TEST_F(CompletionRequest, Qwen3ThinkingIsSwitchedPerRequestByChatTemplateKwargs) {
+  const std::string messages = R"("messages":[{"role":"user","content":"yo"}])";
+  auto prompt_of = [&](const std::string& body, model::ChatTemplateKind kind) {
+    auto add = build(body, proto::Endpoint::kChatCompletions, 2048, kind);
+    EXPECT_TRUE(add.ok()) << (add.ok() ? "" : add.error().message);
+    std::string text;
+    if (add.ok())
+      for (int32_t id : add->prompt) text += std::string(tok_.token_bytes(id));
+    return text;
+  };
+  const std::string thinking = "<|im_start|>user\nyo<|im_end|>\n<|im_start|>assistant\n";
+  const std::string not_thinking = thinking + "<think>\n\n</think>\n\n";
+  using K = model::ChatTemplateKind;
+  EXPECT_EQ(prompt_of(R"({"model":"m",)" + messages + "}", K::kQwen3), thinking);
+  EXPECT_EQ(prompt_of(R"({"model":"m",)" + messages +
+                          R"(,"chat_template_kwargs":{"enable_thinking":false}})",
+                      K::kQwen3),
+            not_thinking);
+  // A server started with thinking off turns it on for one request, and back.
+  EXPECT_EQ(prompt_of(R"({"model":"m",)" + messages +
+                          R"(,"chat_template_kwargs":{"enable_thinking":true}})",
+                      K::kQwen3NoThink),
+            thinking);
+  EXPECT_EQ(prompt_of(R"({"model":"m",)" + messages + "}", K::kQwen3NoThink), not_thinking);
+  // A template without the switch ignores it, and other template parameters are accepted.
+  EXPECT_EQ(prompt_of(R"({"model":"m",)" + messages +
+                          R"(,"chat_template_kwargs":{"enable_thinking":false,"x":1}})",
+                      K::kChatMl),
+            thinking);
+}
+
+TEST_F(CompletionRequest, MalformedChatTemplateKwargsAre400NamingTheField) {
+  const std::string head = R"({"model":"m","messages":[{"role":"user","content":"yo"}],)";
+  auto not_object =
+      build(head + R"("chat_template_kwargs":true})", proto::Endpoint::kChatCompletions);
+  ASSERT_FALSE(not_object.ok());
+  EXPECT_EQ(not_object.error().status(), 400);
+  EXPECT_EQ(detail_.param, "chat_template_kwargs");
+  auto not_bool = build(head + R"("chat_template_kwargs":{"enable_thinking":"no"}})",
+                        proto::Endpoint::kChatCompletions);
+  ASSERT_FALSE(not_bool.ok());
+  EXPECT_EQ(not_bool.error().status(), 400);
+  EXPECT_EQ(detail_.param, "chat_template_kwargs.enable_thinking");
 }
 
 TEST_F(CompletionRequest, IgnoreEosExtension) {

@@ -54,6 +54,11 @@ std::string_view to_string(ChatTemplateKind kind);
 // "phi-3" -> phi3); nullopt for an unknown name.
 std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name);
 
+// Qwen3's `enable_thinking` template parameter (a request's chat_template_kwargs): kQwen3 with
+// thinking off is kQwen3NoThink and back. Templates without the switch are returned unchanged, as
+// a Jinja template ignores a variable it does not use.
+ChatTemplateKind with_thinking(ChatTemplateKind kind, bool enable_thinking);
+
 struct DetectedChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kChatMl;
   // Non-empty when the source was empty or unrecognized and ChatML was assumed; the caller logs
