@@ -102,6 +102,9 @@ class Colocated : public ::testing::Test {
                           << "/other\n"
                              "    models: [\"alt-*\"]\n"
                              "policies:\n"
+                             "  - name: clamp\n"
+                             "    match: {routes: [/v1/responses], headers: {x-policy: clamp}}\n"
+                             "    budget: {max_output_tokens: 4}\n"
                              "  - name: default\n"
                              "    deadline: 60s\n";
     gateway_ = new Process();
@@ -247,6 +250,42 @@ TEST_F(Colocated, KilledBackendEndsTheStreamLabeledAndIsRestarted) {
       << proto::to_string(rec2->cause);
 }
 
+// The Responses API against the real backend, through the policy: the rule's budget clamps
+// max_output_tokens on the way in, and the answer ends `incomplete` (reason max_output_tokens)
+// with the gateway's record, streamed and not; the backend's TTFT phases are merged into it.
+TEST_F(Colocated, ResponsesFromTheBackendAreClampedByTheBudgetAndEndIncompleteLabeled) {
+  const proto::HttpHeaders headers{{"Content-Type", "application/json"}, {"X-Policy", "clamp"}};
+  const std::string body =
+      R"({"model":"tiny","input":"Tell me a long story","max_output_tokens":64,"temperature":0)";
+  auto whole = proto::http_fetch(url("/v1/responses"), "POST", headers, body + "}", 30000);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  EXPECT_NE(whole->body.find(R"("object":"response")"), std::string::npos) << whole->body;
+  EXPECT_NE(whole->body.find(R"("status":"incomplete")"), std::string::npos) << whole->body;
+  EXPECT_NE(whole->body.find(R"("incomplete_details":{"reason":"max_output_tokens"})"),
+            std::string::npos)
+      << whole->body;
+  EXPECT_NE(whole->body.find(R"("output_tokens":4)"), std::string::npos) << whole->body;
+  EXPECT_NE(whole->body.find(R"("cause":"gateway_budget")"), std::string::npos) << whole->body;
+  EXPECT_EQ(whole->headers.get("Cutline-Stop").value_or("").rfind("cause=gateway_budget;", 0), 0u);
+
+  auto streamed =
+      proto::http_fetch(url("/v1/responses"), "POST", headers, body + R"(,"stream":true})", 30000);
+  ASSERT_TRUE(streamed.ok()) << streamed.error().message;
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  const std::string& sse = streamed->body;
+  EXPECT_NE(sse.find("event: response.output_text.delta"), std::string::npos) << sse;
+  const size_t last_event = sse.rfind("event: ");
+  ASSERT_NE(last_event, std::string::npos) << sse;
+  EXPECT_EQ(sse.compare(last_event, 27, "event: response.incomplete\n"), 0) << sse;
+  const std::string last = sse.substr(last_event);
+  EXPECT_NE(last.find(R"("reason":"max_output_tokens")"), std::string::npos) << last;
+  EXPECT_NE(last.find(R"("cause":"gateway_budget")"), std::string::npos) << last;
+  EXPECT_NE(last.find(R"("effective_max_tokens":4)"), std::string::npos) << last;
+  EXPECT_NE(last.find(R"("phases":{)"), std::string::npos) << last;  // the backend's, merged
+  EXPECT_EQ(sse.find("[DONE]"), std::string::npos);
+}
+
 // Passthrough and embeddings requests go to the upstream serving the model they name; the model
 // list merges every upstream's (so its log line names none).
 TEST_F(Colocated, PassthroughIsRoutedByTheModelItNames) {
@@ -304,8 +343,8 @@ TEST_F(Colocated, ZzShutdownDrainsCutsTheRestAndStopsTheBackend) {
   EXPECT_EQ(errno, ESRCH);
   const std::string err = read_file(*dir_ + "/gateway.err");
   // Either it stopped on SIGTERM or, past the 10 s grace, the gateway killed it; what a user
-  // relies on is that no backend outlives the gateway (checked above). Under a loaded test
-  // machine the backend has been seen to need the SIGKILL: see the closing note of stop 10.
+  // relies on is that no backend outlives the gateway (checked above). On a loaded machine the
+  // backend has been seen to need the SIGKILL.
   EXPECT_TRUE(err.find("upstream \"local\": stopped") != std::string::npos ||
               err.find("upstream \"local\": no exit") != std::string::npos)
       << err;
