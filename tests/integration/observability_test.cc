@@ -35,8 +35,9 @@ namespace {
 // The dashboard's "Observe mode: would-cuts" row queries cutline_would_cut_total, which the
 // gateway exports only once observe mode (on_cut.mode: observe) is merged. Queries on these
 // metrics must still be valid PromQL (Prometheus answers "success"), but they are NOT required
-// to return data. Empty this list once the gateway exports the metric, so that the row is held
-// to the same rule as every other.
+// to return data. Once the gateway exports the metric: give the test config below a rule in
+// observe mode that the traffic trips (e.g. a second budget at 2 tokens with on_cut.mode:
+// observe), and empty this list, so that the row is held to the same rule as every other.
 const std::vector<std::string> kDataNotRequiredYet = {"cutline_would_cut_total"};
 
 constexpr const char* kTenantKey = "sk-observability-test";
