@@ -29,6 +29,8 @@ if [[ "$selection" == test ]]; then
     redis-server nginx-light wrk nghttp2-client clang systemd
     # tokenizer tests: PCRE2 as the pre-tokenizer oracle, the Unicode data the tables come from
     libpcre2-dev unicode-data python3
+    # metrics tests: promtool (check metrics, check/test rules) and a real Prometheus server
+    prometheus
   )
   # `kubectl kustomize` renders deploy/k8s in a test; any kubectl already installed will do
   if ! command -v kubectl >/dev/null 2>&1; then packages+=(kubernetes-client); fi
@@ -54,7 +56,7 @@ else
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   # Debian starts the services it installs; Cutline's scripts start their own instances.
-  for svc in nginx redis-server; do
+  for svc in nginx redis-server prometheus; do
     if [[ " ${missing[*]} " == *" ${svc}"* ]] && command -v systemctl >/dev/null 2>&1; then
       $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
     fi

@@ -5,6 +5,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "cutline/cli/version.h"
+
 namespace cutline::gateway {
 namespace {
 
@@ -122,6 +124,20 @@ GatewayMetrics::GatewayMetrics(LabelBounds bounds)
                          .Help("Streams being relayed now")
                          .Register(r)
                          .Add({});
+  tokens_ = &prometheus::BuildCounter()
+                 .Name("cutline_tokens_total")
+                 .Help(
+                     "Tokens by tenant and model, for chargeback. type=input: prompt tokens from "
+                     "the upstream's usage (not counted when the upstream reports none); "
+                     "type=output: from the upstream's usage when present, else the gateway's "
+                     "own count of content chunks")
+                 .Register(r);
+  prometheus::BuildGauge()
+      .Name("cutline_build_info")
+      .Help("Always 1; the labels say which version and git commit this process was built from")
+      .Register(r)
+      .Add({{"version", CUTLINE_VERSION}, {"commit", CUTLINE_GIT_COMMIT}})
+      .Set(1);
 }
 
 void GatewayMetrics::set_bounds(LabelBounds bounds) {
@@ -159,6 +175,7 @@ void GatewayMetrics::record(const RequestOutcome& o) {
   prometheus::Counter* request = nullptr;
   StopSeries stop{nullptr, nullptr};
   ModelPolicySeries mp{};
+  TokenSeries tokens{};
   {
     std::lock_guard lock(series_mu_);
     key.assign(o.route).append(1, '\x1f').append(model).append(1, '\x1f').append(tenant);
@@ -206,6 +223,15 @@ void GatewayMetrics::record(const RequestOutcome& o) {
                 .first;
       }
       mp = m->second;
+      key.assign(model).append(1, '\x1f').append(tenant);
+      auto t = token_series_.find(key);
+      if (t == token_series_.end()) {
+        auto add = [&](const char* type) {
+          return &tokens_->Add({{"tenant", tenant}, {"model", model}, {"type", type}});
+        };
+        t = token_series_.emplace(key, TokenSeries{add("input"), add("output")}).first;
+      }
+      tokens = t->second;
     }
   }
   request->Increment();
@@ -221,6 +247,9 @@ void GatewayMetrics::record(const RequestOutcome& o) {
   if (s.cause != proto::Cause::kAdmissionRejected && s.cause != proto::Cause::kInvalidRequest) {
     mp.output_tokens->Observe(static_cast<double>(s.output_tokens));
   }
+  if (s.input_tokens && *s.input_tokens > 0)
+    tokens.input->Increment(static_cast<double>(*s.input_tokens));
+  if (s.output_tokens > 0) tokens.output->Increment(static_cast<double>(s.output_tokens));
   if (o.itl && o.itl->count() > 0) {
     const auto& c = o.itl->counts();
     // One increment per bucket, +Inf included (prometheus-cpp's ObserveMultiple contract).

@@ -1,4 +1,4 @@
-// decode_bench: CPU decode throughput against the memory-bandwidth roofline (issue 5). For each
+// decode_bench: CPU decode throughput against the memory-bandwidth roofline. For each
 // weight type it writes a Llama GGUF of ~1.2 GiB (F16 size) with random weights, loads it on the
 // CPU device, and measures side by side with a STREAM-style bandwidth run:
 //   - batch-1 decode tokens/s and % of roofline = weight bytes per token x tokens/s / read

@@ -1,5 +1,5 @@
 // engine_bench: the serving engine end to end on the real LlamaRunner (CPU device) over
-// synthesized models (issue 6). Two scenarios, each printed as a table:
+// synthesized models. Two scenarios, each printed as a table:
 //
 //   stall:       4 streams decode steadily; a 2,048-token prompt arrives. For each
 //                --max-step-tokens value: the streams' inter-token latency before the prompt

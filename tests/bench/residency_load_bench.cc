@@ -1,5 +1,5 @@
 // residency_load_bench: model load throughput against the file-read bandwidth of the same file,
-// measured in the same run (issue 7: target >= 80%).
+// measured in the same run (target >= 80%).
 //
 //   residency_load_bench [--model PATH | --layers N --dim D] [--reps R] [--dir DIR]
 //

@@ -180,7 +180,7 @@ TEST_F(BackendServing, ModelsHealthStateAndMetrics) {
         "cutline_backend_kv_blocks{state=\"free\"}", "cutline_backend_kv_bytes",
         "cutline_backend_device_free_bytes", "cutline_backend_queue_depth",
         "cutline_backend_running", "cutline_backend_ttft_seconds_count",
-        "cutline_backend_phase_seconds_count{phase=\"prefill\"}",
+        "cutline_backend_phase_seconds_count{model=\"tiny\",phase=\"prefill\"}",
         "cutline_backend_step_tokens_count", "cutline_backend_inter_token_seconds_count",
         "cutline_backend_model_load_seconds_count{model=\"tiny\",phase=\"read\"}",
         "cutline_backend_prefix_cache_hits_total", "cutline_backend_prefix_cache_queries_total",

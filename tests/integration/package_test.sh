@@ -35,6 +35,7 @@ for want in ./usr/bin/cutline-gateway ./usr/bin/cutline-backend ./usr/bin/cutlin
             ./usr/lib/systemd/system/cutline-gateway.service \
             ./usr/lib/systemd/system/cutline-backend.service \
             ./usr/share/cutline/grafana/cutline.json ./usr/share/cutline/prometheus/prometheus.yml \
+            ./usr/share/cutline/prometheus/alerts.yml \
             ./usr/share/cutline/policies/cutline.yaml; do
   grep -qE " $want\$" <<<"$files" || fail "dpkg-deb -c lacks $want"
 done

@@ -1,5 +1,6 @@
 #include "cutline/server/backend_metrics.h"
 
+#include <iterator>
 #include <mutex>
 #include <sstream>
 
@@ -9,6 +10,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include "cutline/cli/version.h"
 
 namespace cutline::server {
 
@@ -27,6 +30,8 @@ const prometheus::Histogram::BucketBoundaries& token_buckets() {
                                                             128, 256, 512, 1024, 2048, 4096};
   return b;
 }
+
+constexpr const char* kTtftPhases[] = {"queue", "load", "warmup", "prefill", "first_decode"};
 
 // The engines count cumulatively; a counter advances by the difference. The sum falls when a
 // model is evicted (its engine's counts go with it): the baseline follows it down, so that the
@@ -84,7 +89,7 @@ BackendMetrics::BackendMetrics() : registry_(std::make_shared<prometheus::Regist
                .Register(r);
   phase_ = &BuildHistogram()
                 .Name("cutline_backend_phase_seconds")
-                .Help("TTFT phases: queue, load, warmup, prefill, first_decode")
+                .Help("TTFT phases by model: queue, load, warmup, prefill, first_decode")
                 .Register(r);
   step_tokens_ = &BuildHistogram()
                       .Name("cutline_backend_step_tokens")
@@ -109,9 +114,16 @@ BackendMetrics::BackendMetrics() : registry_(std::make_shared<prometheus::Regist
                       .Help("Prefix-cache lookups that reused at least one KV block")
                       .Register(r)
                       .Add({});
-  // Pre-create the phase series so that a scrape before the first request shows them.
-  for (const char* p : {"queue", "load", "warmup", "prefill", "first_decode"})
-    phase_->Add({{"phase", p}}, seconds_buckets());
+  evictions_ = &BuildCounter()
+                    .Name("cutline_backend_model_evictions_total")
+                    .Help("Models evicted to make room for another, by model")
+                    .Register(r);
+  BuildGauge()
+      .Name("cutline_build_info")
+      .Help("Always 1; the labels say which version and git commit this process was built from")
+      .Register(r)
+      .Add({{"version", CUTLINE_VERSION}, {"commit", CUTLINE_GIT_COMMIT}})
+      .Set(1);
 }
 
 BackendMetrics::~BackendMetrics() = default;
@@ -124,11 +136,10 @@ void BackendMetrics::on_request_finished(std::string_view model, const proto::St
   if (rec.ttft_ms) ttft_->Add({{"model", m}}, seconds_buckets()).Observe(*rec.ttft_ms / 1000.0);
   if (rec.phases) {
     const auto& p = *rec.phases;
-    phase_->Add({{"phase", "queue"}}, seconds_buckets()).Observe(p.queue_ms / 1000.0);
-    phase_->Add({{"phase", "load"}}, seconds_buckets()).Observe(p.load_ms / 1000.0);
-    phase_->Add({{"phase", "warmup"}}, seconds_buckets()).Observe(p.warmup_ms / 1000.0);
-    phase_->Add({{"phase", "prefill"}}, seconds_buckets()).Observe(p.prefill_ms / 1000.0);
-    phase_->Add({{"phase", "first_decode"}}, seconds_buckets()).Observe(p.first_decode_ms / 1000.0);
+    const double ms[] = {p.queue_ms, p.load_ms, p.warmup_ms, p.prefill_ms, p.first_decode_ms};
+    for (size_t i = 0; i < std::size(kTtftPhases); ++i)
+      phase_->Add({{"model", m}, {"phase", kTtftPhases[i]}}, seconds_buckets())
+          .Observe(ms[i] / 1000.0);
   }
 }
 
@@ -146,12 +157,19 @@ void BackendMetrics::observe_inter_token_seconds(const ModelSeries& series, doub
   if (series.inter_token) series.inter_token->Observe(seconds);
 }
 
+void BackendMetrics::on_model_evicted(std::string_view model) {
+  evictions_->Add({{"model", std::string(model)}}).Increment();
+}
+
 void BackendMetrics::observe_step_tokens(int64_t tokens) {
   step_tokens_->Observe(static_cast<double>(tokens));
 }
 
 void BackendMetrics::on_model_load(std::string_view model, const residency::LoadReport& report) {
   const std::string m(model);
+  // A loaded model's TTFT phases and evictions show (at 0) before its first request or eviction.
+  for (const char* p : kTtftPhases) phase_->Add({{"model", m}, {"phase", p}}, seconds_buckets());
+  evictions_->Add({{"model", m}});
   // One observation per phase per load, even when a phase ran in several parts.
   double ms[residency::kLoadPhaseCount] = {};
   bool seen[residency::kLoadPhaseCount] = {};

@@ -139,7 +139,8 @@ Result<std::unique_ptr<BackendServer>> BackendServer::create(BackendOptions opti
                  name.c_str(), r.total_ms, r.total_ms - r.warmup_ms(), r.warmup_ms(),
                  r.read_bytes_per_s() / 1e6);
   });
-  s.residency_->set_on_evict([](const std::string& name) {
+  s.residency_->set_on_evict([metrics](const std::string& name) {
+    metrics->on_model_evicted(name);
     std::fprintf(stderr, "cutline-backend: evicted model '%s'\n", name.c_str());
   });
 

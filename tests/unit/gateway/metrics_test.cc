@@ -51,6 +51,34 @@ TEST(GatewayMetrics, StopsAndTruncationsAreCountedByCause) {
   EXPECT_NE(text.find("code=\"200\""), std::string::npos);
 }
 
+// Chargeback: input and output tokens add up per tenant and model; a request whose upstream
+// reported no usage adds no input tokens (the gateway has no tokenizer to count them with).
+TEST(GatewayMetrics, TokensAddUpPerTenantAndModel) {
+  GatewayMetrics m({.models = {"llama"}, .tenants = {"alice"}, .policies = {"p"}});
+  proto::StopRecord s;
+  s.cause = proto::Cause::kEos;
+  s.input_tokens = 11;
+  s.output_tokens = 7;
+  m.record({.route = "/v1/chat/completions", .model = "llama", .tenant = "alice", .stop = &s});
+  s.input_tokens.reset();
+  s.output_tokens = 5;
+  s.count_method = proto::CountMethod::kChunks;
+  m.record({.route = "/v1/chat/completions", .model = "llama", .tenant = "alice", .stop = &s});
+  m.record({.route = "/v1/chat/completions", .model = "llama", .tenant = "bob", .stop = &s});
+  const std::string text = m.serialize();
+  EXPECT_NE(text.find("cutline_tokens_total{model=\"llama\",tenant=\"alice\",type=\"input\"} 11\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("cutline_tokens_total{model=\"llama\",tenant=\"alice\",type=\"output\"} 12\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cutline_tokens_total{model=\"llama\",tenant=\"other\",type=\"output\"} 5\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cutline_build_info{commit=\""), std::string::npos) << text;
+}
+
 TEST(GatewayMetrics, ActiveStreamsAndReloadsAreExported) {
   GatewayMetrics m;
   m.stream_opened();

@@ -1,4 +1,4 @@
-// The per-token relay path must not allocate (issue 4, Performance). This binary replaces the
+// The per-token relay path must not allocate. This binary replaces the
 // global operator new/delete with counting versions and relays steady-state token chunks through
 // the relay core (SseParser -> ChunkParser -> TokenTiming -> SSE framing for the client), after a
 // warm-up that lets the reused buffers reach their working size.

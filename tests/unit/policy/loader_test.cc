@@ -18,7 +18,7 @@ using testing::load_errors;
 using testing::load_ok;
 using testing::with_policies;
 
-// The core example of issue 3, with a real digest in place of the placeholder.
+// The policy README's core example, with a real digest in place of the placeholder.
 const char* kCore = R"(listen:
   - address: 127.0.0.1:8080
 admin:

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cutline/cli/version.h"
+
 namespace cutline::server {
 namespace {
 
@@ -24,7 +26,9 @@ TEST(BackendMetrics, FinishedRequestCountsCauseAndPhases) {
       << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_preemptions_total{model=\"tiny\"} 4")) << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_ttft_seconds_count{model=\"tiny\"} 2")) << text;
-  EXPECT_TRUE(has_line(text, "cutline_backend_phase_seconds_sum{phase=\"load\"} 0.1")) << text;
+  EXPECT_TRUE(
+      has_line(text, "cutline_backend_phase_seconds_sum{model=\"tiny\",phase=\"load\"} 0.1"))
+      << text;
 }
 
 TEST(BackendMetrics, GaugesComeFromTheSnapshot) {
@@ -112,6 +116,30 @@ TEST(BackendMetrics, ModelLoadPhasesAndTotal) {
       << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_step_tokens_count 1")) << text;
   EXPECT_TRUE(has_line(text, "cutline_backend_inter_token_seconds_count{model=\"big\"} 1")) << text;
+}
+
+// A loaded model shows its TTFT phases and evictions at 0 before its first request or eviction;
+// an eviction counts against the evicted model.
+TEST(BackendMetrics, LoadedModelShowsPhasesAndEvictionsFromZero) {
+  BackendMetrics m;
+  residency::LoadReport r;
+  r.total_ms = 5;
+  m.on_model_load("a", r);
+  m.on_model_load("b", r);
+  m.on_model_evicted("a");
+  const std::string text = m.render(GaugeSnapshot{});
+  EXPECT_TRUE(has_line(text, "cutline_backend_model_evictions_total{model=\"a\"} 1")) << text;
+  EXPECT_TRUE(has_line(text, "cutline_backend_model_evictions_total{model=\"b\"} 0")) << text;
+  EXPECT_TRUE(
+      has_line(text, "cutline_backend_phase_seconds_count{model=\"b\",phase=\"first_decode\"} 0"))
+      << text;
+}
+
+TEST(BackendMetrics, BuildInfoNamesVersionAndCommit) {
+  BackendMetrics m;
+  const std::string text = m.render(GaugeSnapshot{});
+  EXPECT_NE(text.find("cutline_build_info{commit=\""), std::string::npos) << text;
+  EXPECT_NE(text.find("version=\"" CUTLINE_VERSION "\"} 1"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 #pragma once
-// GatewayMetrics: every Prometheus series the gateway exports (issue 4 "Observability"), on a
+// GatewayMetrics: every Prometheus series the gateway exports, on a
 // prometheus-cpp core Registry, serialized in text format by the admin listener (not civetweb).
 //
 // Label values come from a bounded set: tenants, models and policies named in the config, plus
@@ -124,6 +124,11 @@ class GatewayMetrics {
   std::unordered_map<std::string, prometheus::Counter*> request_series_;
   std::unordered_map<std::string, StopSeries> stop_series_;
   std::unordered_map<std::string, ModelPolicySeries> model_policy_series_;
+  struct TokenSeries {
+    prometheus::Counter* input;
+    prometheus::Counter* output;
+  };
+  std::unordered_map<std::string, TokenSeries> token_series_;  // by model and tenant
 
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex bounds_mu_;
@@ -148,6 +153,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>* refused_;
   prometheus::Counter* access_log_dropped_;
   prometheus::Gauge* active_streams_;
+  prometheus::Family<prometheus::Counter>* tokens_;
 };
 
 }  // namespace cutline::gateway

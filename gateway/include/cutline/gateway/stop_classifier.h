@@ -2,7 +2,7 @@
 // Stop classification: how an upstream's end of stream maps onto the cause taxonomy. Pure
 // functions, called by the relay phase when the upstream ends (or fails) before the gateway cut.
 //
-// The rules (issue 4 "Enforcement and labeling"):
+// The rules:
 // - an HTTP error status or an SSE error event                  -> upstream_error
 // - the stream ended without any finish_reason (EOF, reset, or even a bare [DONE])
 //                                                               -> upstream_disconnect

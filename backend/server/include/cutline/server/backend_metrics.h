@@ -1,6 +1,6 @@
 #pragma once
-// BackendMetrics: the cutline_backend_* Prometheus set (issue 7), on prometheus-cpp core, rendered
-// by our own /metrics handler with prometheus::TextSerializer (no civetweb exposer).
+// BackendMetrics: the cutline_backend_* Prometheus set and cutline_build_info, on prometheus-cpp
+// core, rendered by our own /metrics handler with prometheus::TextSerializer (no civetweb exposer).
 //
 // Counters and histograms are updated where things happen (request finish, engine step, model
 // load); gauges are set from a snapshot just before each scrape. Thread-safe.
@@ -53,7 +53,7 @@ class BackendMetrics {
   BackendMetrics& operator=(const BackendMetrics&) = delete;
 
   // One finished request: requests_total{model,cause}, preemptions_total{model},
-  // ttft_seconds{model} and phase_seconds{phase} (when the record has phases).
+  // ttft_seconds{model} and phase_seconds{model,phase} (when the record has phases).
   void on_request_finished(std::string_view model, const proto::StopRecord& rec);
   // A request refused before it reached the engine (4xx/5xx): counted with cause="error".
   void on_request_rejected(std::string_view model);
@@ -63,6 +63,8 @@ class BackendMetrics {
   void observe_step_tokens(int64_t tokens);
   // model_load_seconds{model,phase}, one observation per phase and one with phase="total".
   void on_model_load(std::string_view model, const residency::LoadReport& report);
+  // model_evictions_total{model}.
+  void on_model_evicted(std::string_view model);
 
   // Sets the gauges and renders the Prometheus text exposition format.
   std::string render(const GaugeSnapshot& gauges);
@@ -83,6 +85,7 @@ class BackendMetrics {
   prometheus::Histogram* step_tokens_ = nullptr;
   prometheus::Family<prometheus::Histogram>* inter_token_ = nullptr;
   prometheus::Family<prometheus::Histogram>* model_load_ = nullptr;
+  prometheus::Family<prometheus::Counter>* evictions_ = nullptr;
   prometheus::Counter* prefix_queries_ = nullptr;
   prometheus::Counter* prefix_hits_ = nullptr;
   std::mutex render_mu_;  // gauges are set and read as one snapshot
