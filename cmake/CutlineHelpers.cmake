@@ -11,10 +11,11 @@ function(cutline_module)
   set_target_properties(cutline_${M_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 endfunction()
 
-# cutline_unit_tests(NAME name DEPS ...): one gtest binary per folder from *_test.cc,
-# each test registered with ctest.
+# cutline_unit_tests(NAME name DEPS ... [LABELS ...]): one gtest binary per folder from *_test.cc,
+# each test registered with ctest (with the given ctest labels; `tsan`: also run under
+# ThreadSanitizer by tests/sanitize/run.sh tsan).
 function(cutline_unit_tests)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "DEPS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "DEPS;LABELS" ${ARGN})
   file(GLOB _srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
   if(NOT _srcs)
     return()
@@ -25,7 +26,12 @@ function(cutline_unit_tests)
   add_executable(${T_NAME} ${_srcs} ${PROJECT_SOURCE_DIR}/tests/support/ignore_sigpipe.cc)
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest_main GTest::gtest)
   include(GoogleTest)
-  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  if(T_LABELS)
+    gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT}
+                         LABELS "${T_LABELS}")
+  else()
+    gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  endif()
 endfunction()
 
 # Adds every immediate subfolder of `dir` that has a CMakeLists.txt.

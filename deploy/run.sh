@@ -8,15 +8,25 @@
 # build/; the config's build/backend/ path is then pointed at that build),
 # CUTLINE_SKIP_BUILD=1 (skip setup and build), CUTLINE_BUILD_ONLY=1 (set up and build, then exit),
 # CUTLINE_CACHE_DIR (where tiny=builtin is written).
+#
+# Root is needed only to install missing packages: deploy/setup.sh asks sudo for that step alone.
+# Started with sudo (`sudo bash deploy/run.sh`), it installs as root, then builds and runs the
+# gateway and backend as the user who called sudo ($SUDO_USER), never as root.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"   # relative paths in the config (build/backend/cutline-backend) start here
 build=${CUTLINE_BUILD_DIR:-$root/build}
 config=${CUTLINE_CONFIG:-deploy/local/cutline.yaml}
 
+if [[ $(id -u) == 0 && -n "${SUDO_USER:-}" && "${SUDO_USER}" != root ]]; then
+  if [[ "${CUTLINE_SKIP_BUILD:-0}" != 1 ]]; then bash deploy/setup.sh runtime; fi
+  echo "run.sh: packages are in place; building and running as $SUDO_USER, not root" >&2
+  exec runuser -u "$SUDO_USER" -- env -u SUDO_USER CUTLINE_SETUP_DONE=1 bash "$root/deploy/run.sh"
+fi
+
 if [[ "${CUTLINE_SKIP_BUILD:-0}" != 1 ]]; then
   # Only what running needs, and only the product's binaries (deploy/test.sh adds the rest).
-  bash deploy/setup.sh runtime
+  if [[ "${CUTLINE_SETUP_DONE:-0}" != 1 ]]; then bash deploy/setup.sh runtime; fi
   CUTLINE_BUILD_DIR=$build CUTLINE_BUILD_TARGETS="cutline-gateway cutline-backend cutline" \
     CUTLINE_CMAKE_ARGS="-DCUTLINE_BUILD_TESTS=OFF -DCUTLINE_BUILD_BENCH=OFF ${CUTLINE_CMAKE_ARGS:-}" \
     bash deploy/build.sh

@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app->add_option("--ready-file", ready_file,
                   "Once serving, write {\"port\":P,\"ports\":[...],\"admin_port\":A} here");
+  app->add_flag("--upstream-error-detail", options.upstream_error_detail,
+                "Tell clients the gateway's own upstream connect errors whole (addresses, DNS "
+                "names); by default only their kind");
   cli::add_duration(*app, "--drain-timeout", drain_timeout_ms,
                     "On SIGINT/SIGTERM, let streams finish this long");
   if (auto rc = cli::parse(*app, argc, argv)) return *rc;

@@ -263,6 +263,10 @@ std::string Admin::policy_json() const {
   w.field("source_file", policy->source_file);
   w.field("generation", static_cast<int64_t>(gw_.policy_generation()));
   w.field("loaded_at_unix_s", gw_.policy_loaded_unix_s());
+  // Changed in the file but not applied by a reload (listeners, admin, spawn, access log).
+  w.key("restart_required").begin_array();
+  for (const std::string& field : gw_.restart_required()) w.value(field);
+  w.end_array();
   w.key("upstreams").begin_array();
   for (const auto& u : policy->upstreams) {
     w.begin_object().field("name", u.name).field("url", u.url).key("models").begin_array();

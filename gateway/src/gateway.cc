@@ -13,6 +13,7 @@
 #include "cutline/gateway/server_limits.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/upstream_target.h"
+#include "cutline/policy/api_key.h"
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
 #include "cutline/policy/redis_pool_store.h"
@@ -21,6 +22,47 @@
 
 namespace cutline::gateway {
 namespace {
+
+// The fields a reload cannot apply that differ between the policy the gateway started with and
+// `next` (Gateway::restart_required()).
+std::vector<std::string> fields_needing_restart(const policy::Policy& started,
+                                                const policy::Policy& next) {
+  std::vector<std::string> out;
+  bool listen_same = started.listen.size() == next.listen.size();
+  for (size_t i = 0; listen_same && i < next.listen.size(); ++i) {
+    listen_same = started.listen[i].address == next.listen[i].address &&
+                  started.listen[i].tls.has_value() == next.listen[i].tls.has_value();
+  }
+  if (!listen_same) out.emplace_back("listen");
+  if (started.admin.has_value() != next.admin.has_value() ||
+      (started.admin && started.admin->address != next.admin->address)) {
+    out.emplace_back("admin");
+  }
+  auto spawn_of = [](const policy::Policy& p, const std::string& name) -> const policy::Spawn* {
+    const policy::Upstream* u = p.find_upstream(name);
+    return u && u->spawn ? &*u->spawn : nullptr;
+  };
+  auto spawn_same = [](const policy::Spawn* a, const policy::Spawn* b) {
+    if (!a || !b) return a == b;
+    return a->command == b->command && a->env == b->env &&
+           a->ready_timeout_ms == b->ready_timeout_ms;
+  };
+  std::vector<std::string> names;
+  for (const auto& u : started.upstreams) names.push_back(u.name);
+  for (const auto& u : next.upstreams) {
+    if (std::find(names.begin(), names.end(), u.name) == names.end()) names.push_back(u.name);
+  }
+  for (const std::string& name : names) {
+    if (!spawn_same(spawn_of(started, name), spawn_of(next, name))) {
+      out.push_back("upstreams." + name + ".spawn");
+    }
+  }
+  if (started.access_log.kind != next.access_log.kind ||
+      started.access_log.path != next.access_log.path) {
+    out.emplace_back("access_log");
+  }
+  return out;
+}
 
 double unix_now_s() {
   using namespace std::chrono;
@@ -102,6 +144,7 @@ Gateway::~Gateway() { stop(); }
 
 Status Gateway::start() {
   auto policy = holder_->snapshot();
+  started_policy_ = policy;
   proto::ServerOptions so;
   apply_limits(policy->limits, metrics_, so);  // sizes, deadlines, process-wide caps
   // The HTTP layer answers 400/408/413/431 and its own 503s itself; the hook gives that answer
@@ -131,6 +174,15 @@ Status Gateway::start() {
     }
     if (cause == proto::Cause::kInvalidRequest) metrics_.bad_request(to_string(e.kind));
     answer_without_stream(req, e, cause, std::move(rule), limit, h, body);
+  };
+  // No `100 Continue` before authentication: a request whose key matches no tenant gets its 401
+  // (with its stop record, from the authenticate phase) before it uploads its body.
+  so.on_expect_continue = [this](const proto::HttpRequest& head) {
+    const std::shared_ptr<const policy::Policy> p = this->policy();
+    if (!p->requires_auth()) return true;
+    const auto h = head.headers.get("Authorization");
+    if (!h || h->size() <= 7 || !proto::iequals(h->substr(0, 7), "Bearer ")) return false;
+    return policy::authenticate(*p, h->substr(7)) != nullptr;
   };
   // One server per listen[] entry, all on the same workers and handler. --port overrides the
   // first one's port only.
@@ -312,6 +364,20 @@ Status Gateway::reload() {
     return make_error(ErrorKind::kBadRequest, error_text);
   }
   upstream_tls_.add(r.policy, std::move(upstream_tls));
+  // What the new file changes but this process cannot apply: said in the log on every reload
+  // that leaves it pending, and in /v1/cutline/policy, instead of silently ignored.
+  std::vector<std::string> pending;
+  if (started_policy_) pending = fields_needing_restart(*started_policy_, *r.policy);
+  for (const std::string& field : pending) {
+    std::fprintf(stderr,
+                 "cutline-gateway: reload: %s in %s differs from the running gateway's and is "
+                 "not applied until a restart\n",
+                 field.c_str(), options_.config_path.c_str());
+  }
+  {
+    std::lock_guard lock(restart_required_mu_);
+    restart_required_ = std::move(pending);
+  }
   holder_->replace(r.policy);
   swap_upstream_pools(r.policy);
   // New handshakes use the reloaded certificates; open connections keep theirs. Turning TLS on
@@ -341,6 +407,11 @@ Status Gateway::reload() {
                options_.config_path.c_str(),
                static_cast<unsigned long long>(holder_->generation()));
   return {};
+}
+
+std::vector<std::string> Gateway::restart_required() const {
+  std::lock_guard lock(restart_required_mu_);
+  return restart_required_;
 }
 
 std::shared_ptr<UpstreamPools> Gateway::upstream_pools() const {

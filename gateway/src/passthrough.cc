@@ -163,14 +163,14 @@ void Passthrough::on_complete(proto::HttpHeaders& trailers) {
 void Passthrough::on_error(const proto::ClientError& error) {
   gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
   upstream_failed_ = true;
-  error_message_ = error.message;
+  error_message_ = upstream_error_text(upstream_->name, error, gw_.upstream_error_detail());
   if (client_->head_sent()) {
     client_->reset();
     done();
     return;
   }
   Error e = error.to_error();
-  e.message = "upstream \"" + upstream_->name + "\": " + error.message;
+  e.message = error_message_;
   respond_error(e);
 }
 

@@ -404,8 +404,12 @@ void Stream::route() {
     Ending e;
     e.cause = Cause::kUpstreamError;
     e.rule = "upstreams." + upstream_->name;
-    e.message = s.error().message;
     e.error = s.error();
+    // The pool's reason names its endpoints (addresses, DNS names): for operators only.
+    if (!gw_.upstream_error_detail()) {
+      e.error->message = "upstream \"" + upstream_->name + "\": no endpoint is available";
+    }
+    e.message = e.error->message;
     finish(std::move(e));
     return;
   }
@@ -547,9 +551,9 @@ void Stream::on_upstream_error(const proto::ClientError& error) {
                 ? Cause::kUpstreamDisconnect
                 : Cause::kUpstreamError;
   e.rule = "upstreams." + upstream_->name;
-  e.message = error.message;
   e.error = error.to_error();
-  e.error->message = "upstream \"" + upstream_->name + "\": " + error.message;
+  e.error->message = upstream_error_text(upstream_->name, error, gw_.upstream_error_detail());
+  e.message = e.error->message;
   finish(std::move(e));
 }
 

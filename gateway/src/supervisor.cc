@@ -2,7 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,46 @@ std::string joined(const std::vector<std::string>& argv) {
     out += a;
   }
   return out;
+}
+
+// The environment variables the policy read a secret from (labels "env:NAME"). The Redis
+// password keeps no label: a variable holding its value is left out by value (spawn()).
+std::vector<std::string> secret_env_names(const policy::Policy& policy) {
+  std::vector<std::string> names;
+  auto add = [&](const std::string& label) {
+    if (label.rfind("env:", 0) == 0) names.push_back(label.substr(4));
+  };
+  for (const policy::Tenant& t : policy.tenants) {
+    for (const policy::ApiKey& k : t.api_keys) add(k.label);
+  }
+  if (policy.admin && policy.admin->token) add(policy.admin->token->label);
+  for (const policy::Upstream& u : policy.upstreams) {
+    if (u.api_key) add(u.api_key->label);
+    for (const policy::UpstreamHeader& h : u.headers) add(h.value.label);
+  }
+  return names;
+}
+
+// command[0] as execvp would find it: as written when it has a '/', else the first executable
+// PATH entry of that name. Resolved before fork, so the child only calls execve.
+std::string resolve_command(const std::string& command) {
+  if (command.find('/') != std::string::npos) return command;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const size_t colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + command;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return command;  // execve fails with ENOENT, reported as for a path
 }
 
 // Sends `sig` to the child's process group (it leads one), or to the child alone if that fails.
@@ -100,20 +141,26 @@ Supervisor::Supervisor(const policy::Policy& policy, GatewayMetrics& metrics,
     p->backoff_ms = options_.backoff_initial_ms;
     procs_.push_back(std::move(p));
   }
+  secret_env_ = secret_env_names(policy);
+  redis_password_ = policy.budget_store.password;
 }
 
 Supervisor::~Supervisor() { stop(); }
 
 Status Supervisor::spawn(Proc& p, int64_t now) {
-  // Environment: the gateway's, with spawn.env added (a name given there replaces the inherited
-  // value).
+  // Environment: the gateway's, minus the policy's secrets, with spawn.env added (a name given
+  // there replaces the inherited value).
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     const std::string_view entry(*e);
     const std::string_view name = entry.substr(0, entry.find('='));
     const bool replaced = std::any_of(p.spawn.env.begin(), p.spawn.env.end(),
                                       [&](const auto& kv) { return kv.first == name; });
-    if (!replaced) env.emplace_back(entry);
+    const std::string_view value = entry.substr(std::min(entry.size(), name.size() + 1));
+    const bool secret =
+        std::find(secret_env_.begin(), secret_env_.end(), name) != secret_env_.end() ||
+        (!redis_password_.empty() && value == redis_password_);
+    if (!replaced && !secret) env.emplace_back(entry);
   }
   for (const auto& [k, v] : p.spawn.env) env.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -123,26 +170,62 @@ Status Supervisor::spawn(Proc& p, int64_t now) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const std::string program = resolve_command(args[0]);
 
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&files, 2, 1);  // keep the gateway's stdout for its log
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &empty);  // the gateway blocks signals for its signalfd
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &files, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&files);
-  posix_spawnattr_destroy(&attr);
+  // The child reports a failed execve through this pipe (close-on-exec: a successful exec
+  // closes it, and the parent reads end-of-file).
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    return make_error(ErrorKind::kUpstream,
+                      "upstream \"" + p.name + "\": cannot start: pipe: " + strerror(errno));
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Child of a threaded process: async-signal-safe calls only, until execve.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);  // the gateway died before prctl took effect
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD})
+      sigaction(sig, &dfl, nullptr);
+    sigprocmask(SIG_SETMASK, &none, nullptr);  // the gateway blocks signals for its signalfd
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0 && null_fd != 0) {
+      dup2(null_fd, 0);
+      close(null_fd);
+    }
+    dup2(2, 1);  // keep the gateway's stdout for its log
+    // Nothing else: listeners, client and upstream connections, the access log, Redis, DNS.
+    // (close_range: Linux 5.9; a kernel without it leaves the close-on-exec flags to do this.)
+    const int keep = report[1];
+    if (keep > 3) close_range(3, keep - 1, 0);
+    close_range(keep < 3 ? 3 : keep + 1, ~0U, 0);
+    execve(program.c_str(), argv.data(), envp.data());
+    const int err = errno;
+    (void)!write(report[1], &err, sizeof err);
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  if (pid > 0) setpgid(pid, pid);  // also here: a signal to the group right away finds it
+  close(report[1]);
+  int exec_errno = 0;
+  if (pid > 0) {
+    ssize_t n;
+    do {
+      n = read(report[0], &exec_errno, sizeof exec_errno);
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof exec_errno)) {
+      exec_errno = 0;
+    } else {
+      waitpid(pid, nullptr, 0);  // it exited with 127 right after the report
+    }
+  }
+  close(report[0]);
+  const int rc = pid < 0 ? fork_errno : exec_errno;
   if (rc != 0) {
     return make_error(ErrorKind::kUpstream, "upstream \"" + p.name + "\": cannot start `" +
                                                 joined(p.spawn.command) + "`: " + strerror(rc) +

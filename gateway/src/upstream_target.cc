@@ -4,6 +4,29 @@
 
 namespace cutline::gateway {
 
+std::string upstream_error_text(const std::string& upstream, const proto::ClientError& error,
+                                bool detail) {
+  std::string text = "upstream \"" + upstream + "\": ";
+  if (detail) return text + error.message;
+  switch (error.kind) {
+    case proto::ClientErrorKind::kResolve:
+      return text + "cannot resolve the upstream's address";
+    case proto::ClientErrorKind::kConnectRefused:
+      return text + "connection refused";
+    case proto::ClientErrorKind::kConnectTimeout:
+      return text + "connect timed out";
+    case proto::ClientErrorKind::kConnectFailed:
+      return text + "cannot connect";
+    case proto::ClientErrorKind::kClosedBeforeHead:
+      return text + "closed the connection before answering";
+    case proto::ClientErrorKind::kClosedMidBody:
+      return text + "closed the connection mid-response";
+    case proto::ClientErrorKind::kParse:
+      return text + "answered with a malformed response";
+  }
+  return text + std::string(proto::to_string(error.kind));
+}
+
 namespace {
 
 // "FILE:LINE: upstreams[i].tls" for error messages (the upstream's line: tls has no own ref).

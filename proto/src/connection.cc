@@ -5,11 +5,13 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <event2/util.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -115,12 +117,22 @@ std::unique_ptr<Connection> Connection::connect(EventLoop& loop, const sockaddr*
                                                 socklen_t addr_len, int64_t connect_timeout_ms,
                                                 Handler& handler, const ConnectionOptions& options,
                                                 ssl_st* ssl) {
+  // Upstream sockets are close-on-exec from their creation (SOCK_CLOEXEC), so that a process
+  // started meanwhile (the supervised backend) never inherits one. libevent's own connect
+  // creates its socket without the flag: the plain socket is made here and handed to it; the
+  // TLS one is libevent's (bufferevent_openssl needs to create it) and is flagged right after.
+  int fd = -1;
+  if (ssl == nullptr) {
+    fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return nullptr;
+  }
   bufferevent* bev =
       ssl != nullptr ? bufferevent_openssl_socket_new(
                            loop.base(), -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE)
-                     : bufferevent_socket_new(loop.base(), -1, BEV_OPT_CLOSE_ON_FREE);
+                     : bufferevent_socket_new(loop.base(), fd, BEV_OPT_CLOSE_ON_FREE);
   if (bev == nullptr) {
     if (ssl != nullptr) SSL_free(ssl);
+    if (fd >= 0) ::close(fd);
     return nullptr;
   }
   if (ssl != nullptr) bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
@@ -137,6 +149,7 @@ std::unique_ptr<Connection> Connection::connect(EventLoop& loop, const sockaddr*
       0) {
     return nullptr;
   }
+  if (ssl != nullptr) evutil_make_socket_closeonexec(bufferevent_getfd(bev));
   set_nodelay(bufferevent_getfd(bev));
   return conn;
 }

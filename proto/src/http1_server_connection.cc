@@ -202,7 +202,17 @@ bool Http1ServerConnection::on_head(Http1Head& head) {
     constexpr uint64_t kMaxReserve = 1024 * 1024;
     pending_.body.reserve(static_cast<size_t>(std::min(*head.content_length, kMaxReserve)));
   }
-  if (head.expect_continue && head.version_minor >= 1) conn_->write(kContinue);
+  if (head.expect_continue && head.version_minor >= 1) {
+    const auto& admit = host_.options().on_expect_continue;
+    if (admit && !admit(pending_)) {
+      // Answered without the body: the handler refuses it; the body is never read, and the
+      // connection (whose input still holds it, or will) closes after the answer.
+      keep_alive_ = false;
+      request_ready_ = true;
+      return false;  // pause: parse_input dispatches
+    }
+    conn_->write(kContinue);
+  }
   return true;
 }
 

@@ -9,7 +9,8 @@
 #
 # The build (clang, -DCUTLINE_FUZZ=ON, ASan + UBSan, every library compiled with
 # -fsanitize=fuzzer-no-link so that libFuzzer sees coverage inside the parsers, not only in the
-# target file) goes to $CUTLINE_FUZZ_BUILD (default build-fuzz/). Each target starts from a copy of
+# target file; tests/sanitize/configure.sh asan) goes to $CUTLINE_FUZZ_BUILD (default build-fuzz/),
+# where tests/sanitize/run.sh asan also runs the whole test suite. Each target starts from a copy of
 # its seed corpus tests/fuzz/corpus/<target>/ and may add inputs to that copy only. A crash leaves
 # its reproducer under build-fuzz/fuzz-artifacts/<target>/; fix the bug, then copy the reproducer
 # into tests/fuzz/corpus/<target>/ so that every build replays it (ctest fuzz_replay.<target>).
@@ -27,13 +28,9 @@ if ! command -v clang++ >/dev/null; then
   exit 0
 fi
 
-mkdir -p "$build"
-cmake -S "$root" -B "$build" -G Ninja \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCUTLINE_FUZZ=ON -DCUTLINE_BUILD_BENCH=OFF -DCUTLINE_CUDA=OFF \
-  -DCUTLINE_SANITIZE=address,undefined \
-  -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
-  >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+# The same tree as tests/sanitize/run.sh asan (tests/sanitize/configure.sh), so that CI builds
+# the libraries once for fuzzing and for the ASan + UBSan test suite.
+bash "$root/tests/sanitize/configure.sh" asan "$build" || exit 1
 
 targets=()
 for src in "$root"/tests/fuzz/*_fuzz.cc; do

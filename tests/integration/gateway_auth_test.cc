@@ -79,5 +79,39 @@ TEST_F(GatewayAuthTest, RightKeyIsServedAsItsTenantAndNotForwarded) {
   EXPECT_EQ(read_file(env->log_path).find("sk-alice-example"), std::string::npos);
 }
 
+// `Expect: 100-continue` is answered only once the key is known good: a client without one gets
+// its 401 (with the stop record) before it uploads anything, and the connection closes; a
+// client with the right key gets `100 Continue`, sends its body and is served.
+TEST_F(GatewayAuthTest, NoContinueBeforeAuthentication) {
+  const std::string body = R"({"model":"fake","messages":[{"role":"user","content":"hi"}]})";
+  const std::string head =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nX-Fake-Script: tokens=2\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n";
+  {
+    RawClient c(env->port);
+    ASSERT_TRUE(c.connected());
+    c.send_all(head + "Authorization: Bearer sk-wrong\r\n\r\n");
+    // Nothing of the body was sent: the answer must come without it, and be the 401.
+    const std::string got = c.read_until("\"cutline\"", 5000);
+    EXPECT_EQ(got.rfind("HTTP/1.1 401", 0), 0u) << got;
+    EXPECT_EQ(got.find("100 Continue"), std::string::npos) << got;
+    EXPECT_NE(got.find("admission_rejected"), std::string::npos) << got;
+    EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+  }
+  {
+    RawClient c(env->port);
+    ASSERT_TRUE(c.connected());
+    c.send_all(head + "Authorization: Bearer sk-alice-example\r\n\r\n");
+    const std::string interim = c.read_until("\r\n\r\n", 5000);
+    ASSERT_EQ(interim.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << interim;
+    c.send_all(body);
+    const std::string got = c.read_until("\"cause\":\"eos\"", 5000);
+    EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
+    EXPECT_NE(got.find("\"cause\":\"eos\""), std::string::npos) << got;
+  }
+}
+
 }  // namespace
 }  // namespace cutline::test

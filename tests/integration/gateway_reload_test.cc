@@ -71,5 +71,34 @@ TEST(GatewayReload, AConfigMapStyleLinkSwapReloadsThePolicy) {
   env.stop();
 }
 
+// A reload cannot move the admin listener or reopen the access log elsewhere: it says so in the
+// log and in /v1/cutline/policy ("restart_required") instead of ignoring the edit, applies the
+// rest (the deadline), and clears the list once the file matches the running gateway again.
+TEST(GatewayReload, FieldsAReloadCannotApplyAreReportedNotIgnored) {
+  GatewayEnv env;
+  uint16_t fake_port = 0;
+  std::string log;
+  ASSERT_TRUE(env.start([&](uint16_t port, const std::string& l) {
+    fake_port = port;
+    log = l;
+    return policy_yaml(port, l, "61s");
+  })) << env.error;
+  ASSERT_TRUE(wait_for([&] { return policy_has(env, "\"restart_required\":[]"); }));
+
+  std::string edited = policy_yaml(fake_port, log + ".new", "62s");
+  edited.replace(edited.find("127.0.0.1:0\naccess_log"), 11, "127.0.0.1:19");  // admin
+  std::ofstream(env.config_path) << edited;
+  EXPECT_TRUE(wait_for([&] { return policy_has(env, "62000"); }, 10000)) << "not reloaded";
+  EXPECT_TRUE(policy_has(env, "\"restart_required\":[\"admin\",\"access_log\"]"));
+  const std::string err = read_file(env.dir + "/gateway.err");
+  EXPECT_NE(err.find("reload: admin in"), std::string::npos) << err;
+  EXPECT_NE(err.find("reload: access_log in"), std::string::npos) << err;
+
+  std::ofstream(env.config_path) << policy_yaml(fake_port, log, "63s");
+  EXPECT_TRUE(wait_for([&] { return policy_has(env, "63000"); }, 10000));
+  EXPECT_TRUE(policy_has(env, "\"restart_required\":[]"));
+  env.stop();
+}
+
 }  // namespace
 }  // namespace cutline::test

@@ -32,6 +32,8 @@ std::string policy_yaml(uint16_t fake_port, uint16_t dead_port, const std::strin
          std::to_string(dead_port) +
          "\n"
          "    models: [\"dead\"]\n"
+         "  - name: unresolved\n    url: http://cutline-unresolvable.invalid:9\n"
+         "    models: [\"unresolved\"]\n"
          "policies:\n"
          "  - name: budget\n    match: {headers: {x-policy: budget}}\n"
          "    budget: {max_output_tokens: 4}\n"
@@ -361,6 +363,21 @@ TEST_F(GatewayTest, UpstreamRefusingTheConnectionIsALabeled502) {
   EXPECT_NE(
       metrics().find("cutline_upstream_errors_total{kind=\"connect_refused\",upstream=\"dead\"}"),
       std::string::npos);
+}
+
+// The gateway's own transport errors do not tell clients the upstream's internal name or
+// address (cutline-gateway --upstream-error-detail would); the error stays labeled.
+TEST_F(GatewayTest, UpstreamConnectErrorsDoNotRevealInternalAddresses) {
+  for (const char* model : {"unresolved", "dead"}) {
+    auto r = post(std::string(R"({"model":")") + model +
+                  R"(","messages":[{"role":"user","content":"hi"}]})");
+    EXPECT_GE(r.status, 500) << r.body;
+    EXPECT_NE(r.body.find("\"cause\":\"upstream_error\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find(std::string("upstream \\\"") + model + "\\\""), std::string::npos)
+        << r.body;
+    EXPECT_EQ(r.body.find("cutline-unresolvable"), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find("127.0.0.1"), std::string::npos) << r.body;
+  }
 }
 
 TEST_F(GatewayTest, UpstreamDisconnectIsNeverACleanEnd) {

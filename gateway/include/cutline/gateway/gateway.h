@@ -43,6 +43,10 @@ struct GatewayOptions {
   int admin_port_override = -1;
   // Co-located upstream processes (policy upstreams[i].spawn): restart back-off, stop grace.
   SupervisorOptions supervisor;
+  // Clients see the gateway's own upstream transport errors whole (addresses, DNS names)
+  // instead of their kind only (upstream_error_text). For a gateway whose clients are its
+  // operators; off by default.
+  bool upstream_error_detail = false;
 };
 
 class Gateway {
@@ -96,8 +100,14 @@ class Gateway {
   // The endpoint pools of the policy in force (upstream_pools.h); null before start().
   std::shared_ptr<UpstreamPools> upstream_pools() const;
   std::shared_ptr<const policy::Policy> policy() const { return holder_->snapshot(); }
+  bool upstream_error_detail() const { return options_.upstream_error_detail; }
   uint64_t policy_generation() const { return holder_->generation(); }
   double policy_loaded_unix_s() const { return loaded_unix_s_.load(); }
+  // The fields of the policy file in force that differ from what the gateway started with and
+  // that a reload cannot apply (listen[], admin, upstreams[i].spawn, access_log): they wait for
+  // a restart. "listen", "admin", "upstreams.NAME.spawn", "access_log"; empty when none.
+  // Each reload that leaves one pending logs it; /v1/cutline/policy lists them. Any thread.
+  std::vector<std::string> restart_required() const;
   policy::AdmissionQueue& queue_for(const policy::AdmissionGroup& group);
   // Hands freed admission slots to their waiters (on the waiters' loops); a waiter that is gone
   // gives its slot back and the next one is served.
@@ -132,6 +142,9 @@ class Gateway {
   mutable std::mutex upstream_pools_mu_;
   std::shared_ptr<UpstreamPools> upstream_pools_;  // guarded by upstream_pools_mu_
   std::atomic<double> loaded_unix_s_{0};
+  std::shared_ptr<const policy::Policy> started_policy_;  // what listeners, admin, spawn, log use
+  mutable std::mutex restart_required_mu_;
+  std::vector<std::string> restart_required_;  // guarded by restart_required_mu_
   GatewayMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;
   std::unique_ptr<policy::PoolStore> pools_;

@@ -4,10 +4,15 @@
 // whole product on one machine.
 //
 // For each upstream with `spawn`:
-//   - start: posix_spawnp(command) in its own process group (Ctrl-C on the gateway's terminal
-//     does not reach it; the gateway stops it), the gateway's environment plus `spawn.env`,
-//     default signal dispositions and an empty signal mask, stdin from /dev/null, stdout and
-//     stderr both to the gateway's stderr (the gateway's stdout stays the access log).
+//   - start: fork + execve(command) in its own process group (Ctrl-C on the gateway's terminal
+//     does not reach it; the gateway stops it), the gateway's environment plus `spawn.env`
+//     minus every variable the policy reads a secret from (`env:NAME` API keys, admin token,
+//     upstream credentials, Redis password: the backend needs none of them; a name that
+//     spawn.env sets is passed as set there), default signal dispositions and an empty signal
+//     mask, stdin from /dev/null, stdout and stderr both to the gateway's stderr (the gateway's
+//     stdout stays the access log), no other descriptor (everything above 2 is closed before
+//     exec, whatever its close-on-exec flag), and PR_SET_PDEATHSIG SIGTERM: a gateway killed
+//     with SIGKILL does not leave its backend running.
 //     command[0] without a '/' is looked up in PATH; with one it is used as written, relative
 //     to the gateway's working directory. The command is passed as written: no placeholders,
 //     so its port must be the one in the upstream's url.
@@ -98,7 +103,9 @@ class Supervisor {
   GatewayMetrics& metrics_;
   const SupervisorOptions options_;
   std::vector<std::unique_ptr<Proc>> procs_;
-  mutable std::mutex mu_;  // guards the status fields of procs_ and stopping_
+  std::vector<std::string> secret_env_;  // names left out of a child's environment
+  std::string redis_password_;           // a variable with this value is left out too
+  mutable std::mutex mu_;                // guards the status fields of procs_ and stopping_
   std::condition_variable cv_;
   bool stopping_ = false;
   bool startup_ = true;  // start() is waiting: a missed ready timeout fails instead of restarting

@@ -25,6 +25,15 @@
 
 namespace cutline::gateway {
 
+// What a client is told about an upstream exchange that failed in the gateway's own transport
+// (resolve, connect, TLS, a connection lost): `upstream "NAME": <what>`. The gateway's messages
+// for these name internal addresses ("connect failed: ... 10.0.3.7:8000", DNS names): with
+// `detail` false (the default; cutline-gateway --upstream-error-detail turns it on) the client
+// gets the kind only ("connect_refused"), with it the whole message. An upstream's own error
+// status and body are not this: they pass through unchanged.
+std::string upstream_error_text(const std::string& upstream, const proto::ClientError& error,
+                                bool detail);
+
 // The client TLS contexts of one policy: one per https:// upstream, keyed by the Upstream's
 // address inside that policy (valid while the policy is alive).
 class UpstreamTlsContexts {

@@ -14,7 +14,9 @@
 // Http1Parser under ServerOptions::limits: a violation is answered by the server itself (431,
 // 413, 400 with an OpenAI-style JSON error, then the connection closes) and never reaches the
 // handler. Keep-alive and pipelining follow HTTP/1.1: the next request on a connection is parsed
-// only after the previous response finished. `Expect: 100-continue` is answered.
+// only after the previous response finished. `Expect: 100-continue` is answered with
+// `100 Continue` unless ServerOptions::on_expect_continue says no (then the request is answered
+// without its body being read).
 //
 // Who calls what: the owner constructs, start()s and stop()s from a controlling thread (not a
 // worker). The ServerHandler runs on a worker loop thread for each complete request, with a
@@ -98,6 +100,12 @@ struct ServerOptions {
   std::function<void(const HttpRequest& request, const Error& error, HttpHeaders& headers,
                      std::string& body)>
       on_protocol_error;
+  // Called on the loop thread for an HTTP/1.1 request head with `Expect: 100-continue`, before
+  // anything is answered. true: `100 Continue` goes out and the client sends its body. false: no
+  // 100; the request reaches the handler at once with an empty body and the connection closes
+  // after the answer, so a client the handler will refuse (no API key) uploads nothing. Null:
+  // always true. Must not block. (The gateway answers false to a request it cannot authenticate.)
+  std::function<bool(const HttpRequest& head)> on_expect_continue;
 };
 
 // Called on a worker loop thread once per request.
