@@ -83,6 +83,21 @@ class AsyncPoolStore {
                        ReserveDone done) = 0;
   // Called by AsyncReservation::settle: `reserved` tokens were held, `used` were used.
   virtual void settle(const AsyncReservation& r, int64_t used_tokens) = 0;
+  // Calls that failed (cutline_budget_store_errors_total); readable from any thread.
+  virtual uint64_t errors_total() const { return 0; }
+};
+
+// What one request holds from its rule's pools (policy::PoolGrant's asynchronous twin): filled
+// at admission, settled at finish with the output tokens; destroyed unsettled, it refunds all.
+// When the global pool clamps below what the tenant pool granted, the tenant pool holds the
+// difference until finish (settle gives it back).
+struct AsyncGrant {
+  AsyncReservation tenant;
+  AsyncReservation global;
+  void settle(int64_t output_tokens) {
+    tenant.settle(output_tokens);
+    global.settle(output_tokens);
+  }
 };
 
 // The in-process store behind the asynchronous interface: completes on the next loop iteration.
