@@ -28,7 +28,7 @@
 // TLS: Debian 12's hiredis (0.14.1) has no TLS support, so neither has this store; `rediss://`
 // is refused by the policy loader. A Redis reached over an untrusted network is fronted by a
 // local TLS tunnel (stunnel or a sidecar) that this store talks plain RESP to on loopback
-// (docs: deploy/README.md, "Token pools in Redis").
+// (gateway/README.md, "Shared token pools").
 //
 // Threading: one store per EventLoop; every call on that loop's thread.
 
