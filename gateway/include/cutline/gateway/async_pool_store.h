@@ -100,10 +100,12 @@ struct AsyncGrant {
   }
 };
 
-// The in-process store behind the asynchronous interface: completes on the next loop iteration.
+// The in-process store behind the asynchronous interface: completes on the next loop iteration
+// (a completion still pending when the store is destroyed refunds its tokens instead).
 class AsyncMemoryStore final : public AsyncPoolStore {
  public:
-  AsyncMemoryStore(proto::EventLoop& loop, policy::PoolStore& pools) : loop_(loop), pools_(pools) {}
+  AsyncMemoryStore(proto::EventLoop& loop, policy::PoolStore& pools)
+      : loop_(loop), pools_(pools), alive_(std::make_shared<char>(0)) {}
   void reserve(const policy::PoolSpec& spec, int64_t want_tokens, int64_t min_tokens,
                ReserveDone done) override;
   void settle(const AsyncReservation& r, int64_t used_tokens) override;
@@ -111,6 +113,7 @@ class AsyncMemoryStore final : public AsyncPoolStore {
  private:
   proto::EventLoop& loop_;
   policy::PoolStore& pools_;
+  std::shared_ptr<char> alive_;  // expires with the store: pending completions see it
 };
 
 }  // namespace cutline::gateway
