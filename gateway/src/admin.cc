@@ -73,9 +73,7 @@ void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
   if (!allowed(*s)) return;
   const std::string_view path = s->request().path();
   if (path == "/metrics") {
-    if (const auto* redis = gw_.redis_pools()) {
-      gw_.metrics().set_budget_store_errors(redis->errors_total());
-    }
+    gw_.metrics().set_budget_store_errors(gw_.budget_store_errors());
     if (AccessLog* log = gw_.access_log())
       gw_.metrics().set_access_log_dropped(log->dropped_lines());
     const auto pools = gw_.upstream_pools();

@@ -41,7 +41,12 @@ void AsyncReservation::settle(int64_t used_tokens) {
 void AsyncMemoryStore::reserve(const policy::PoolSpec& spec, int64_t want_tokens,
                                int64_t min_tokens, ReserveDone done) {
   policy::PoolTake take = pools_.take(spec, want_tokens, min_tokens);
-  loop_.post([this, spec, take, done = std::move(done)]() mutable {
+  loop_.post([this, alive = std::weak_ptr<char>(alive_), pools = &pools_, spec, take,
+              done = std::move(done)]() mutable {
+    if (alive.expired()) {  // the store went first (shutdown): the pools outlive it
+      if (take.granted_tokens > 0) pools->refund(spec, take.granted_tokens);
+      return;
+    }
     done(AsyncReservation(this, spec, take, "", ReservationSource::kLocal));
   });
 }

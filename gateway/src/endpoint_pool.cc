@@ -176,6 +176,11 @@ std::vector<std::shared_ptr<PoolEndpoint>> EndpointPool::endpoints() const {
   return set ? set->endpoints : std::vector<std::shared_ptr<PoolEndpoint>>{};
 }
 
+size_t EndpointPool::size() const {
+  auto set = snapshot();
+  return set ? set->endpoints.size() : 0;
+}
+
 void EndpointPool::set_resolve_error(std::string error) {
   std::lock_guard<std::mutex> lock(mu_);
   resolve_error_ = std::move(error);

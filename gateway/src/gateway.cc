@@ -1,10 +1,14 @@
 #include "cutline/gateway/gateway.h"
 
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "cutline/gateway/admin.h"
+#include "cutline/gateway/async_redis_pool_store.h"
 #include "cutline/gateway/listener_tls.h"
 #include "cutline/gateway/models_list.h"
 #include "cutline/gateway/passthrough.h"
@@ -16,7 +20,6 @@
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
-#include "cutline/policy/redis_pool_store.h"
 #include "cutline/proto/openai_error.h"
 #include "cutline/proto/stop_record.h"
 
@@ -61,7 +64,44 @@ std::vector<std::string> fields_needing_restart(const policy::Policy& started,
       started.access_log.path != next.access_log.path) {
     out.emplace_back("access_log");
   }
+  const policy::BudgetStore& a = started.budget_store;
+  const policy::BudgetStore& b = next.budget_store;
+  if (a.url != b.url || a.user != b.user || a.password != b.password ||
+      a.fail_closed != b.fail_closed || a.timeout_ms != b.timeout_ms ||
+      a.reservation_ttl_ms != b.reservation_ttl_ms) {
+    out.emplace_back("budget_store");
+  }
+  if (!(started.limits == next.limits)) out.emplace_back("limits");
   return out;
+}
+
+// PING with the store's timeout and credentials; true when Redis answered PONG.
+bool redis_answers(const policy::BudgetStore& store) {
+  const timeval tv{static_cast<time_t>(store.timeout_ms / 1000),
+                   static_cast<suseconds_t>(store.timeout_ms % 1000 * 1000)};
+  redisContext* c = redisConnectWithTimeout(store.host.c_str(), store.port, tv);
+  if (c == nullptr) return false;
+  bool ok = c->err == 0 && redisSetTimeout(c, tv) == REDIS_OK;
+  auto run = [&](std::vector<std::string> args) {
+    if (!ok) return;
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.c_str());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    ok = r != nullptr && r->type != REDIS_REPLY_ERROR;
+    if (r) freeReplyObject(r);
+  };
+  if (!store.password.empty()) {
+    run(store.user.empty() ? std::vector<std::string>{"AUTH", store.password}
+                           : std::vector<std::string>{"AUTH", store.user, store.password});
+  }
+  run({"PING"});
+  redisFree(c);
+  return ok;
 }
 
 double unix_now_s() {
@@ -102,27 +142,16 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
   }
   if (const auto& store = loaded.policy->budget_store;
       store.kind == policy::BudgetStoreKind::kRedis) {
-    // Token pools shared by every replica; an unreachable Redis fails open to this process's
-    // own pools (redis_pool_store.h). Changing budget_store takes a restart.
-    policy::RedisPoolStoreOptions redis_options;
-    redis_options.host = store.host;
-    redis_options.port = store.port;
-    redis_options.db = store.db;
-    redis_options.user = store.user;
-    redis_options.password = store.password;
-    auto redis = std::make_unique<policy::RedisPoolStore>(std::move(redis_options), gw->clock_);
-    const bool answered = redis->ping();
-    std::fprintf(
-        stderr, "cutline-gateway: token pools in %s%s\n", store.url.c_str(),
-        answered ? "" : " (not answering yet: this process uses its own pools until it does)");
-    if (store.fail_closed) {
-      std::fprintf(stderr,
-                   "cutline-gateway: budget_store on_error: closed is not applied yet: admission "
-                   "uses the synchronous store, which serves from this process's pools while "
-                   "Redis is unreachable\n");
-    }
-    gw->redis_pools_ = redis.get();
-    gw->pools_ = std::move(redis);
+    // Token pools shared by every replica, reached asynchronously from each worker's loop
+    // (async_redis_pool_store.h). One blocking PING here, before any loop runs, only to say at
+    // start whether Redis answers. Changing budget_store takes a restart.
+    const bool answered = redis_answers(store);
+    std::fprintf(stderr, "cutline-gateway: token pools in %s%s\n", store.url.c_str(),
+                 answered ? ""
+                 : store.fail_closed
+                     ? " (not answering yet: requests that need a token pool are refused until "
+                       "it does, on_error: closed)"
+                     : " (not answering yet: this process uses its own pools until it does)");
   }
   return gw;
 }
@@ -141,6 +170,32 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> i
 }
 
 Gateway::~Gateway() { stop(); }
+
+std::unique_ptr<AsyncPoolStore> Gateway::make_pool_store(proto::EventLoop& loop,
+                                                         const policy::BudgetStore& store) {
+  if (store.kind != policy::BudgetStoreKind::kRedis) {
+    return std::make_unique<AsyncMemoryStore>(loop, *pools_);
+  }
+  AsyncRedisOptions o;
+  o.host = store.host;
+  o.port = store.port;
+  o.db = store.db;
+  o.user = store.user;
+  o.password = store.password;
+  o.fail_closed = store.fail_closed;
+  o.timeout_ms = store.timeout_ms;
+  o.reservation_ttl_ms = store.reservation_ttl_ms;
+  // The process's own pools serve fail-open calls (shared by every worker).
+  return std::make_unique<AsyncRedisPoolStore>(loop, std::move(o), clock_, *pools_);
+}
+
+uint64_t Gateway::budget_store_errors() const {
+  uint64_t total = 0;
+  for (const auto& w : per_loop_) {
+    if (w->pools) total += w->pools->errors_total();
+  }
+  return total;
+}
 
 Status Gateway::start() {
   auto policy = holder_->snapshot();
@@ -209,11 +264,12 @@ Status Gateway::start() {
   for (const auto& u : policy->upstreams) {
     connect_timeout_ms = std::max(connect_timeout_ms, u.connect_timeout_ms);
   }
-  workers_.run_on_all_and_wait([this, connect_timeout_ms](proto::EventLoop& loop) {
+  workers_.run_on_all_and_wait([this, connect_timeout_ms, &policy](proto::EventLoop& loop) {
     proto::ClientOptions co;
     co.connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 5000;
-    per_loop_[static_cast<size_t>(loop.index())]->client =
-        std::make_unique<proto::HttpClient>(loop, co);
+    Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
+    w.client = std::make_unique<proto::HttpClient>(loop, co);
+    w.pools = make_pool_store(loop, policy->budget_store);
   });
   swap_upstream_pools(policy);
   // The admin listener first, so that /readyz reports the upstream processes while they start.
@@ -243,6 +299,7 @@ void Gateway::stop() {
     w.streams.clear();
     w.passthroughs.clear();
     w.model_lists.clear();
+    w.pools.reset();  // unsettled Redis reservations are refunded by Redis when they expire
     w.client.reset();
   });
   workers_.stop();

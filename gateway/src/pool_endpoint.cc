@@ -94,6 +94,7 @@ PoolEndpoint::Counters PoolEndpoint::counters() const {
   c.ejections = ejections_.load(std::memory_order_relaxed);
   c.picked_cold = picked_cold_.load(std::memory_order_relaxed);
   c.affinity_hits = affinity_hits_.load(std::memory_order_relaxed);
+  c.retries = retries_.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -313,7 +313,7 @@ bool Stream::decide() {
 }
 
 // admit: a slot of the rule's admission group now, a place in its queue (queue timer armed), or
-// 429 when the queue is full. Then the token pools (reserve_budget): clamp or 429.
+// 429 when the queue is full. Then the token pools (reserve_pools): clamp or 429.
 void Stream::admit() {
   phase_ = Phase::kAdmit;
   const auto& a = decision_.admission;
@@ -353,21 +353,7 @@ bool Stream::on_admitted(int64_t queue_wait_ns) {
   }
   (void)queue_wait_ns;  // measured here on the gateway's clock, arrival -> slot
   timing_.on_admitted(now_ns());
-  grant_ = policy::reserve_budget(decision_, gw_.pools());
-  if (!grant_.admitted) {
-    Ending e;
-    e.cause = Cause::kAdmissionRejected;
-    e.rule = std::string(grant_.rejected_by.path);
-    e.limit = static_cast<double>(grant_.needed_tokens);
-    e.observed = static_cast<double>(grant_.available_tokens);
-    e.unit = "tokens";
-    e.message = "token pool exhausted";
-    e.error = make_error(ErrorKind::kRateLimited, "token budget exhausted (" + e.rule + ")");
-    e.retry_after_s = grant_.retry_after_s;
-    finish(std::move(e));
-    return true;
-  }
-  route();
+  reserve_pools();  // then route (stream_budget.cc)
   return true;
 }
 
@@ -435,6 +421,16 @@ void Stream::route() {
   if (!decision_.ttft_timeout.ms && decision_.idle_timeout.ms && route_ != Route::kEmbeddings) {
     idle_timer_.arm(*decision_.idle_timeout.ms);
   }
+  start_upstream(std::move(req));
+  release_request();
+}
+
+// Sends `req` to the endpoint it names: at route, and again on a retry (stream_endpoint.cc),
+// which needs its own copy while one may follow.
+void Stream::start_upstream(proto::ClientRequest req) {
+  if (pool_size_ > 1 && endpoints_tried_.size() < kMaxUpstreamAttempts) {
+    retry_req_ = std::make_unique<proto::ClientRequest>(req);
+  }
   proto::ClientCallbacks cb;
   cb.on_head = [this](int status, proto::HttpHeaders& h) { on_upstream_head(status, h); };
   cb.on_body = [this](std::string_view data) { on_upstream_body(data); };
@@ -447,7 +443,6 @@ void Stream::route() {
                  proto::PrefetchSpan{client_.get(), 64},
                  proto::PrefetchSpan{client_->send_path_hint(), 96}};
   upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
-  release_request();
 }
 
 // The upstream request is built (and holds its own copy of the body for a retry): the client's
@@ -472,6 +467,7 @@ void Stream::start_client_head() {
 
 void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
   upstream_status_ = status;
+  if (status >= 500 && retry_elsewhere(EndpointOutcome::kServerError)) return;
   if (status != 200) {
     // The error body is collected, then passed on with these headers (finish).
     upstream_error_type_ = std::string(headers.get("Content-Type").value_or(""));
@@ -479,6 +475,7 @@ void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
     return;
   }
   phase_ = Phase::kRelay;
+  retry_req_.reset();  // the answer has begun: no retry from here on
   start_client_head();
 }
 
@@ -542,6 +539,10 @@ void Stream::on_upstream_complete() {
 void Stream::on_upstream_error(const proto::ClientError& error) {
   gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
   report_endpoint_failure(error.kind);
+  if (error.kind != proto::ClientErrorKind::kParse &&
+      retry_elsewhere(EndpointOutcome::kConnectFailure)) {
+    return;
+  }
   if (error.kind == proto::ClientErrorKind::kClosedMidBody && upstream_status_ == 200) {
     return end_from_upstream(true);
   }

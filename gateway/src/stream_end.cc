@@ -138,6 +138,7 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   r.itl_mean_ms = timing_.itl_mean_ms();
   r.itl_max_ms = timing_.itl_max_ms();
   r.duration_ms = elapsed_ms();
+  fill_pool_record(r);
   if (const auto& b = relay_.backend_record()) {
     r.preemptions = b->preemptions;
     r.kv_bytes_peak = b->kv_bytes_peak;

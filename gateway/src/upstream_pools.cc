@@ -87,6 +87,7 @@ std::string UpstreamPools::render_json() const {
       w.field("ejections", c.ejections);
       w.field("picked_cold", c.picked_cold);
       w.field("affinity_hits", c.affinity_hits);
+      w.field("retries", c.retries);
       w.key("load");
       if (auto l = e->load(now, pool->stale_after_ns())) {
         w.begin_object();
@@ -140,6 +141,8 @@ std::string UpstreamPools::render_prometheus() const {
        "Requests routed there although their model was not resident anywhere."},
       {"cutline_upstream_endpoint_affinity_hits_total", "counter",
        "Requests that went to their prefix's home endpoint."},
+      {"cutline_upstream_endpoint_retries_total", "counter",
+       "Requests that failed there before their first byte and were retried elsewhere."},
       {"cutline_upstream_endpoint_outstanding", "gauge", "Requests in flight."},
       {"cutline_upstream_endpoint_healthy", "gauge", "1 when passing health checks."},
       {"cutline_upstream_endpoint_ejected", "gauge", "1 while ejected."},
@@ -169,9 +172,12 @@ std::string UpstreamPools::render_prometheus() const {
             v = static_cast<double>(c.affinity_hits);
             break;
           case 5:
-            v = static_cast<double>(e->outstanding());
+            v = static_cast<double>(c.retries);
             break;
           case 6:
+            v = static_cast<double>(e->outstanding());
+            break;
+          case 7:
             v = e->healthy() ? 1 : 0;
             break;
           default:

@@ -11,37 +11,58 @@ namespace {
 // and the per-choice limit with it.
 bool take_from(PoolStore& store, const PoolRef& pool, Decision& d, int64_t& want, Reservation& out,
                PoolGrant& grant) {
-  const bool clamp = d.on_pool_exhausted == PoolExhausted::kClamp;
-  const int64_t choices = std::max<int64_t>(1, d.choices);
-  const int64_t min_tokens = clamp ? std::min(d.min_output_tokens * choices, want) : want;
-  PoolSpec spec{pool.key, pool.tokens_per_minute};
-  PoolTake t = store.take(spec, want, min_tokens);
+  PoolAsk ask = pool_ask(d, pool, want);
+  PoolTake t = store.take(ask.spec, ask.want_tokens, ask.min_tokens);
   if (t.granted_tokens <= 0) {
-    grant.admitted = false;
-    grant.rejected_by = pool.source;
-    grant.needed_tokens = min_tokens;
-    grant.available_tokens = t.available_tokens;
-    grant.retry_after_s = std::max<int64_t>(1, (t.retry_after_ms + 999) / 1000);
+    reject_pool_take(pool, ask, t, grant);
     return false;
   }
-  if (t.granted_tokens < want) {
-    // Whole tokens per choice; what does not divide evenly goes back at settle.
-    want = t.granted_tokens;
-    d.max_output_tokens = TokenLimit{std::max<int64_t>(1, want / choices), pool.source};
-  }
-  out = Reservation(&store, std::move(spec), t.granted_tokens);
+  apply_pool_take(d, pool, t.granted_tokens, want);
+  out = Reservation(&store, std::move(ask.spec), t.granted_tokens);
   return true;
 }
 
 }  // namespace
 
+int64_t budget_want(const Decision& decision) {
+  if (!decision.matched || (!decision.tenant_pool && !decision.global_pool)) return 0;
+  // The loader guarantees a rule with pools has a max_output_tokens clamp.
+  if (!decision.max_output_tokens.tokens) return 0;
+  // Every choice (n, best_of) may use the whole limit: reserve for all of them.
+  return *decision.max_output_tokens.tokens * std::max<int64_t>(1, decision.choices);
+}
+
+PoolAsk pool_ask(const Decision& d, const PoolRef& pool, int64_t want) {
+  const bool clamp = d.on_pool_exhausted == PoolExhausted::kClamp;
+  const int64_t choices = std::max<int64_t>(1, d.choices);
+  PoolAsk ask;
+  ask.spec = PoolSpec{pool.key, pool.tokens_per_minute};
+  ask.want_tokens = want;
+  ask.min_tokens = clamp ? std::min(d.min_output_tokens * choices, want) : want;
+  return ask;
+}
+
+void apply_pool_take(Decision& d, const PoolRef& pool, int64_t granted, int64_t& want) {
+  if (granted >= want) return;
+  // Whole tokens per choice; what does not divide evenly goes back at settle.
+  const int64_t choices = std::max<int64_t>(1, d.choices);
+  want = granted;
+  d.max_output_tokens = TokenLimit{std::max<int64_t>(1, want / choices), pool.source};
+}
+
+void reject_pool_take(const PoolRef& pool, const PoolAsk& ask, const PoolTake& take,
+                      PoolGrant& grant) {
+  grant.admitted = false;
+  grant.rejected_by = pool.source;
+  grant.needed_tokens = ask.min_tokens;
+  grant.available_tokens = take.available_tokens;
+  grant.retry_after_s = std::max<int64_t>(1, (take.retry_after_ms + 999) / 1000);
+}
+
 PoolGrant reserve_budget(Decision& decision, PoolStore& store) {
   PoolGrant grant;
-  if (!decision.matched || (!decision.tenant_pool && !decision.global_pool)) return grant;
-  // The loader guarantees a rule with pools has a max_output_tokens clamp.
-  if (!decision.max_output_tokens.tokens) return grant;
-  // Every choice (n, best_of) may use the whole limit: reserve for all of them.
-  int64_t want = *decision.max_output_tokens.tokens * std::max<int64_t>(1, decision.choices);
+  int64_t want = budget_want(decision);
+  if (want == 0) return grant;
   if (decision.tenant_pool &&
       !take_from(store, *decision.tenant_pool, decision, want, grant.tenant, grant)) {
     return grant;

@@ -21,6 +21,11 @@
 # SYSCALLS=1 also counts each proxy's system calls during its run (perf stat on the
 # raw_syscalls:sys_enter tracepoint; needs perf and tracepoint access) and prints them per relayed
 # token: a figure that, unlike latency, holds up on a busy machine.
+#
+# POOL_CPU=1 runs instead the endpoint-pool comparison: the gateway's CPU per request with an
+# upstream of 1 endpoint (url:) and of 16 (endpoints:, 16 fake upstreams, least_request), side by
+# side in one run (h2load, HTTP/1.1, short non-streaming requests; POOL_REQUESTS each, default
+# 20000; ROUNDS alternating the order), CPU from the gateway's /proc/PID/stat.
 set -euo pipefail
 BUILD=${1:-build}
 LEVELS=${2:-"100 1000"}
@@ -40,6 +45,70 @@ ulimit -n 20000 2>/dev/null || true
 FAKE_PID=$!; PIDS+=($FAKE_PID)
 for _ in $(seq 100); do grep -q PORT "$WORK/fake.out" 2>/dev/null && break; sleep 0.05; done
 FAKE_PORT=$(awk '/PORT/{print $2}' "$WORK/fake.out")
+
+if [[ "${POOL_CPU:-0}" = 1 ]]; then
+  command -v h2load >/dev/null || { echo "h2load missing (Debian package nghttp2-client)" >&2; exit 2; }
+  POOL_REQUESTS=${POOL_REQUESTS:-20000}
+  ENDPOINTS="\"http://127.0.0.1:$FAKE_PORT\""
+  for i in $(seq 2 16); do
+    "$BUILD/tests/support/cutline-fake-upstream" --port 0 >"$WORK/fake$i.out" 2>"$WORK/fake$i.err" &
+    PIDS+=($!)
+    for _ in $(seq 100); do grep -q PORT "$WORK/fake$i.out" 2>/dev/null && break; sleep 0.05; done
+    ENDPOINTS="$ENDPOINTS, \"http://127.0.0.1:$(awk '/PORT/{print $2}' "$WORK/fake$i.out")\""
+  done
+  declare -A GW_PORT GW_PID
+  for n in 1 16; do
+    if [[ $n = 1 ]]; then UP="url: http://127.0.0.1:$FAKE_PORT"; else UP="endpoints: [$ENDPOINTS]"; fi
+    cat >"$WORK/pool$n.yaml" <<YAML
+listen:
+  - address: 127.0.0.1:0
+access_log: "off"
+upstreams:
+  - name: fake
+    $UP
+    models: ["*"]
+policies:
+  - name: bench
+    match: {}
+    budget: {max_output_tokens: 64}
+YAML
+    "$BUILD/gateway/cutline-gateway" --config "$WORK/pool$n.yaml" --workers 1 \
+      --ready-file "$WORK/ready$n.json" >"$WORK/gw$n.out" 2>"$WORK/gw$n.err" &
+    GW_PID[$n]=$!; PIDS+=($!)
+    for _ in $(seq 200); do [[ -s "$WORK/ready$n.json" ]] && break; sleep 0.05; done
+    GW_PORT[$n]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ports"][0])' "$WORK/ready$n.json" 2>/dev/null ||
+                  sed -E 's/[^0-9]*([0-9]+).*/\1/' "$WORK/ready$n.json")
+  done
+  echo '{"model":"fake-tokens=1","messages":[{"role":"user","content":"hi"}]}' >"$WORK/pool_body.json"
+  cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  echo "endpoints  requests  ok  gateway cpu us/request"
+  for round in $(seq "$ROUNDS"); do
+    order="1 16"; (( round % 2 == 0 )) && order="16 1"
+    for n in $order; do
+      before=$(cpu_ticks "${GW_PID[$n]}")
+      ok=$(h2load --h1 -n "$POOL_REQUESTS" -c 16 -t 1 -d "$WORK/pool_body.json" \
+             -H 'Content-Type: application/json' \
+             "http://127.0.0.1:${GW_PORT[$n]}/v1/chat/completions" 2>&1 |
+           awk '/^requests:/{for(i=1;i<=NF;i++) if($(i+1)=="succeeded,") print $i}')
+      after=$(cpu_ticks "${GW_PID[$n]}")
+      us=$(python3 -c "import os,sys; t=os.sysconf('SC_CLK_TCK'); print(f'{($after-$before)/t*1e6/max(1,int(sys.argv[1])):.1f}')" "${ok:-0}")
+      echo "$n $POOL_REQUESTS ${ok:-0} $us" | tee -a "$WORK/pool_cpu.txt" |
+        awk '{printf "%9d  %8d  %6d  %10s\n", $1, $2, $3, $4}'
+      sleep "${SETTLE_S:-2}"
+    done
+  done
+  python3 - "$WORK/pool_cpu.txt" <<'PY'
+import statistics, sys
+by = {}
+for line in open(sys.argv[1]):
+    n, _, ok, us = line.split()
+    by.setdefault(int(n), []).append(float(us))
+one, sixteen = statistics.median(by[1]), statistics.median(by[16])
+print(f"median gateway CPU per request: 1 endpoint {one:.1f} us, 16 endpoints {sixteen:.1f} us "
+      f"(difference {sixteen - one:+.1f} us, ratio {sixteen / one:.3f})")
+PY
+  exit 0
+fi
 
 cat >"$WORK/gateway.yaml" <<YAML
 listen:

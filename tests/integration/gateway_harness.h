@@ -70,7 +70,8 @@ struct GatewayEnv {
   uint16_t admin_port = 0;
   std::string log_path;
   std::string config_path;
-  std::string error;  // why start() failed
+  std::string error;                      // why start() failed
+  std::vector<std::string> gateway_args;  // more command-line arguments (e.g. --workers 1)
 
   bool start(const std::function<std::string(uint16_t, const std::string&)>& yaml) {
     dir = make_temp_dir();
@@ -86,9 +87,10 @@ struct GatewayEnv {
     log_path = dir + "/access.log";
     config_path = dir + "/cutline.yaml";
     std::ofstream(config_path) << yaml(fake_port, log_path);
-    gateway.start(
-        {CUTLINE_GATEWAY_BIN, "--config", config_path, "--ready-file", dir + "/ready.json"},
-        dir + "/gateway.out", dir + "/gateway.err");
+    std::vector<std::string> argv = {CUTLINE_GATEWAY_BIN, "--config", config_path, "--ready-file",
+                                     dir + "/ready.json"};
+    argv.insert(argv.end(), gateway_args.begin(), gateway_args.end());
+    gateway.start(argv, dir + "/gateway.out", dir + "/gateway.err");
     if (!wait_for([&] { return !read_file(dir + "/ready.json").empty(); })) {
       error = "gateway did not start: " + read_file(dir + "/gateway.err");
       return false;

@@ -71,9 +71,10 @@ TEST(GatewayReload, AConfigMapStyleLinkSwapReloadsThePolicy) {
   env.stop();
 }
 
-// A reload cannot move the admin listener or reopen the access log elsewhere: it says so in the
-// log and in /v1/cutline/policy ("restart_required") instead of ignoring the edit, applies the
-// rest (the deadline), and clears the list once the file matches the running gateway again.
+// A reload cannot move the admin listener, reopen the access log elsewhere, switch the token-pool
+// store or change the process-wide limits: it says so in the log and in /v1/cutline/policy
+// ("restart_required") instead of ignoring the edit, applies the rest (the deadline), and clears
+// the list once the file matches the running gateway again.
 TEST(GatewayReload, FieldsAReloadCannotApplyAreReportedNotIgnored) {
   GatewayEnv env;
   uint16_t fake_port = 0;
@@ -87,9 +88,11 @@ TEST(GatewayReload, FieldsAReloadCannotApplyAreReportedNotIgnored) {
 
   std::string edited = policy_yaml(fake_port, log + ".new", "62s");
   edited.replace(edited.find("127.0.0.1:0\naccess_log"), 11, "127.0.0.1:19");  // admin
+  edited += "limits: {max_body_bytes: 4096}\nbudget_store: redis://127.0.0.1:1/0\n";
   std::ofstream(env.config_path) << edited;
   EXPECT_TRUE(wait_for([&] { return policy_has(env, "62000"); }, 10000)) << "not reloaded";
-  EXPECT_TRUE(policy_has(env, "\"restart_required\":[\"admin\",\"access_log\"]"));
+  EXPECT_TRUE(policy_has(
+      env, "\"restart_required\":[\"admin\",\"access_log\",\"budget_store\",\"limits\"]"));
   const std::string err = read_file(env.dir + "/gateway.err");
   EXPECT_NE(err.find("reload: admin in"), std::string::npos) << err;
   EXPECT_NE(err.find("reload: access_log in"), std::string::npos) << err;

@@ -2,11 +2,18 @@
 // a request on the first holds the whole pool, the second refuses the same tenant (429 with a
 // stop record naming the pool and Retry-After); once the first ends, its refund is seen by the
 // second. With `budget_store: memory` (the control) each replica has its own pool and the
-// second request passes. Redis unreachable at start: the gateway still serves (fail open).
+// second request passes. Redis unreachable at start: the gateway still serves (fail open), or
+// refuses with a labeled 503 (on_error: closed). Redis slow: the pool step waits for it off the
+// event loop, and a stream already relaying on the same worker keeps its token timing.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "../support/ci.h"
 #include "../support/redis_server.h"
@@ -155,6 +162,108 @@ TEST_F(GatewaySharedPool, AnUnreachableRedisFailsOpen) {
   const size_t at = m->body.find(key);
   ASSERT_NE(at, std::string::npos) << m->body;
   EXPECT_GE(std::atof(m->body.c_str() + at + key.size()), 1.0) << m->body.substr(at, 60);
+  a.stop();
+}
+
+TEST_F(GatewaySharedPool, AnUnreachableRedisFailsClosedWhenConfiguredSo) {
+  GatewayEnv a;
+  const std::string store = "{url: \"redis://127.0.0.1:" + std::to_string(free_port()) +
+                            "\", on_error: closed, timeout: 300ms}";
+  auto yaml = [&](uint16_t port, const std::string& log) { return policy_yaml(port, log, store); };
+  ASSERT_TRUE(a.start(yaml)) << a.error;
+  proto::HttpResponse r = post(a, "tokens=5");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("\"cause\":\"admission_rejected\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"rule\":\"budget_store.on_error\""), std::string::npos) << r.body;
+  EXPECT_TRUE(r.headers.get("Retry-After").has_value());
+  const std::string err = read_file(a.dir + "/gateway.err");
+  EXPECT_NE(err.find("fail closed"), std::string::npos) << err;
+  auto m = proto::http_fetch(a.admin_url("/metrics"), "GET", {}, "", 5000);
+  ASSERT_TRUE(m.ok());
+  const std::string key = "\ncutline_budget_store_errors_total ";
+  const size_t at = m->body.find(key);
+  ASSERT_NE(at, std::string::npos) << m->body;
+  EXPECT_GE(std::atof(m->body.c_str() + at + key.size()), 1.0) << m->body.substr(at, 60);
+  a.stop();
+}
+
+// Keeps Redis busy for `ms` (a Lua script runs alone: every other client waits), the latency
+// `DEBUG SLEEP` would inject without enable-debug-command (off by default in Redis 7).
+void stall_redis(RedisServer* server, int ms) {
+  server->command({"EVAL",
+                   "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]\n"
+                   "while true do\n"
+                   "  local n = redis.call('TIME')\n"
+                   "  if n[1] * 1000000 + n[2] - s > tonumber(ARGV[1]) * 1000 then break end\n"
+                   "end\n"
+                   "return 1",
+                   "0", std::to_string(ms)});
+}
+
+// One worker loop serves both streams. Stream A relays a token every 20 ms under a 1 s idle
+// timeout; then Redis stalls for 2.5 s and request B arrives on the same worker: B's pool step
+// waits for Redis (up to budget_store.timeout, 1.5 s, then fail open), and A — whose loop a
+// blocking Redis call would freeze for those 1.5 s, cutting it gateway_idle_timeout — keeps its
+// cadence and ends eos. (The 800 ms bound on A's gaps leaves room for a loaded machine.)
+TEST_F(GatewaySharedPool, ASlowRedisDoesNotDelayOtherStreams) {
+  GatewayEnv a;
+  a.gateway_args = {"--workers", "1"};
+  const std::string store = "{url: \"" + redis_url() + "\", timeout: 1500ms}";
+  auto yaml = [&](uint16_t port, const std::string& log) {
+    std::string y = policy_yaml(port, log, store);
+    const std::string pool = "tenant_tokens_per_minute: 600\n";
+    y.replace(y.find(pool), pool.size(), "tenant_tokens_per_minute: 100000\n");
+    return y + "    idle_timeout: 1s\n";
+  };
+  ASSERT_TRUE(a.start(yaml)) << a.error;
+
+  RawClient stream_a(a.port);
+  ASSERT_TRUE(stream_a.connected());
+  stream_a.post("/v1/chat/completions", chat_body(),
+                "Authorization: Bearer sk-alice-example\r\n"
+                "X-Fake-Script: tokens=250,interval_ms=20\r\n");
+  ASSERT_NE(stream_a.read_until("\"content\":\"", 10000).find("\"content\":\""), std::string::npos);
+
+  using Clock = std::chrono::steady_clock;
+  std::thread staller([&] { stall_redis(redis_, 2500); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the script is running
+  Clock::duration b_took{};
+  int b_status = 0;
+  std::thread request_b([&] {
+    const auto t0 = Clock::now();
+    b_status = post(a, "tokens=5").status;
+    b_took = Clock::now() - t0;
+  });
+
+  // Stream A's bytes as they arrive: the longest wait between two reads that brought data.
+  std::string got;
+  auto last = Clock::now();
+  Clock::duration max_gap{};
+  const auto end = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < end && got.find("[DONE]") == std::string::npos) {
+    const std::string now_have = stream_a.read_until("\x01never", 1);
+    if (now_have.size() > got.size()) {
+      const auto t = Clock::now();
+      max_gap = std::max(max_gap, t - last);
+      last = t;
+      got = now_have;
+    }
+  }
+  request_b.join();
+  staller.join();
+
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  std::printf("stream A's longest gap %lld ms while request B waited %lld ms for Redis\n",
+              static_cast<long long>(duration_cast<milliseconds>(max_gap).count()),
+              static_cast<long long>(duration_cast<milliseconds>(b_took).count()));
+  EXPECT_EQ(b_status, 200);  // served from this gateway's own pools (fail open)
+  EXPECT_GE(duration_cast<milliseconds>(b_took).count(), 1400) << "Redis was not slow for B";
+  EXPECT_LT(duration_cast<milliseconds>(max_gap).count(), 800) << "stream A stalled";
+  EXPECT_NE(got.find("[DONE]"), std::string::npos)
+      << got.substr(got.size() > 600 ? got.size() - 600 : 0);
+  EXPECT_NE(got.find("\"cause\":\"eos\""), std::string::npos)
+      << got.substr(got.size() > 600 ? got.size() - 600 : 0);
   a.stop();
 }
 

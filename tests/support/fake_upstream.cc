@@ -34,6 +34,11 @@
 // when max_output_tokens capped it), every event with `event:` and a sequence_number, no [DONE];
 // not streaming: the response object. POST /v1/embeddings answers one embedding per request
 // with usage.prompt_tokens 3 (status= applies to both).
+// --resident M1,M2 makes it report load as a backend does: GET /v1/cutline/state answers a
+// Cutline backend's state (queue_depth 0, running = its streams in flight, models M1, M2
+// resident) and GET /metrics vLLM's gauges (vllm:num_requests_waiting 0,
+// vllm:num_requests_running, vllm:kv_cache_usage_perc 0.1), for the gateway's load-aware and
+// residency routing. Without it those paths are echoed like any other.
 // Admin: GET /fake/requests returns every request received ({path, script, body, cancelled,
 // authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
 // body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
@@ -188,6 +193,7 @@ struct Server {
   // Over TLS, two SSE chunks written from back-to-back zero-delay timers leave evhttp's
   // bufferevent_openssl output unsent (the stream stalls); a 1 ms floor between ticks avoids it.
   int min_delay_ms = 0;
+  std::vector<std::string> resident;  // --resident: models reported resident
 };
 
 const char* method_name(evhttp_cmd_type t) {
@@ -607,6 +613,30 @@ void handle(evhttp_request* req, void* arg) {
   std::string path = uri ? uri : "/";
   if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
   if (path.rfind("/fake/", 0) == 0) return handle_admin(srv, req, path);
+  if (!srv->resident.empty() && (path == "/v1/cutline/state" || path == "/metrics")) {
+    int64_t running = 0;
+    for (const auto& r : srv->requests) {
+      running += r.method == "POST" && !r.completed && !r.cancelled ? 1 : 0;
+    }
+    if (path == "/metrics") {
+      const std::string text = "vllm:num_requests_waiting 0\nvllm:num_requests_running " +
+                               std::to_string(running) + "\nvllm:kv_cache_usage_perc 0.1\n";
+      evbuffer* buf = evbuffer_new();
+      evbuffer_add(buf, text.data(), text.size());
+      evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+      evhttp_send_reply(req, 200, "OK", buf);
+      evbuffer_free(buf);
+      return;
+    }
+    std::string out;
+    JsonWriter w(out);
+    w.begin_object().field("queue_depth", int64_t{0}).field("running", running);
+    w.key("models").begin_array();
+    for (const auto& m : srv->resident)
+      w.begin_object().field("name", m).field("resident", true).end_object();
+    w.end_array().end_object();
+    return send_json(req, 200, out);
+  }
 
   RecordedRequest rec;
   rec.method = method_name(evhttp_request_get_command(req));
@@ -735,10 +765,12 @@ bufferevent* tls_bufferevent(event_base* base, void* arg) {
 
 int main(int argc, char** argv) {
   int port = 0;
+  std::string resident;
   cutline::proto::TlsServerConfig tls_config;
   tls_config.alpn = {"http/1.1"};  // evhttp speaks HTTP/1.1 only
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--resident") == 0 && i + 1 < argc) resident = argv[++i];
     if (std::strcmp(argv[i], "--tls-cert") == 0 && i + 1 < argc) tls_config.cert_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-key") == 0 && i + 1 < argc) tls_config.key_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-client-ca") == 0 && i + 1 < argc) {
@@ -756,6 +788,11 @@ int main(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   Server srv;
+  for (size_t at = 0; at < resident.size();) {
+    const size_t comma = std::min(resident.find(',', at), resident.size());
+    if (comma > at) srv.resident.push_back(resident.substr(at, comma - at));
+    at = comma + 1;
+  }
   srv.base = event_base_new();
   evhttp* http = evhttp_new(srv.base);
   evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |

@@ -35,6 +35,7 @@ TEST(UpstreamPools, OnePoolPerUpstreamAndTheLivePicture) {
   ASSERT_TRUE(held && failed);
   const std::string failed_label = failed.endpoint().address().label;
   EXPECT_TRUE(failed.report(EndpointOutcome::kConnectFailure));  // ejected after one failure
+  failed.endpoint().retried_away();  // the request went on to another endpoint
 
   const std::string json = pools.render_json();
   EXPECT_NE(json.find(R"("name":"pool","balance":"least_request","load_report":"none")"),
@@ -50,6 +51,11 @@ TEST(UpstreamPools, OnePoolPerUpstreamAndTheLivePicture) {
   const std::string text = pools.render_prometheus();
   EXPECT_NE(text.find("# TYPE cutline_upstream_endpoint_ejections_total counter\n"),
             std::string::npos);
+  EXPECT_NE(text.find("cutline_upstream_endpoint_retries_total{upstream=\"pool\",endpoint=\"" +
+                      failed_label + "\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(json.find(R"("affinity_hits":0,"retries":1)"), std::string::npos) << json;
   EXPECT_NE(text.find("cutline_upstream_endpoint_ejected{upstream=\"pool\",endpoint=\"" +
                       failed_label + "\"} 1\n"),
             std::string::npos)

@@ -83,12 +83,29 @@ class AsyncPoolStore {
                        ReserveDone done) = 0;
   // Called by AsyncReservation::settle: `reserved` tokens were held, `used` were used.
   virtual void settle(const AsyncReservation& r, int64_t used_tokens) = 0;
+  // Calls that failed (cutline_budget_store_errors_total); readable from any thread.
+  virtual uint64_t errors_total() const { return 0; }
 };
 
-// The in-process store behind the asynchronous interface: completes on the next loop iteration.
+// What one request holds from its rule's pools (policy::PoolGrant's asynchronous twin): filled
+// at admission, settled at finish with the output tokens; destroyed unsettled, it refunds all.
+// When the global pool clamps below what the tenant pool granted, the tenant pool holds the
+// difference until finish (settle gives it back).
+struct AsyncGrant {
+  AsyncReservation tenant;
+  AsyncReservation global;
+  void settle(int64_t output_tokens) {
+    tenant.settle(output_tokens);
+    global.settle(output_tokens);
+  }
+};
+
+// The in-process store behind the asynchronous interface: completes on the next loop iteration
+// (a completion still pending when the store is destroyed refunds its tokens instead).
 class AsyncMemoryStore final : public AsyncPoolStore {
  public:
-  AsyncMemoryStore(proto::EventLoop& loop, policy::PoolStore& pools) : loop_(loop), pools_(pools) {}
+  AsyncMemoryStore(proto::EventLoop& loop, policy::PoolStore& pools)
+      : loop_(loop), pools_(pools), alive_(std::make_shared<char>(0)) {}
   void reserve(const policy::PoolSpec& spec, int64_t want_tokens, int64_t min_tokens,
                ReserveDone done) override;
   void settle(const AsyncReservation& r, int64_t used_tokens) override;
@@ -96,6 +113,7 @@ class AsyncMemoryStore final : public AsyncPoolStore {
  private:
   proto::EventLoop& loop_;
   policy::PoolStore& pools_;
+  std::shared_ptr<char> alive_;  // expires with the store: pending completions see it
 };
 
 }  // namespace cutline::gateway

@@ -25,10 +25,14 @@
 // A reserve whose answer arrives after it timed out is given back at once (settled with 0
 // used), so a slow Redis never leaks tokens.
 //
-// TLS: Debian 12's hiredis (0.14) has no TLS; `rediss://` is refused by the policy loader.
+// TLS: Debian 12's hiredis (0.14.1) has no TLS support, so neither has this store; `rediss://`
+// is refused by the policy loader. A Redis reached over an untrusted network is fronted by a
+// local TLS tunnel (stunnel or a sidecar) that this store talks plain RESP to on loopback
+// (gateway/README.md, "Shared token pools").
 //
 // Threading: one store per EventLoop; every call on that loop's thread.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,7 +84,7 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
                ReserveDone done) override;
   void settle(const AsyncReservation& r, int64_t used_tokens) override;
 
-  uint64_t errors_total() const { return errors_total_; }
+  uint64_t errors_total() const override { return errors_total_.load(std::memory_order_relaxed); }
   bool connected() const { return ready_; }
   // Commands sent and not answered yet (tests).
   size_t in_flight() const { return in_flight_; }
@@ -119,7 +123,7 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
   std::vector<std::unique_ptr<Command>> waiting_;  // queued until connected
   size_t in_flight_ = 0;
   uint64_t next_id_ = 0;
-  uint64_t errors_total_ = 0;
+  std::atomic<uint64_t> errors_total_{0};  // written on the loop, read by /metrics
   int64_t down_until_ns_ = 0;
   int64_t last_log_ns_ = -1;
   std::shared_ptr<bool> alive_;  // false once destroyed: late hiredis callbacks do nothing

@@ -111,6 +111,8 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   void adopt(const EndpointPool& old);
   // The current endpoints (a snapshot; the prober and the admin iterate it).
   std::vector<std::shared_ptr<PoolEndpoint>> endpoints() const;
+  // How many endpoints the pool has now.
+  size_t size() const;
 
   const policy::Upstream& upstream() const { return upstream_; }
   const std::string& name() const { return upstream_.name; }

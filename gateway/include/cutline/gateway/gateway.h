@@ -25,7 +25,6 @@
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/policy_holder.h"
-#include "cutline/policy/redis_pool_store.h"
 #include "cutline/policy/token_pool.h"
 #include "cutline/proto/clock.h"
 #include "cutline/proto/http_server.h"
@@ -92,9 +91,9 @@ class Gateway {
   AccessLog* access_log() { return access_log_.get(); }
   // Reopens the access log file at its path (SIGUSR1, after logrotate renamed it).
   Status reopen_logs() { return access_log_ ? access_log_->reopen() : Status{}; }
-  policy::PoolStore& pools() { return *pools_; }
-  // The Redis store when budget_store is redis://, else null (for its error counter).
-  const policy::RedisPoolStore* redis_pools() const { return redis_pools_; }
+  // Failed calls of the workers' budget stores (Redis), for cutline_budget_store_errors_total.
+  // Call while started (the admin listener).
+  uint64_t budget_store_errors() const;
   // Client TLS contexts of the https:// upstreams of every policy in use (fill_upstream_target).
   const UpstreamTlsCache& upstream_tls() const { return upstream_tls_; }
   // The endpoint pools of the policy in force (upstream_pools.h); null before start().
@@ -147,8 +146,11 @@ class Gateway {
   std::vector<std::string> restart_required_;  // guarded by restart_required_mu_
   GatewayMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;
+  // This process's token pools: budget_store memory, and Redis's fail-open fallback. Each
+  // worker reaches the pools through its own AsyncPoolStore (Worker::pools, make_pool_store).
   std::unique_ptr<policy::PoolStore> pools_;
-  const policy::RedisPoolStore* redis_pools_ = nullptr;  // pools_ when it is a RedisPoolStore
+  std::unique_ptr<AsyncPoolStore> make_pool_store(proto::EventLoop& loop,
+                                                  const policy::BudgetStore& store);
   proto::WorkerThreads workers_;
   std::vector<std::unique_ptr<Worker>> per_loop_;
   std::vector<std::unique_ptr<proto::HttpServer>> servers_;  // one per listen[] entry

@@ -86,9 +86,9 @@ class GatewayMetrics {
   void upstream_process_restarted(std::string_view upstream);
   void set_upstream_ready(std::string_view upstream, bool ready);
 
-  // budget_store: redis (redis_pool_store.h): the store's running count of calls it served from
-  // the local fallback; the counter cutline_budget_store_errors_total follows it (call before a
-  // scrape).
+  // budget_store: redis (async_redis_pool_store.h): the stores' running count of failed calls
+  // (served from the local fallback, or refused under on_error: closed); the counter
+  // cutline_budget_store_errors_total follows it (call before a scrape).
   void set_budget_store_errors(uint64_t total);
 
   // Work the HTTP servers refused on their own, before any request reached a policy:

@@ -66,6 +66,9 @@ class PoolEndpoint {
   // Counts the outcome; returns true when it ejected the endpoint (outlier may be null: no
   // ejection, as for a single-URL upstream).
   bool end(EndpointOutcome outcome, int64_t now_ns, const policy::OutlierDetection* outlier);
+  // A request failed here before its first byte went to the client and was sent to another
+  // endpoint of the pool.
+  void retried_away() { retries_.fetch_add(1, std::memory_order_relaxed); }
 
   // The prober: active health, and the latest load report (nullopt: none or unparseable).
   void set_healthy(bool healthy) { healthy_.store(healthy, std::memory_order_relaxed); }
@@ -83,6 +86,7 @@ class PoolEndpoint {
     uint64_t ejections = 0;
     uint64_t picked_cold = 0;
     uint64_t affinity_hits = 0;
+    uint64_t retries = 0;  // retried_away()
   };
   Counters counters() const;
   int64_t ejected_until_ns() const { return ejected_until_ns_.load(std::memory_order_relaxed); }
@@ -102,6 +106,7 @@ class PoolEndpoint {
   std::atomic<uint64_t> ejections_{0};
   std::atomic<uint64_t> picked_cold_{0};
   std::atomic<uint64_t> affinity_hits_{0};
+  std::atomic<uint64_t> retries_{0};
 
   mutable std::mutex load_mu_;
   std::optional<LoadSnapshot> load_;  // guarded by load_mu_

@@ -18,7 +18,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/endpoint_pool.h"
 #include "cutline/gateway/relay.h"
 #include "cutline/gateway/responses_relay.h"
@@ -181,7 +183,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   policy::AdmissionQueue* queue_ = nullptr;  // the rule's admission group (owned by Gateway)
   bool queued_ = false;                      // waiting in queue_
   bool admitted_ = false;                    // holds a slot of queue_
-  policy::PoolGrant grant_;
+  // The rule's token pools (stream_budget.cc): reserved after the admission slot, one pool at a
+  // time, each an asynchronous step (Redis answers later); settled in finish.
+  AsyncGrant grant_;
+  int64_t pool_want_ = 0;  // tokens still wanted from the next pool
+  void reserve_pools();
+  void reserve_pool(bool tenant);
+  void on_pool_reserved(bool tenant, const policy::PoolAsk& ask, AsyncReservation r);
   std::string clamp_rule_;  // set when the policy lowered max_tokens
   const policy::Upstream* upstream_ = nullptr;
   // The endpoint of upstream_'s pool this request went to (endpoint_pool.h): picked at route,
@@ -192,6 +200,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Status pick_endpoint(proto::ClientRequest& req, std::string& base_path);
   // The upstream exchange failed: tells the pool how (connect failure, disconnect, ...).
   void report_endpoint_failure(proto::ClientErrorKind kind);
+  // Before the first byte went to the client (phase kRoute: no 200 head yet), an exchange that
+  // failed (connect failure, reset before the head, a 5xx) is sent again to an endpoint of the
+  // pool it has not failed on, at most kMaxUpstreamAttempts in all. Reports the failure to the
+  // pool; false when no retry was started (the caller ends the stream as before).
+  bool retry_elsewhere(EndpointOutcome failure);
+  void note_pick(const EndpointPool& pool);
+  // Sends `req` upstream with the relay callbacks (route, and every retry).
+  void start_upstream(proto::ClientRequest req);
+  // The record's attempts, endpoints and routed_cold (absent without a pool).
+  void fill_pool_record(proto::StopRecord& record) const;
+  static constexpr size_t kMaxUpstreamAttempts = 3;
+  std::unique_ptr<proto::ClientRequest> retry_req_;  // as sent; kept while a retry may follow
+  size_t pool_size_ = 0;                             // endpoints in the pool at route
+  std::vector<uint64_t> tried_;                      // endpoint ids it failed on
+  std::vector<std::string> endpoints_tried_;         // every endpoint it was sent to, in order
+  std::optional<bool> routed_cold_;                  // the last pick's (proto's routed_cold)
 
   // Upstream exchange and relay state.
   proto::ClientHandle upstream_call_;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/models_list.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/http_client.h"
@@ -24,6 +25,8 @@ struct Worker {
 
   proto::EventLoop& loop;
   std::unique_ptr<proto::HttpClient> client;  // created on the loop thread at start
+  // The token pools as this loop sees them (budget_store: memory or Redis), created at start.
+  std::unique_ptr<AsyncPoolStore> pools;
   proto::RequestParser parser;
   // Shared by the relays of every stream on this loop (one chunk is parsed at a time; see
   // RelayOptions::chunk_parser).

@@ -43,4 +43,25 @@ struct PoolGrant {
 // decision.matched. Thread-safe when `store` is.
 PoolGrant reserve_budget(Decision& decision, PoolStore& store);
 
+// The steps of reserve_budget, for a caller whose store answers later (the gateway's
+// asynchronous stores): budget_want() once, then for the tenant pool and then the global pool
+// pool_ask() -> the store's take -> apply_pool_take() (or reject_pool_take() when nothing was
+// granted).
+
+// Tokens to reserve for every choice; 0 when the decision reserves from no pool.
+int64_t budget_want(const Decision& decision);
+// What to ask `pool` for, given the tokens still wanted.
+struct PoolAsk {
+  PoolSpec spec;
+  int64_t want_tokens = 0;
+  int64_t min_tokens = 0;  // == want_tokens unless the rule clamps
+};
+PoolAsk pool_ask(const Decision& decision, const PoolRef& pool, int64_t want);
+// A take granted `granted` (> 0) tokens: lowers `want` to it, and decision.max_output_tokens with
+// it (source: the pool) when the pool clamped.
+void apply_pool_take(Decision& decision, const PoolRef& pool, int64_t granted, int64_t& want);
+// A take granted nothing: fills grant's rejection fields (admitted false).
+void reject_pool_take(const PoolRef& pool, const PoolAsk& ask, const PoolTake& take,
+                      PoolGrant& grant);
+
 }  // namespace cutline::policy

@@ -366,6 +366,8 @@ struct Limits {
   int64_t http2_max_unfinished_streams = 100;
   int64_t http2_max_buffered_request_bytes = 8 << 20;
   int64_t http2_max_resets_per_s = 100;
+
+  bool operator==(const Limits&) const = default;
 };
 
 // passthrough: what happens to a request on a route the gateway does not run itself (not a
