@@ -233,14 +233,15 @@ TEST_F(AsyncRedisTest, ASlowRedisLeavesTheEventLoopFree) {
     t->arm_periodic(5);
     return t;
   });
-  std::thread sleeper([&] { stall_redis(server_, 600); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Redis is asleep now
+  // Long enough that the stall has surely begun 200 ms later, even on a loaded machine.
+  std::thread sleeper([&] { stall_redis(server_, 1200); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Redis is busy now
   Outcome o = s.reserve(spec, 10, 10);
   sleeper.join();
   EXPECT_EQ(o.source, ReservationSource::kShared);
   EXPECT_GE(o.elapsed_ms, 400);  // it waited for Redis...
   EXPECT_GT(ticks.load(), 20);   // ...while the loop kept ticking (~100 on an idle machine)
-  // A blocking call would stall it for the whole 550 ms; allow for a loaded test machine.
+  // A blocking call would stall it for the whole ~1000 ms; allow for a loaded test machine.
   EXPECT_LT(max_gap_us.load(), 200000) << "the loop stalled for " << max_gap_us.load() << " us";
   s.loop().call([&] {
     ticker.reset();
@@ -261,12 +262,13 @@ TEST_F(AsyncRedisTest, ATimedOutReserveFallsBackAndItsLateGrantIsGivenBack) {
   }
   ASSERT_TRUE(shared);
   s.settle_all(0);
-  std::thread sleeper([&] { stall_redis(server_, 500); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Long enough that the stall has surely begun 200 ms later, even on a loaded machine.
+  std::thread sleeper([&] { stall_redis(server_, 1500); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   Outcome late = s.reserve(spec, 100, 100);
   EXPECT_EQ(late.source, ReservationSource::kLocal);  // fail open: this process's bucket
   EXPECT_EQ(late.take.granted_tokens, 100);
-  EXPECT_LT(late.elapsed_ms, 400);  // the 100 ms timeout, not Redis's 500 ms sleep
+  EXPECT_LT(late.elapsed_ms, 800);  // the 100 ms timeout, not the rest of Redis's stall
   sleeper.join();
   EXPECT_GE(s.errors(), 1u);
   // Redis ran the reserve after its sleep; the store gave the 100 tokens straight back.
