@@ -50,6 +50,12 @@ GatewayMetrics::GatewayMetrics(LabelBounds bounds)
            .Name("cutline_truncations_total")
            .Help("Responses cut by serving (not by the model or the client's max_tokens)")
            .Register(r);
+  would_cut_ = &prometheus::BuildCounter()
+                    .Name("cutline_would_cut_total")
+                    .Help(
+                        "Cuts a policy rule in observe mode would have made, by cause (nothing "
+                        "was cut)")
+                    .Register(r);
   ttft_ = &prometheus::BuildHistogram()
                .Name("cutline_ttft_seconds")
                .Help("Time from request arrival to the first content token")
@@ -241,6 +247,10 @@ void GatewayMetrics::record(const RequestOutcome& o) {
   const proto::StopRecord& s = *o.stop;
   stop.stops->Increment();
   if (stop.truncations != nullptr) stop.truncations->Increment();
+  for (const proto::WouldCut& c : s.would_cut) {
+    would_cut_->Add({{"cause", std::string(proto::to_string(c.cause))}, {"policy", policy}})
+        .Increment();
+  }
   if (s.ttft_ms) mp.ttft->Observe(*s.ttft_ms / 1000.0);
   if (s.queue_ms) mp.queue_wait->Observe(*s.queue_ms / 1000.0);
   if (s.duration_ms) mp.duration->Observe(*s.duration_ms / 1000.0);

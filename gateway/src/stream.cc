@@ -316,6 +316,7 @@ bool Stream::decide() {
 // 429 when the queue is full. Then the token pools (reserve_pools): clamp or 429.
 void Stream::admit() {
   phase_ = Phase::kAdmit;
+  if (observe()) return admit_observed();
   const auto& a = decision_.admission;
   const policy::Arrival arrival = queue_->arrive(id_, tenant_, a.priority, a.queue_timeout_ms);
   gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
@@ -368,7 +369,7 @@ void Stream::route() {
     return;
   }
   proto::RewriteOptions rw;
-  rw.max_tokens = decision_.max_output_tokens.tokens;
+  rw.max_tokens = upstream_max_tokens();
   if (route_ == Route::kEmbeddings) rw.max_tokens.reset();
   // A limit the gateway adds where the client set none: what each route's API documents.
   rw.inserted_limit_key =
@@ -376,7 +377,8 @@ void Stream::route() {
   rw.force_stream = true;
   rw.force_include_usage = true;
   const policy::SourceKind src = decision_.max_output_tokens.source.kind;
-  if (rw.max_tokens && src != policy::SourceKind::kClient && src != policy::SourceKind::kNone) {
+  if (rw.max_tokens && src != policy::SourceKind::kClient && src != policy::SourceKind::kNone &&
+      !observe()) {
     clamp_rule_ = std::string(decision_.max_output_tokens.source.path);
   }
   proto::ClientRequest req;
@@ -562,7 +564,7 @@ void Stream::on_upstream_error(const proto::ClientError& error) {
 void Stream::end_from_upstream(bool transport_closed) {
   TokenLimits limits;
   limits.requested_max_tokens = requested_max_tokens_;
-  limits.effective_max_tokens = decision_.max_output_tokens.tokens;
+  limits.effective_max_tokens = upstream_max_tokens();
   limits.output_tokens = output_tokens();
   limits.exact_count = count_method() == proto::CountMethod::kUsage;
   Ending e;

@@ -3,8 +3,9 @@
 // trip, or the next loop turn for the in-process store), so nothing here waits: the stream stays
 // in Phase::kAdmit, holding its admission slot, until the last pool answered, and then routes.
 // A stream that ended meanwhile (deadline, client gone, shutdown) drops the answer, and the
-// reservation it carries refunds itself. Kept apart from stream.cc: the request path's whole
-// contact with the pools is reserve_pools() here and grant_.settle() in finish.
+// reservation it carries refunds itself. Under an observe-mode rule a refusal is noted as the
+// would-cut it would have been and the request goes on. Kept apart from stream.cc: the request
+// path's whole contact with the pools is reserve_pools() here and grant_.settle() in finish.
 #include <algorithm>
 
 #include "cutline/gateway/gateway.h"
@@ -36,6 +37,11 @@ void Stream::reserve_pool(bool tenant) {
 
 void Stream::on_pool_reserved(bool tenant, const policy::PoolAsk& ask, AsyncReservation r) {
   const policy::PoolRef& pool = tenant ? *decision_.tenant_pool : *decision_.global_pool;
+  if (r.source() == ReservationSource::kRefused && observe()) {
+    note_would_cut(proto::Cause::kAdmissionRejected, "budget_store.on_error", 0, 0, "tokens");
+    route();
+    return;
+  }
   if (r.source() == ReservationSource::kRefused) {
     // budget_store on_error: closed, and the shared store failed (counted by the store).
     Ending e;
@@ -52,6 +58,13 @@ void Stream::on_pool_reserved(bool tenant, const policy::PoolAsk& ask, AsyncRese
   if (r.tokens() <= 0) {
     policy::PoolGrant refused;
     policy::reject_pool_take(pool, ask, r.take(), refused);
+    if (observe()) {  // what enforcing would have refused; the request goes on unclamped
+      note_would_cut(proto::Cause::kAdmissionRejected, refused.rejected_by.path,
+                     static_cast<double>(refused.needed_tokens),
+                     static_cast<double>(refused.available_tokens), "tokens");
+      route();
+      return;
+    }
     Ending e;
     e.cause = proto::Cause::kAdmissionRejected;
     e.rule = std::string(refused.rejected_by.path);

@@ -47,6 +47,11 @@ bool Stream::rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observ
 void Stream::on_deadline() {
   const double e = elapsed_ms();
   if (rearm_if_early(deadline_timer_, *decision_.deadline.ms, e)) return;
+  // The client's own deadline (Cutline-Deadline-Ms) is kept even in observe mode.
+  if (observe() && decision_.deadline.source.kind != policy::SourceKind::kClientHeader) {
+    return note_would_cut(Cause::kGatewayDeadline, decision_.deadline.source.path,
+                          static_cast<double>(*decision_.deadline.ms), e, "ms");
+  }
   finish(timer_cut(Cause::kGatewayDeadline, decision_.deadline, e));
 }
 
@@ -54,6 +59,10 @@ void Stream::on_ttft_timeout() {
   if (timing_.has_first_token()) return;
   const double e = elapsed_ms();
   if (rearm_if_early(ttft_timer_, *decision_.ttft_timeout.ms, e)) return;
+  if (observe()) {
+    return note_would_cut(Cause::kGatewayTtftTimeout, decision_.ttft_timeout.source.path,
+                          static_cast<double>(*decision_.ttft_timeout.ms), e, "ms");
+  }
   finish(timer_cut(Cause::kGatewayTtftTimeout, decision_.ttft_timeout, e));
 }
 
@@ -65,6 +74,10 @@ void Stream::on_idle_timeout() {
     // A token arrived since the timer was armed (or it fired early): wait for the rest.
     idle_timer_.arm(std::max<int64_t>(1, idle_ms - static_cast<int64_t>(gap_ms)));
     return;
+  }
+  if (observe()) {
+    return note_would_cut(Cause::kGatewayIdleTimeout, decision_.idle_timeout.source.path,
+                          static_cast<double>(idle_ms), gap_ms, "ms");
   }
   finish(timer_cut(Cause::kGatewayIdleTimeout, decision_.idle_timeout, gap_ms));
 }
@@ -127,7 +140,7 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   r.observed = e.observed;
   r.unit = e.unit;
   if (parsed_ok_) r.requested_max_tokens = requested_max_tokens_;
-  if (decision_.matched) r.effective_max_tokens = decision_.max_output_tokens.tokens;
+  if (decision_.matched) r.effective_max_tokens = upstream_max_tokens();
   if (relay_.usage()) r.input_tokens = relay_.usage()->prompt_tokens;
   if (responses_ && responses_->input_tokens()) r.input_tokens = responses_->input_tokens();
   if (embed_input_tokens_) r.input_tokens = embed_input_tokens_;
@@ -148,6 +161,7 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
     if (b->cause != r.cause) r.upstream_cause = b->cause;
     if (r.message.empty()) r.message = b->message;
   }
+  if (observe()) add_would_cuts(r);
   return r;
 }
 
@@ -177,6 +191,10 @@ void Stream::release_admission() {
     std::vector<policy::Dequeued> next;
     if (auto d = queue_->release()) next.push_back(*d);
     gw_.dispatch_admitted(*queue_, std::move(next));
+  }
+  if (observe_counted_) {
+    observe_counted_ = false;
+    queue_->observe_release();
   }
   if (queue_) {
     gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));

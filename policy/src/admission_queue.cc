@@ -1,6 +1,7 @@
 // AdmissionQueue: concurrency slots and a fair, prioritized waiting line (admission_queue.h).
 #include "cutline/policy/admission_queue.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace cutline::policy {
@@ -142,6 +143,29 @@ std::vector<Dequeued> AdmissionQueue::set_limits(AdmissionLimits limits) {
 int64_t AdmissionQueue::depth() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(waiters_.size());
+}
+
+AdmissionQueue::ObservedArrival AdmissionQueue::observe_arrive() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ObservedArrival a;
+  a.in_flight = in_flight_ + observed_;
+  const int64_t over =
+      limits_.max_concurrent ? std::max<int64_t>(0, a.in_flight - *limits_.max_concurrent) : 0;
+  a.waiting = over + static_cast<int64_t>(waiters_.size());
+  if (a.waiting == 0 && (!limits_.max_concurrent || a.in_flight < *limits_.max_concurrent)) {
+    a.would = Arrival::kAdmitted;
+  } else if (a.waiting < limits_.queue_depth) {
+    a.would = Arrival::kQueued;
+  } else {
+    a.would = Arrival::kRejectedQueueFull;
+  }
+  ++observed_;
+  return a;
+}
+
+void AdmissionQueue::observe_release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (observed_ > 0) --observed_;
 }
 
 int64_t AdmissionQueue::in_flight() const {

@@ -93,6 +93,11 @@ std::string explain(const Decision& d, const PoolGrant* grant) {
   row(out, "on_cut",
       std::string(to_string(d.on_cut.mode)) + "/" + std::string(to_string(d.on_cut.finish_reason)),
       d.on_cut.source);
+  if (d.on_cut.observe()) {
+    out +=
+        "  observe mode: none of the rule's limits above is enforced; the cuts they would make "
+        "are recorded (would_cut)\n";
+  }
   if (!d.upstream.empty()) {
     row(out, "upstream", std::string(d.upstream),
         Source{SourceKind::kRule, d.rule->upstream_ref.path, d.rule->upstream_ref.line});

@@ -253,8 +253,8 @@ void load_on_cut(YamlReader& r, const YAML::Node& node, const std::string& path,
   rule.on_cut.ref = r.ref(node, path);
   if (!f) return;
   if (auto* e = f->get("mode")) {
-    if (auto c = r.choice(e->value, key_path(path, "mode"), {"label", "error"})) {
-      rule.on_cut.mode = *c == 0 ? CutMode::kLabel : CutMode::kError;
+    if (auto c = r.choice(e->value, key_path(path, "mode"), {"label", "error", "observe"})) {
+      rule.on_cut.mode = *c == 0 ? CutMode::kLabel : *c == 1 ? CutMode::kError : CutMode::kObserve;
     }
   }
   if (auto* e = f->get("finish_reason")) {

@@ -31,7 +31,17 @@ std::string_view to_string(Priority priority) {
   return priority == Priority::kBatch ? "batch" : "interactive";
 }
 
-std::string_view to_string(CutMode mode) { return mode == CutMode::kError ? "error" : "label"; }
+std::string_view to_string(CutMode mode) {
+  switch (mode) {
+    case CutMode::kLabel:
+      return "label";
+    case CutMode::kError:
+      return "error";
+    case CutMode::kObserve:
+      return "observe";
+  }
+  return "label";
+}
 
 std::string_view to_string(FinishReasonStyle style) {
   return style == FinishReasonStyle::kCause ? "cause" : "length";

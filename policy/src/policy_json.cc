@@ -135,6 +135,20 @@ void write_policy_json(JsonWriter& w, const Policy& p) {
   w.end_object();
 }
 
+void write_diagnostics_json(JsonWriter& w, const std::vector<Diagnostic>& errors) {
+  w.begin_array();
+  for (const Diagnostic& d : errors) {
+    w.begin_object()
+        .field("file", d.file)
+        .field("line", d.line)
+        .field("column", d.column)
+        .field("path", d.path)
+        .field("message", d.message)
+        .end_object();
+  }
+  w.end_array();
+}
+
 void write_decision_json(JsonWriter& w, const Decision& d) {
   w.begin_object().field("matched", d.matched);
   if (!d.matched) {

@@ -162,6 +162,19 @@ void write_stop_record(JsonWriter& w, const StopRecord& rec) {
     w.end_array();
   }
   w.optional_field("routed_cold", rec.routed_cold);
+  if (!rec.would_cut.empty()) {
+    w.key("would_cut").begin_array();
+    for (const WouldCut& c : rec.would_cut) {
+      w.begin_object();
+      w.field("cause", to_string(c.cause));
+      if (!c.rule.empty()) w.field("rule", c.rule);
+      w.field("limit", c.limit).field("observed", c.observed);
+      if (!c.unit.empty()) w.field("unit", c.unit);
+      w.field("at_token", c.at_token).field("tokens_after", c.tokens_after);
+      w.end_object();
+    }
+    w.end_array();
+  }
   w.end_object();
 }
 
@@ -277,6 +290,53 @@ Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
           return field_error(key, "must be an array of strings");
         }
         rec.endpoints.emplace_back(e);
+      }
+      continue;
+    }
+    if (key == "would_cut") {
+      ondemand::array a;
+      if (v.get_array().get(a) != SUCCESS) return field_error(key, "must be an array of objects");
+      for (auto item : a) {
+        ondemand::object o;
+        if (item.get_object().get(o) != SUCCESS) {
+          return field_error(key, "must be an array of objects");
+        }
+        WouldCut c;
+        bool have = false;
+        for (auto wf : o) {
+          std::string_view wk;
+          ondemand::value wv;
+          if (wf.unescaped_key().get(wk) != SUCCESS || wf.value().get(wv) != SUCCESS) {
+            return field_error(key, "has a bad entry");
+          }
+          if (wk == "cause") {
+            auto x = get_string(wv);
+            auto cause = x ? parse_cause(*x) : std::nullopt;
+            if (!cause) return field_error("would_cut.cause", "is not a known stop cause");
+            c.cause = *cause;
+            have = true;
+          } else if (wk == "rule" || wk == "unit") {
+            auto x = get_string(wv);
+            if (!x)
+              return field_error(wk == "rule" ? "would_cut.rule" : "would_cut.unit",
+                                 "must be a string");
+            (wk == "rule" ? c.rule : c.unit) = std::move(*x);
+          } else if (wk == "limit" || wk == "observed") {
+            auto x = get_double(wv);
+            if (!x)
+              return field_error(wk == "limit" ? "would_cut.limit" : "would_cut.observed",
+                                 "must be a number");
+            (wk == "limit" ? c.limit : c.observed) = *x;
+          } else if (wk == "at_token" || wk == "tokens_after") {
+            auto x = get_int(wv);
+            if (!x)
+              return field_error(wk == "at_token" ? "would_cut.at_token" : "would_cut.tokens_after",
+                                 "must be an integer");
+            (wk == "at_token" ? c.at_token : c.tokens_after) = *x;
+          }
+        }
+        if (!have) return field_error("would_cut.cause", "is missing");
+        rec.would_cut.push_back(std::move(c));
       }
       continue;
     }

@@ -50,7 +50,7 @@ echo '{"model":"tiny","messages":[]}' >"$tmp/req.json"
 expect_help "--config --port --admin-port --drain-timeout Exit" "$gateway" --help
 expect_help "--model --kv-memory --drain-timeout" "$backend" --help
 expect_help "policy probe model" "$cutline" --help
-expect_help "check explain" "$cutline" policy --help
+expect_help "check explain diff advise" "$cutline" policy --help
 expect_help "FILE" "$cutline" policy check --help
 expect_help "--request --tenant --header" "$cutline" policy explain F --help
 expect_help "load switch" "$cutline" probe --help
@@ -91,6 +91,14 @@ expect_usage "--request" "$cutline" policy explain "$tmp/p.yaml"
 expect_usage "cannot read" "$cutline" policy explain "$tmp/p.yaml" --request "$tmp/nope.json"
 expect_usage "--queue-depth" "$cutline" policy explain "$tmp/p.yaml" --request "$tmp/req.json" --queue-depth many
 expect_usage "NAME:VALUE" "$cutline" policy explain "$tmp/p.yaml" --request "$tmp/req.json" --header nocolon
+expect_usage "--format" "$cutline" policy check --format yaml "$tmp/p.yaml"
+expect_usage "--format" "$cutline" policy explain "$tmp/p.yaml" --request "$tmp/req.json" --format xml
+expect_usage "NEW" "$cutline" policy diff "$tmp/p.yaml"
+expect_usage "cannot read" "$cutline" policy diff "$tmp/p.yaml" "$tmp/missing.yaml"
+: >"$tmp/empty.log"
+expect_usage "empty" "$cutline" policy advise "$tmp/empty.log"
+expect_usage "not a JSON object" "$cutline" policy advise "$tmp/p.yaml"
+expect_usage "--target-cut-rate" "$cutline" policy advise "$tmp/empty.log" --target-cut-rate 200%
 expect_usage "--url" env -u OPENAI_BASE_URL "$cutline" probe load
 expect_usage "--concurrency" "$cutline" probe load --url http://127.0.0.1:1 --concurrency 1,x
 expect_usage "not a duration" "$cutline" probe load --url http://127.0.0.1:1 --timeout forever

@@ -32,14 +32,6 @@
 namespace cutline::test {
 namespace {
 
-// The dashboard's "Observe mode: would-cuts" row queries cutline_would_cut_total, which the
-// gateway exports only once observe mode (on_cut.mode: observe) is merged. Queries on these
-// metrics must still be valid PromQL (Prometheus answers "success"), but they are NOT required
-// to return data. Once the gateway exports the metric: give the test config below a rule in
-// observe mode that the traffic trips (e.g. a second budget at 2 tokens with on_cut.mode:
-// observe), and empty this list, so that the row is held to the same rule as every other.
-const std::vector<std::string> kDataNotRequiredYet = {"cutline_would_cut_total"};
-
 constexpr const char* kTenantKey = "sk-observability-test";
 
 std::string find_tool(const std::string& name) {
@@ -206,6 +198,12 @@ class Observability : public ::testing::Test {
                           << dead_port << "\n"
                           << "    models: [dead]\n"
                              "policies:\n"
+                             // Observe mode: a 2-token budget that only says where it would
+                             // have cut (the would-cuts row of the dashboard).
+                             "  - name: watched\n"
+                             "    match: {headers: {x-observe: \"yes\"}}\n"
+                             "    budget: {max_output_tokens: 2}\n"
+                             "    on_cut: {mode: observe}\n"
                              "  - name: short\n"
                              "    budget: {max_output_tokens: 3}\n"
                              "    admission: {max_concurrent: 4, queue_depth: 16}\n"
@@ -243,11 +241,13 @@ class Observability : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  static proto::HttpResponse chat(const std::string& model, const std::string& body) {
+  static proto::HttpResponse chat(const std::string& model, const std::string& body,
+                                  bool observed = false) {
+    proto::HttpHeaders headers{{"Content-Type", "application/json"},
+                               {"Authorization", std::string("Bearer ") + kTenantKey}};
+    if (observed) headers.add("X-Observe", "yes");
     auto r = proto::http_fetch(
-        "http://127.0.0.1:" + std::to_string(port_) + "/v1/chat/completions", "POST",
-        {{"Content-Type", "application/json"},
-         {"Authorization", std::string("Bearer ") + kTenantKey}},
+        "http://127.0.0.1:" + std::to_string(port_) + "/v1/chat/completions", "POST", headers,
         body.empty() ? R"({"model":")" + model +
                            R"(","messages":[{"role":"user","content":"Hi"}],)"
                            R"("max_tokens":16,"stream":true})"
@@ -266,6 +266,13 @@ class Observability : public ::testing::Test {
       EXPECT_TRUE(cut) << r.body;
       if (cut) budget_cuts_ += 1;
     }
+    const proto::HttpResponse watched =
+        chat("tiny",
+             R"({"model":"tiny","messages":[{"role":"user","content":"Hi"}],"max_tokens":8,)"
+             R"("ignore_eos":true,"stream":true})",
+             /*observed=*/true);
+    EXPECT_EQ(watched.status, 200) << watched.body;
+    EXPECT_NE(watched.body.find("\"would_cut\""), std::string::npos) << watched.body;
     EXPECT_GE(chat("dead", "").status, 500);
     EXPECT_EQ(chat("tiny", "{\"model\":\"tiny\",").status, 400);
   }
@@ -374,17 +381,13 @@ TEST_F(Observability, PrometheusAnswersEveryDashboardQueryWithData) {
 
   const DashboardQueries q = dashboard_queries(CUTLINE_DASHBOARD_JSON);
   ASSERT_GE(q.exprs.size(), 20u);
-  auto data_required = [](const std::string& expr) {
-    return std::none_of(kDataNotRequiredYet.begin(), kDataNotRequiredYet.end(),
-                        [&](const std::string& m) { return expr.find(m) != std::string::npos; });
-  };
   std::vector<std::string> missing;
   auto check_all = [&] {
     missing.clear();
     for (const std::string& raw : q.exprs) {
       const std::string expr = substitute(raw, q.variables);
       const QueryResult r = prometheus_get(prom_port, "query?query=" + url_encode(expr));
-      if (!r.success || (data_required(expr) && r.series == 0))
+      if (!r.success || r.series == 0)
         missing.push_back(expr + (r.success ? "  -> no data" : "  -> " + r.body));
     }
     for (const auto& [metric, label] : q.label_values) {

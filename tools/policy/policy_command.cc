@@ -1,10 +1,17 @@
-// `cutline policy check FILE` and `cutline policy explain FILE --request REQ.json ...`.
+// `cutline policy check FILE`, `cutline policy explain FILE --request REQ.json ...`,
+// `cutline policy diff OLD NEW` and `cutline policy advise ACCESS_LOG` (advise.h).
 //   check:   prints every error (exit 1) or a summary of the policy (exit 0).
 //   explain: prints the Decision for an OpenAI request body, each number with the rule and YAML
 //            line that produced it (exit 0), or the policy's errors (exit 1).
+//   diff:    what changes from OLD to NEW for which tenants and routes, in explain's words
+//            (exit 0), or the errors of either file (exit 1).
+// check and explain take --format json for pipelines: one JSON object on stdout, errors
+// included ({"ok": false, "errors": [...]}).
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,17 +20,39 @@
 
 #include <simdjson.h>
 
+#include "advise.h"
 #include "cutline/cli/cli.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
+#include "cutline/policy/diff.h"
 #include "cutline/policy/explain.h"
 #include "cutline/policy/loader.h"
+#include "cutline/policy/policy_json.h"
+#include "cutline/proto/json_writer.h"
 
 namespace cutline::tools {
 
 namespace {
 
 using namespace cutline::policy;
+
+enum class Format { kText, kJson };
+
+// One JSON document on stdout, with its newline.
+void print_json(const std::string& json) {
+  std::fputs(json.c_str(), stdout);
+  std::fputc('\n', stdout);
+}
+
+// {"ok": false, "file": F, "errors": [...]}.
+void print_errors_json(const std::string& file, const LoadResult& r) {
+  std::string out;
+  proto::JsonWriter w(out);
+  w.begin_object().field("ok", false).field("file", file).key("errors");
+  write_diagnostics_json(w, r.errors);
+  w.end_object();
+  print_json(out);
+}
 
 bool print_errors(const LoadResult& r) {
   if (r.ok()) return false;
@@ -86,10 +115,97 @@ std::optional<RequestBody> read_request(const char* path, std::string& error) {
   return body;
 }
 
-int run_check(const std::string& file) {
+int run_check(const std::string& file, Format format) {
   LoadResult r = load_policy_file(file);
+  if (format == Format::kJson) {
+    if (!r.ok()) {
+      print_errors_json(file, r);
+      return 1;
+    }
+    std::string out;
+    proto::JsonWriter w(out);
+    w.begin_object().field("ok", true).field("file", file).key("policy");
+    write_policy_json(w, *r.policy);
+    w.end_object();
+    print_json(out);
+    return 0;
+  }
   if (print_errors(r)) return 1;
   std::fputs(summarize(*r.policy).c_str(), stdout);
+  return 0;
+}
+
+int run_diff(const std::string& before_file, const std::string& after_file) {
+  LoadResult before = load_policy_file(before_file);
+  LoadResult after = load_policy_file(after_file);
+  const bool bad_before = print_errors(before);
+  const bool bad_after = print_errors(after);
+  if (bad_before || bad_after) return 1;
+  std::printf("--- %s\n+++ %s\n", before_file.c_str(), after_file.c_str());
+  std::fputs(diff(*before.policy, *after.policy).c_str(), stdout);
+  return 0;
+}
+
+// "1%", "0.5%" or a fraction "0.01": the share of traffic a proposal may cut, in (0, 0.5].
+std::optional<double> parse_rate(std::string_view text) {
+  bool percent = false;
+  if (!text.empty() && text.back() == '%') {
+    percent = true;
+    text.remove_suffix(1);
+  }
+  if (text.empty()) return std::nullopt;
+  std::string s(text);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !(v > 0)) return std::nullopt;
+  const double rate = percent ? v / 100.0 : v;
+  if (!(rate > 0 && rate <= 0.5)) return std::nullopt;
+  return rate;
+}
+
+int run_advise(const std::string& log_file, double target, const std::string& policy_file) {
+  std::FILE* f = std::fopen(log_file.c_str(), "rb");
+  if (!f) {
+    std::fprintf(stderr, "cutline policy advise: cannot read %s\n", log_file.c_str());
+    return 2;
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  auto in = read_access_log(text);
+  if (!in.ok()) {
+    std::fprintf(stderr, "cutline policy advise: %s: %s\n", log_file.c_str(),
+                 in.error().message.c_str());
+    return 2;
+  }
+  std::fputs(render_advice(*in, target).c_str(), stdout);
+  if (policy_file.empty()) return 0;
+  LoadResult r = load_policy_file(policy_file);
+  if (print_errors(r)) return 1;
+  // Each rule gets the largest proposal over its models (none of them cut beyond the target).
+  Policy proposed = *r.policy;
+  for (auto& [key, observed] : in->groups) {
+    Rule* rule = nullptr;
+    for (Rule& candidate : proposed.rules) {
+      if (candidate.name == key.first) rule = &candidate;
+    }
+    if (!rule) continue;
+    const Proposal l = propose(observed, target);
+    auto raise = [&](std::optional<Limit>& slot, const std::optional<int64_t>& v,
+                     std::string_view key_path) {
+      if (!v) return;
+      if (slot && slot->ref.line < 0 && slot->value >= *v) return;
+      slot = Limit{*v, YamlRef{rule->ref.path + "." + std::string(key_path), -1, 0}};
+    };
+    raise(rule->budget.max_output_tokens, l.max_output_tokens, "budget.max_output_tokens");
+    raise(rule->deadline_ms, l.deadline_ms, "deadline");
+    raise(rule->ttft_timeout_ms, l.ttft_timeout_ms, "ttft_timeout");
+    raise(rule->idle_timeout_ms, l.idle_timeout_ms, "idle_timeout");
+    raise(rule->admission.max_concurrent, l.max_concurrent, "admission.max_concurrent");
+  }
+  std::printf("\n--- %s\n+++ proposed\n", policy_file.c_str());
+  std::fputs(diff(*r.policy, proposed).c_str(), stdout);
   return 0;
 }
 
@@ -103,6 +219,7 @@ struct ExplainArgs {
   LiveState live;
   std::optional<int64_t> deadline_ms;
   std::vector<std::pair<std::string, std::string>> headers;
+  Format format = Format::kText;
 };
 
 int run_explain(const ExplainArgs& args) {
@@ -116,6 +233,10 @@ int run_explain(const ExplainArgs& args) {
   const auto& headers = args.headers;
 
   LoadResult r = load_policy_file(file);
+  if (args.format == Format::kJson && !r.ok()) {
+    print_errors_json(file, r);
+    return 1;
+  }
   if (print_errors(r)) return 1;
   const Policy& policy = *r.policy;
 
@@ -156,6 +277,29 @@ int run_explain(const ExplainArgs& args) {
     return std::nullopt;
   };
   Decision d = decide(policy, facts, live);
+  if (args.format == Format::kJson) {
+    std::string out;
+    proto::JsonWriter w(out);
+    w.begin_object().field("ok", true).field("file", file);
+    w.key("request")
+        .begin_object()
+        .field("tenant", tenant)
+        .field("model", body->model)
+        .field("route", route)
+        .end_object();
+    w.key("decision");
+    write_decision_json(w, d);
+    w.key("upstream");
+    const Upstream* up = d.matched ? policy.route(*d.rule, body->model) : nullptr;
+    if (up) {
+      w.begin_object().field("name", up->name).field("url", up->url).end_object();
+    } else {
+      w.null();
+    }
+    w.end_object();
+    print_json(out);
+    return 0;
+  }
   std::printf("request: tenant \"%s\", model \"%s\", route %s\n", tenant.c_str(),
               body->model.c_str(), route.c_str());
   std::fputs(explain(d).c_str(), stdout);
@@ -175,11 +319,52 @@ int run_policy(int argc, char** argv) {
   auto app = cli::make_app("cutline policy", "Validate a policy file and explain its decisions.");
   app->require_subcommand(1);
 
+  const std::map<std::string, Format> formats{{"text", Format::kText}, {"json", Format::kJson}};
   std::string check_file;
+  Format check_format = Format::kText;
   CLI::App* check = cli::add_command(
       *app, "check", "Validate FILE: every error with its line and column (exit 1), or a summary");
   check->add_option("FILE", check_file, "Policy file (YAML)")
       ->required()
+      ->check(cli::kReadableFile);
+  check
+      ->add_option("--format", check_format,
+                   "text (default) or json: {ok, file, policy} or {ok: false, errors: [{file, "
+                   "line, column, path, message}]}")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+
+  std::string diff_before;
+  std::string diff_after;
+  CLI::App* diff_cmd = cli::add_command(
+      *app, "diff",
+      "What changes from OLD to NEW for which tenants and routes, in explain's words");
+  diff_cmd->add_option("OLD", diff_before, "The policy in force (YAML)")
+      ->required()
+      ->check(cli::kReadableFile);
+  diff_cmd->add_option("NEW", diff_after, "The edited policy (YAML)")
+      ->required()
+      ->check(cli::kReadableFile);
+
+  std::string advise_log;
+  std::string advise_rate = "1%";
+  std::string advise_policy;
+  CLI::App* advise = cli::add_command(
+      *app, "advise",
+      "Propose budgets, deadlines, TTFT and idle timeouts and admission limits from a gateway "
+      "access log, each cutting at most the target share of the traffic it saw");
+  advise->add_option("ACCESS_LOG", advise_log, "The gateway's access log (JSON lines)")
+      ->required()
+      ->check(cli::kReadableFile);
+  advise
+      ->add_option("--target-cut-rate", advise_rate,
+                   "Most traffic a proposed limit may cut: 1% (default), 0.5%, or 0.01")
+      ->check([](const std::string& v) {
+        return parse_rate(v) ? std::string()
+                             : "want a share in (0, 50%], e.g. 1% or 0.01, got '" + v + "'";
+      });
+  advise
+      ->add_option("--policy", advise_policy,
+                   "The policy in force: also print what the proposal changes (policy diff)")
       ->check(cli::kReadableFile);
 
   ExplainArgs ex;
@@ -198,6 +383,10 @@ int run_policy(int argc, char** argv) {
           "--api-key", [&ex](const std::string& k) { ex.api_key = k; },
           "API key: the tenant it authenticates")
       ->excludes(tenant_opt);
+  explain
+      ->add_option("--format", ex.format,
+                   "text (default) or json: {ok, file, request, decision, upstream}")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
   explain->add_option("--route", ex.route,
                       "Route (default /v1/chat/completions with messages, else /v1/completions)");
   explain->add_option("--queue-depth", ex.live.queue_depth, "Queue depth to assume")
@@ -220,7 +409,9 @@ int run_policy(int argc, char** argv) {
       });
 
   if (auto rc = cli::parse(*app, argc, argv)) return *rc;
-  if (check->parsed()) return run_check(check_file);
+  if (check->parsed()) return run_check(check_file, check_format);
+  if (diff_cmd->parsed()) return run_diff(diff_before, diff_after);
+  if (advise->parsed()) return run_advise(advise_log, *parse_rate(advise_rate), advise_policy);
   for (std::string_view h : header_args) {
     size_t colon = h.find(':');
     std::string name(h.substr(0, colon));

@@ -230,5 +230,31 @@ TEST(AdmissionQueue, ConcurrentUseKeepsTheLimit) {
   EXPECT_LE(max_running.load(), 3);
 }
 
+// Observe mode: requests take no slot and never wait, but each learns the arrival it would have
+// had, counting the enforced and the observed requests of the group together.
+TEST(AdmissionQueue, ObservedArrivalsSayWhatEnforcingWouldHaveDone) {
+  proto::ManualClock clock;
+  AdmissionQueue q({2, 1}, clock);
+  EXPECT_EQ(q.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  auto a = q.observe_arrive();  // one enforced running: a slot is free
+  EXPECT_EQ(a.would, Arrival::kAdmitted);
+  EXPECT_EQ(a.in_flight, 1);
+  a = q.observe_arrive();  // two running: it would wait (queue_depth 1)
+  EXPECT_EQ(a.would, Arrival::kQueued);
+  EXPECT_EQ(a.in_flight, 2);
+  EXPECT_EQ(a.waiting, 0);
+  a = q.observe_arrive();  // one would be waiting already: the queue is full
+  EXPECT_EQ(a.would, Arrival::kRejectedQueueFull);
+  EXPECT_EQ(a.in_flight, 3);
+  EXPECT_EQ(a.waiting, 1);
+  // Observed requests hold no slot: an enforced request is still admitted.
+  EXPECT_EQ(q.in_flight(), 1);
+  EXPECT_EQ(q.arrive(2, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  q.observe_release();
+  q.observe_release();
+  q.observe_release();
+  EXPECT_EQ(q.observe_arrive().would, Arrival::kQueued);  // two enforced running, none observed
+}
+
 }  // namespace
 }  // namespace cutline::policy

@@ -44,7 +44,7 @@ policies:                              # first match wins
     ttft_timeout: 10s                  # arrival to first content token
     idle_timeout: 5s                   # longest gap between tokens
     admission: {max_concurrent: 8, queue_depth: 64, queue_timeout: 2s, priority: interactive}
-    on_cut: {mode: label, finish_reason: length}   # label | error; finish_reason: length | cause
+    on_cut: {mode: label, finish_reason: length}   # label | error | observe; finish_reason: length | cause
 )";
 
 TEST(Loader, AcceptsTheCoreExampleWithEveryValueAndPosition) {
@@ -160,8 +160,8 @@ TEST(Loader, CollectsEveryErrorInFileOrder) {
             "cutline.yaml:10:19: policies[0].ttft_timeout: must be a positive duration, got 0s\n"
             "cutline.yaml:11:27: policies[0].admission.priority: must be one of interactive, "
             "batch; got \"urgent\"\n"
-            "cutline.yaml:12:20: policies[0].on_cut.mode: must be one of label, error; got "
-            "\"explode\"\n"
+            "cutline.yaml:12:20: policies[0].on_cut.mode: must be one of label, error, observe; "
+            "got \"explode\"\n"
             "cutline.yaml:13:5: policies[0]: unknown key \"colour\"\n");
 }
 

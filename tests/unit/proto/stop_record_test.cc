@@ -204,5 +204,32 @@ TEST(StopRecord, UpstreamPoolFieldsRoundTripAndAreAbsentWhenUnknown) {
   EXPECT_FALSE(parse_stop_record(R"({"v":1,"cause":"eos","routed_cold":"yes"})").ok());
 }
 
+TEST(StopRecord, WouldCutsRoundTripAndAreAbsentWhenNone) {
+  StopRecord rec;
+  rec.cause = Cause::kEos;
+  rec.output_tokens = 40;
+  rec.would_cut.push_back(WouldCut{Cause::kGatewayBudget, "policies[0].budget.max_output_tokens", 8,
+                                   40, "tokens", 8, 32});
+  rec.would_cut.push_back(
+      WouldCut{Cause::kGatewayDeadline, "policies[0].deadline", 250, 612.5, "ms", 13, 27});
+  const std::string json = stop_record_json(rec);
+  EXPECT_NE(json.find(R"("would_cut":[{"cause":"gateway_budget","rule":"policies[0].budget.)"
+                      R"(max_output_tokens","limit":8,"observed":40,"unit":"tokens",)"
+                      R"("at_token":8,"tokens_after":32},)"),
+            std::string::npos)
+      << json;
+  auto back = parse_stop_record(json);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->would_cut, rec.would_cut);
+  EXPECT_EQ(back->cause, Cause::kEos);  // a would-cut does not change why the answer ended
+  EXPECT_EQ(stop_record_json(StopRecord{}).find("would_cut"), std::string::npos);
+  EXPECT_FALSE(parse_stop_record(R"({"v":1,"cause":"eos","would_cut":{}})").ok());
+  EXPECT_FALSE(parse_stop_record(R"({"v":1,"cause":"eos","would_cut":[{"limit":3}]})").ok());
+  EXPECT_FALSE(parse_stop_record(R"({"v":1,"cause":"eos","would_cut":[{"cause":"x"}]})").ok());
+  EXPECT_FALSE(
+      parse_stop_record(R"({"v":1,"cause":"eos","would_cut":[{"cause":"eos","at_token":"1"}]})")
+          .ok());
+}
+
 }  // namespace
 }  // namespace cutline::proto

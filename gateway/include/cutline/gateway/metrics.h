@@ -143,6 +143,8 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Histogram>* duration_;
   prometheus::Family<prometheus::Histogram>* output_tokens_;
   prometheus::Family<prometheus::Counter>* budget_clamped_;
+  // Observe mode: cuts a rule would have made ({cause, policy}), one per StopRecord::would_cut.
+  prometheus::Family<prometheus::Counter>* would_cut_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Family<prometheus::Counter>* upstream_errors_;
   prometheus::Family<prometheus::Counter>* reloads_;

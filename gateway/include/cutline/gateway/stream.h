@@ -141,6 +141,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Ending timer_cut(proto::Cause cause, const policy::TimeLimit& limit, double observed_ms);
   bool rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms);
 
+  // ---- observe mode (stream_observe.cc) ---------------------------------------------------
+  // With on_cut.mode: observe the rule's limits are computed but nothing is enforced: the
+  // request takes no admission slot and never waits, max_tokens goes upstream as the client
+  // sent it, and a timer that fires notes the cut instead of making it.
+  bool observe() const { return decision_.on_cut.observe(); }
+  // max_tokens sent upstream: the Decision's, or in observe mode the client's own.
+  std::optional<int64_t> upstream_max_tokens() const;
+  // admit in observe mode: the arrival the admission group would have given (a rejection is
+  // noted), then on to the pools and route.
+  void admit_observed();
+  void note_would_cut(proto::Cause cause, std::string_view rule, double limit, double observed,
+                      const char* unit);
+  // The noted cuts and the budget cut the answer's length implies, completed with what the
+  // whole answer measured, into record.would_cut.
+  void add_would_cuts(proto::StopRecord& record) const;
+
   // ---- helpers -----------------------------------------------------------------------------
   proto::StopRecord build_record(const Ending& ending) const;
   std::optional<std::string> client_finish_reason(const Ending& ending) const;
@@ -235,6 +251,20 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::string json_body_;                         // embeddings: the upstream's answer
   std::optional<int64_t> embed_input_tokens_;
   bool json_complete_ = false;
+
+  // Observe mode: the cuts noted so far, at most one per cause. Empty (no allocation) unless a
+  // timer fired or admission would have refused: never touched per token. `rule` points into
+  // policy_.
+  struct NotedCut {
+    proto::Cause cause = proto::Cause::kGatewayDeadline;
+    std::string_view rule;
+    double limit = 0;
+    double observed = 0;
+    const char* unit = "";
+    int64_t at_token = 0;
+  };
+  std::vector<NotedCut> noted_cuts_;
+  bool observe_counted_ = false;  // holds an observe_arrive() of queue_ (released in finish)
 
   // ---- timers (one per timeout; all disarmed in finish) -------------------------------------
   // deadline: armed at decide when the Decision has one, for the time left from arrival;

@@ -81,6 +81,18 @@ class AdmissionQueue {
   // limit takes effect as running requests finish; a smaller queue keeps current waiters.
   std::vector<Dequeued> set_limits(AdmissionLimits limits);
 
+  // Observe mode (on_cut.mode: observe): a request of a rule that enforces nothing never waits
+  // and takes no slot, but is counted apart so that the arrival it WOULD have had can be told:
+  // admitted while the group's requests (enforced and observed) leave a slot free, else queued
+  // while the requests beyond max_concurrent fit in queue_depth, else rejected (queue full).
+  // Every observe_arrive() is paired with one observe_release() when the request ends.
+  struct ObservedArrival {
+    Arrival would = Arrival::kAdmitted;
+    int64_t in_flight = 0;  // the group's requests running before this one, observed included
+    int64_t waiting = 0;    // those that would have been waiting (beyond max_concurrent)
+  };
+  ObservedArrival observe_arrive();
+  void observe_release();
   int64_t depth() const;
   int64_t in_flight() const;
   LiveState live() const;  // {depth(), in_flight()} read under one lock
@@ -107,6 +119,7 @@ class AdmissionQueue {
   mutable std::mutex mu_;
   AdmissionLimits limits_;
   int64_t in_flight_ = 0;
+  int64_t observed_ = 0;  // observe-mode requests running (observe_arrive)
   std::unordered_map<uint64_t, Waiter> waiters_;
   ClassQueue classes_[2];                             // indexed by Priority
   std::set<std::pair<int64_t, uint64_t>> by_expiry_;  // (expires_ns, waiter_id)

@@ -82,6 +82,8 @@ struct CutPresentation {
   CutMode mode = CutMode::kLabel;
   FinishReasonStyle finish_reason = FinishReasonStyle::kLength;
   Source source;
+  // on_cut.mode: observe: the limits of this Decision are computed but not enforced.
+  bool observe() const { return mode == CutMode::kObserve; }
 };
 
 struct Decision {

@@ -279,6 +279,10 @@ struct Admission {
 enum class CutMode : uint8_t {
   kLabel,  // end the response normally with finish_reason + the cutline object (default)
   kError,  // an OpenAI-style error (SSE error event, or 504/429 before any byte was sent)
+  // Enforce nothing: the request goes upstream and through admission as if the rule had no
+  // limits, and every cut the rule would have made is recorded (StopRecord::would_cut, the
+  // access log, cutline_would_cut_total). A reload switches a rule between modes.
+  kObserve,
 };
 enum class FinishReasonStyle : uint8_t {
   kLength,  // "length" for every serving cut (OpenAI-compatible, default)

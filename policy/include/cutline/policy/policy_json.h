@@ -6,7 +6,10 @@
 // A source is written as {"kind": "adaptive", "path": "policies[0]...", "line": 22}; a value
 // without a limit as null.
 
+#include <vector>
+
 #include "cutline/policy/decision.h"
+#include "cutline/policy/loader.h"
 #include "cutline/policy/policy.h"
 #include "cutline/proto/json_writer.h"
 
@@ -14,5 +17,8 @@ namespace cutline::policy {
 
 void write_policy_json(proto::JsonWriter& w, const Policy& policy);
 void write_decision_json(proto::JsonWriter& w, const Decision& decision);
+// The loader's errors as an array of {file, line, column, path, message} (`cutline policy check
+// --format json`); line and column are 0 when the error has no position.
+void write_diagnostics_json(proto::JsonWriter& w, const std::vector<Diagnostic>& errors);
 
 }  // namespace cutline::policy

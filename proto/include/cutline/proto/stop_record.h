@@ -81,6 +81,24 @@ struct TtftPhases {
   bool operator==(const TtftPhases&) const = default;
 };
 
+// A cut a policy rule in observe mode (on_cut.mode: observe) would have made but did not: the
+// answer went on. One per cause that would have fired, in the order they would have fired.
+struct WouldCut {
+  Cause cause = Cause::kGatewayBudget;
+  std::string rule;  // YAML path of the limit, as StopRecord::rule
+  double limit = 0;
+  // The value when the limit would have fired (ms or tokens); for deadline, TTFT and idle cuts
+  // the value over the whole answer (its duration, TTFT, largest gap), so `observed - limit`
+  // says by how much the answer exceeded the limit.
+  double observed = 0;
+  std::string unit;  // "ms" or "tokens"
+  // Output tokens the client had when the cut would have happened (0: before any token, e.g.
+  // an admission rejection or a TTFT timeout), and how many it received after that point.
+  int64_t at_token = 0;
+  int64_t tokens_after = 0;
+  bool operator==(const WouldCut&) const = default;
+};
+
 struct StopRecord {
   static constexpr int kVersion = 1;
 
@@ -130,6 +148,10 @@ struct StopRecord {
   std::optional<int64_t> attempts;
   std::vector<std::string> endpoints;
   std::optional<bool> routed_cold;
+
+  // Observe mode (gateway): the cuts the matched rule would have made. Empty (and absent from
+  // the JSON) when the rule enforces or nothing would have been cut.
+  std::vector<WouldCut> would_cut;
 
   Origin origin() const { return origin_of(cause); }
   bool truncated() const { return is_truncated(cause); }

@@ -1,0 +1,69 @@
+#pragma once
+// `cutline policy advise ACCESS_LOG [--target-cut-rate 1%] [--policy FILE]`: limits proposed
+// from the gateway's own access log (gateway/src/access_log.cc, one JSON object per line).
+//
+// Per policy and model, over the requests that reached an upstream (not invalid_request, not
+// admission_rejected), each limit is set at the (1 - target) quantile (nearest rank) of what the
+// requests measured, so that at most the target share of that traffic would have been cut:
+//   budget.max_output_tokens   output_tokens
+//   deadline                   duration_ms            (rounded up to 10 ms)
+//   ttft_timeout               ttft_ms                (rounded up to 10 ms)
+//   idle_timeout               itl_max_ms (largest inter-token gap of each answer; up to 10 ms)
+//   admission.max_concurrent   requests of the same policy and model in flight at each arrival
+//                              (the request itself included), from ts and duration_ms; with
+//                              --policy, a rule's proposal is the largest over its models
+// with the percentiles behind each (p50, p90, p99, max) and the queue wait seen (queue_ms).
+// What the log shows was already shaped by the limits in force: an answer cut at a deadline
+// says nothing about how long it would have run (rule in observe mode for that).
+// Deterministic: the same log gives the same report.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cutline/proto/result.h"
+
+namespace cutline::tools {
+
+// What one policy and model measured, one entry per request.
+struct Observed {
+  std::vector<double> output_tokens;
+  std::vector<double> duration_ms;
+  std::vector<double> ttft_ms;
+  std::vector<double> itl_max_ms;
+  std::vector<double> queue_ms;
+  std::vector<std::pair<double, double>> spans_ms;  // (start, end) from ts, for concurrency
+};
+
+struct Proposal {
+  std::optional<int64_t> max_output_tokens;
+  std::optional<int64_t> deadline_ms;
+  std::optional<int64_t> ttft_timeout_ms;
+  std::optional<int64_t> idle_timeout_ms;
+  std::optional<int64_t> max_concurrent;
+};
+
+struct AdviceInput {
+  // (policy, model) -> observations; the policy "" is "no rule matched".
+  std::map<std::pair<std::string, std::string>, Observed> groups;
+  int64_t lines = 0;
+  int64_t skipped = 0;  // refused before an upstream (invalid_request, admission_rejected)
+};
+
+// Reads the log text. An empty log, a line that is not complete JSON (truncated), or lines
+// that are not Cutline access-log lines (no stop record) are errors naming the line.
+Result<AdviceInput> read_access_log(std::string_view text);
+
+// The nearest-rank q quantile of `values` (sorted in place); nullopt when empty.
+std::optional<double> quantile(std::vector<double>& values, double q);
+
+// The proposed limits of one group at `target` (0 < target < 1).
+Proposal propose(Observed& observed, double target);
+
+// The report: per policy and model, each proposed limit and the numbers behind it.
+std::string render_advice(AdviceInput& input, double target);
+
+}  // namespace cutline::tools
