@@ -445,7 +445,7 @@ class H2Conn:
                         st.data_seen.set()
                     if length and not self.stuck:
                         if self.slow:
-                            await asyncio.sleep(0.003)
+                            await asyncio.sleep(SLOW_READ_DELAY_S)
                         self.frame(8, 0, 0, struct.pack(">I", length))
                         if st and not flags & 0x1:
                             self.frame(8, 0, sid, struct.pack(">I", length))
@@ -537,10 +537,24 @@ class Plan:
         self.kind, self.transport, self.requests, self.stream = kind, transport, requests, stream
 
 
+SLOW_READ_DELAY_S = 0.003  # a slow HTTP/2 reader's delay before each WINDOW_UPDATE
+H2_ONLY = False
+ONLY = None  # --only KIND: every unit is that client behaviour (slow, stuck, cancel, ...)
+
+
 def make_plan(rng, seq):
+    if ONLY:
+        for _ in range(1000):
+            p = make_plan_any(rng, seq)
+            if p.kind == ONLY:
+                return p
+    return make_plan_any(rng, seq)
+
+
+def make_plan_any(rng, seq):
     rid = lambda i: "soak-%d-%d" % (seq, i)
     r = rng.random()
-    h2 = rng.random() < 0.4
+    h2 = rng.random() < 0.4 or H2_ONLY
     transport = "h2" if h2 else "h1"
     if r < 0.08:  # the client cancels mid-stream (HTTP/1.1: close; HTTP/2: RST_STREAM)
         return Plan("cancel", transport, [(rid(0), "long:0", "long")])
@@ -604,10 +618,18 @@ class H2Pool:
     def __init__(self, port, per_conn=8):
         self.port, self.per_conn = port, per_conn
         self.conns = []
+        self.retired = []
         self.lock = asyncio.Lock()
 
     async def get(self):
         async with self.lock:
+            # A connection that used up its stream ids is retired (closed at the end: its last
+            # streams may still run); a dead one is closed now.
+            for c in self.conns:
+                if c.dead:
+                    c.close()
+                elif c.next_id >= 20001:
+                    self.retired.append(c)
             self.conns = [c for c in self.conns if not c.dead and c.next_id < 20001]
             for c in self.conns:
                 if len(c.streams) < self.per_conn:
@@ -617,7 +639,7 @@ class H2Pool:
             return c
 
     def close(self):
-        for c in self.conns:
+        for c in self.conns + self.retired:
             c.close()
 
 
@@ -765,7 +787,7 @@ def gauge(metrics_text, name):
     return None
 
 
-def policy_yaml(upstream_port, log_path):
+def policy_yaml(upstream_port, log_path, idle_ms=1000):
     return """listen:
   - address: 127.0.0.1:0
 admin:
@@ -779,10 +801,10 @@ policies:
   - name: soak
     match: {}
     ttft_timeout: 1200ms
-    idle_timeout: 1s
+    idle_timeout: %dms
     deadline: 20s
     budget: {max_output_tokens: 4096, global_tokens_per_minute: 1000000000}
-""" % (log_path, upstream_port)
+""" % (log_path, upstream_port, idle_ms)
 
 
 def wait_for(cond, timeout_s):
@@ -828,7 +850,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", help="keep the work directory here")
     ap.add_argument("--json", help="write the figures as JSON to this file")
+    ap.add_argument("--only", help="one client behaviour only (slow, stuck, cancel, pipeline...)")
+    ap.add_argument("--h2-only", action="store_true", help="HTTP/2 clients only")
+    ap.add_argument("--idle-ms", type=int, default=1000, help="the policy's idle timeout")
+    ap.add_argument("--slow-delay-ms", type=float, default=3,
+                    help="a slow HTTP/2 reader's delay before each WINDOW_UPDATE")
     args = ap.parse_args()
+    global ONLY, SLOW_READ_DELAY_S, H2_ONLY
+    ONLY, SLOW_READ_DELAY_S, H2_ONLY = args.only, args.slow_delay_ms / 1000.0, args.h2_only
     if args.mode == "upstream":
         asyncio.run(upstream_main())
         return 0
@@ -850,7 +879,7 @@ def main():
         log_path = os.path.join(work, "access.log")
         cfg = os.path.join(work, "cutline.yaml")
         with open(cfg, "w") as f:
-            f.write(policy_yaml(up_port, log_path))
+            f.write(policy_yaml(up_port, log_path, args.idle_ms))
         ready = os.path.join(work, "ready.json")
         for stale in (ready, log_path):
             if os.path.exists(stale):
