@@ -77,8 +77,15 @@ void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
     if (AccessLog* log = gw_.access_log())
       gw_.metrics().set_access_log_dropped(log->dropped_lines());
     const auto pools = gw_.upstream_pools();
-    s->send_simple(200, {{"Content-Type", "text/plain; version=0.0.4"}},
-                   gw_.metrics().serialize() + (pools ? pools->render_prometheus() : ""));
+    // Tokens the running requests hold from the token pools: back to 0 whenever the gateway is
+    // idle, so a reservation that was never settled shows.
+    const std::string reserved =
+        "# HELP cutline_pool_reserved_tokens Tokens reserved from token pools by requests not "
+        "finished yet\n# TYPE cutline_pool_reserved_tokens gauge\ncutline_pool_reserved_tokens " +
+        std::to_string(gw_.pools().held_tokens()) + "\n";
+    s->send_simple(
+        200, {{"Content-Type", "text/plain; version=0.0.4"}},
+        gw_.metrics().serialize() + reserved + (pools ? pools->render_prometheus() : ""));
   } else if (path == "/healthz") {
     s->send_simple(200, {{"Content-Type", "text/plain"}}, "ok\n");
   } else if (path == "/readyz") {

@@ -490,12 +490,15 @@ void Stream::send_client_bytes(std::string& out) {
     // Back-pressure: the client reads slower than the upstream writes. Stop reading the upstream
     // (its sends back up into the socket buffers); the timers keep running.
     upstream_paused_ = true;
+    client_held_bytes_ = client_->buffered_bytes();
     upstream_call_.pause();
   }
 }
 
 void Stream::on_client_writable() {
   if (upstream_paused_ && phase_ == Phase::kRelay) {
+    // The client took what was waiting: progress, as a token is (the idle timer counts from it).
+    client_drained_ns_ = now_ns();
     upstream_paused_ = false;
     upstream_call_.resume();
   }

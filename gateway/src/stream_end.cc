@@ -68,7 +68,20 @@ void Stream::on_ttft_timeout() {
 
 void Stream::on_idle_timeout() {
   const int64_t idle_ms = *decision_.idle_timeout.ms;
-  const int64_t last = timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns();
+  if (upstream_paused_) {
+    // Held back for a slow client: any bytes it took since the last look are progress.
+    const size_t held = client_->buffered_bytes();
+    if (held < client_held_bytes_) client_drained_ns_ = now_ns();
+    client_held_bytes_ = held;
+  }
+  // The gap runs from the last token or from the last time a slow client took bytes the gateway
+  // held for it, whichever is later: while the client reads slower than the upstream writes, the
+  // upstream is held back (send_client_bytes) and its tokens wait in the socket; that gap is the
+  // client's pace, not an idle upstream. A client that reads nothing for the whole idle timeout
+  // is still cut.
+  const int64_t last =
+      std::max(timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns(),
+               client_drained_ns_);
   const double gap_ms = (now_ns() - last) / 1e6;
   if (gap_ms < static_cast<double>(idle_ms)) {
     // A token arrived since the timer was armed (or it fired early): wait for the rest.
@@ -364,7 +377,8 @@ void Stream::describe(proto::JsonWriter& w, int64_t now) const {
   w.optional_field("ttft_left_ms",
                    left(ttft_timer_, decision_.ttft_timeout.ms, timing_.arrival_ns()));
   const int64_t idle_from =
-      timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns();
+      std::max(timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns(),
+               client_drained_ns_);
   w.optional_field("idle_left_ms", left(idle_timer_, decision_.idle_timeout.ms, idle_from));
   if (queued_) {
     w.field("queue_left_ms", static_cast<double>(decision_.admission.queue_timeout_ms) -

@@ -122,12 +122,14 @@ void Reservation::settle(int64_t used_tokens) {
   if (store_ == nullptr) return;
   const int64_t back = tokens_ - std::max<int64_t>(0, used_tokens);
   if (back != 0) store_->refund(spec_, back);
+  store_->held_tokens_.fetch_sub(tokens_, std::memory_order_relaxed);
   store_ = nullptr;
 }
 
 void Reservation::shrink_to(int64_t tokens) {
   if (store_ == nullptr || tokens >= tokens_) return;
   store_->refund(spec_, tokens_ - std::max<int64_t>(0, tokens));
+  store_->held_tokens_.fetch_sub(tokens_ - std::max<int64_t>(0, tokens), std::memory_order_relaxed);
   tokens_ = std::max<int64_t>(0, tokens);
 }
 

@@ -241,6 +241,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Relay relay_;                      // chat and completions (and the error status of every route)
   TokenTiming timing_;
   bool upstream_paused_ = false;
+  // When a client the upstream was held back for last took some of its bytes (on_client_writable,
+  // or fewer bytes held when the idle timer fires); the idle timer counts from it as from a
+  // token. client_held_bytes_: the client's unsent bytes when last looked at.
+  int64_t client_drained_ns_ = 0;
+  size_t client_held_bytes_ = 0;
   int64_t bytes_out_ = 0;
   int64_t bytes_in_ = 0;
   // Not on the per-token path of chat and completions.
@@ -274,8 +279,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   //   at the first content token.
   proto::Timer ttft_timer_;
   // idle: armed at the first content token (at route when there is no TTFT timeout); when it
-  //   fires it re-arms itself for the rest of the gap if a token came meanwhile; disarmed in
-  //   finish.
+  //   fires it re-arms itself for the rest of the gap if a token came meanwhile (or a slow
+  //   client the upstream was held back for took its bytes); disarmed in finish.
   proto::Timer idle_timer_;
   // queue: armed in admit when the request is queued, for queue_timeout; disarmed when a slot is
   //   granted or in finish.

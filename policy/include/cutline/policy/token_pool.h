@@ -18,6 +18,7 @@
 // worker thread. MemoryPoolStore uses one mutex (held for a hash lookup and a few arithmetic
 // operations). A Reservation itself is not shared between threads.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,15 @@ class PoolStore {
 
   // Whole tokens in the bucket now (full capacity for an unknown key).
   virtual int64_t available(const PoolSpec& spec) = 0;
+
+  // Tokens held now by Reservations over this store that are not settled yet: 0 whenever no
+  // admitted request is running (a leaked reservation shows here; gateway:
+  // cutline_pool_reserved_tokens).
+  int64_t held_tokens() const { return held_tokens_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class Reservation;
+  std::atomic<int64_t> held_tokens_{0};
 };
 
 // One process's pools, in memory.
@@ -91,7 +101,9 @@ class Reservation {
  public:
   Reservation() = default;
   Reservation(PoolStore* store, PoolSpec spec, int64_t tokens)
-      : store_(store), spec_(std::move(spec)), tokens_(tokens) {}
+      : store_(store), spec_(std::move(spec)), tokens_(tokens) {
+    if (store_) store_->held_tokens_.fetch_add(tokens_, std::memory_order_relaxed);
+  }
   Reservation(Reservation&& other) noexcept;
   Reservation& operator=(Reservation&& other) noexcept;
   Reservation(const Reservation&) = delete;
