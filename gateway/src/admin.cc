@@ -82,7 +82,7 @@ void Admin::handle(std::shared_ptr<proto::ServerStream> s) {
     const std::string reserved =
         "# HELP cutline_pool_reserved_tokens Tokens reserved from token pools by requests not "
         "finished yet\n# TYPE cutline_pool_reserved_tokens gauge\ncutline_pool_reserved_tokens " +
-        std::to_string(gw_.pools().held_tokens()) + "\n";
+        std::to_string(gw_.pool_held_tokens()) + "\n";
     s->send_simple(
         200, {{"Content-Type", "text/plain; version=0.0.4"}},
         gw_.metrics().serialize() + reserved + (pools ? pools->render_prometheus() : ""));

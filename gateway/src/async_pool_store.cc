@@ -29,8 +29,18 @@ AsyncReservation& AsyncReservation::operator=(AsyncReservation&& other) noexcept
 
 AsyncReservation::~AsyncReservation() { settle(0); }
 
+void AsyncReservation::hold() {
+  if (holds()) store_->held_tokens_.fetch_add(take_.granted_tokens, std::memory_order_relaxed);
+}
+
+void AsyncReservation::abandon() {
+  if (holds()) store_->held_tokens_.fetch_sub(take_.granted_tokens, std::memory_order_relaxed);
+  store_ = nullptr;
+}
+
 void AsyncReservation::settle(int64_t used_tokens) {
   if (!store_) return;
+  if (holds()) store_->held_tokens_.fetch_sub(take_.granted_tokens, std::memory_order_relaxed);
   AsyncPoolStore* store = store_;
   store_ = nullptr;
   if (source_ == ReservationSource::kRefused) return;

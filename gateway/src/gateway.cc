@@ -197,6 +197,14 @@ uint64_t Gateway::budget_store_errors() const {
   return total;
 }
 
+int64_t Gateway::pool_held_tokens() const {
+  int64_t total = 0;
+  for (const auto& w : per_loop_) {
+    if (w->pools) total += w->pools->held_tokens();
+  }
+  return total;
+}
+
 Status Gateway::start() {
   auto policy = holder_->snapshot();
   started_policy_ = policy;

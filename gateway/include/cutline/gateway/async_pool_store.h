@@ -17,6 +17,7 @@
 // Threading: an AsyncPoolStore belongs to one EventLoop (the gateway keeps one per worker);
 // call it and destroy its reservations on that loop's thread.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,7 +45,9 @@ class AsyncReservation {
   AsyncReservation() = default;
   AsyncReservation(AsyncPoolStore* store, policy::PoolSpec spec, policy::PoolTake take,
                    std::string id, ReservationSource source)
-      : store_(store), spec_(std::move(spec)), take_(take), id_(std::move(id)), source_(source) {}
+      : store_(store), spec_(std::move(spec)), take_(take), id_(std::move(id)), source_(source) {
+    hold();
+  }
   AsyncReservation(AsyncReservation&& other) noexcept;
   AsyncReservation& operator=(AsyncReservation&& other) noexcept;
   AsyncReservation(const AsyncReservation&) = delete;
@@ -63,9 +66,14 @@ class AsyncReservation {
   void settle(int64_t used_tokens);
   // Forgets the reservation without settling: a shared reservation is then refunded by the
   // store when it expires (what happens when a gateway dies). For a fast shutdown.
-  void abandon() { store_ = nullptr; }
+  void abandon();
 
  private:
+  bool holds() const {
+    return store_ && source_ != ReservationSource::kRefused && take_.granted_tokens > 0;
+  }
+  void hold();  // counts the granted tokens in the store's held_tokens()
+
   AsyncPoolStore* store_ = nullptr;
   policy::PoolSpec spec_;
   policy::PoolTake take_;
@@ -85,6 +93,14 @@ class AsyncPoolStore {
   virtual void settle(const AsyncReservation& r, int64_t used_tokens) = 0;
   // Calls that failed (cutline_budget_store_errors_total); readable from any thread.
   virtual uint64_t errors_total() const { return 0; }
+  // Tokens granted to AsyncReservations of this store that are neither settled nor abandoned: 0
+  // whenever no admitted request is running, so a leaked reservation shows
+  // (cutline_pool_reserved_tokens). Readable from any thread.
+  int64_t held_tokens() const { return held_tokens_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class AsyncReservation;
+  std::atomic<int64_t> held_tokens_{0};
 };
 
 // What one request holds from its rule's pools (policy::PoolGrant's asynchronous twin): filled

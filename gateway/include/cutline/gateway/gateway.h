@@ -94,6 +94,8 @@ class Gateway {
   // Failed calls of the workers' budget stores (Redis), for cutline_budget_store_errors_total.
   // Call while started (the admin listener).
   uint64_t budget_store_errors() const;
+  // Tokens the running requests hold from the token pools, over every worker's store.
+  int64_t pool_held_tokens() const;
   // Client TLS contexts of the https:// upstreams of every policy in use (fill_upstream_target).
   const UpstreamTlsCache& upstream_tls() const { return upstream_tls_; }
   // The endpoint pools of the policy in force (upstream_pools.h); null before start().
