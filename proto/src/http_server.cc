@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 
@@ -22,12 +24,13 @@ namespace {
 
 constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-// The connection cap's answer, sent without reading the request (the socket is closed right
-// after): one send() on a fresh socket, no state kept for it.
+// The connection cap's answer, sent without reading the request: one send() on a fresh socket,
+// then its write side is shut and the socket lingers briefly (Worker::linger).
 constexpr std::string_view kOverloadedBody =
     "{\"error\":{\"message\":\"the server has too many open connections; retry later\","
     "\"type\":\"service_unavailable_error\",\"param\":null,\"code\":\"too_many_connections\"}}";
 
+// Writes the 503 on a cleartext socket and shuts its write side; the caller closes or lingers.
 void refuse_connection(int fd, bool cleartext) {
   if (cleartext) {
     std::string response =
@@ -43,7 +46,6 @@ void refuse_connection(int fd, bool cleartext) {
     (void)::send(fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     ::shutdown(fd, SHUT_WR);
   }
-  ::close(fd);
 }
 
 // The first owner of an accepted connection: decides its protocol, then hands the socket (and
@@ -138,6 +140,10 @@ struct HttpServer::Worker final : public ServerConnectionHost {
   }
   ~Worker() override {
     close_all();
+    for (auto& [fd, linger] : lingering) {
+      event_free(linger.ev);
+      ::close(fd);
+    }
     event_free(sweep_event);
   }
 
@@ -177,6 +183,11 @@ struct HttpServer::Worker final : public ServerConnectionHost {
       // Counted before the answer goes out: whoever reads the 503 sees the count.
       if (o.on_refused) o.on_refused("connections");
       refuse_connection(fd, /*cleartext=*/tls == nullptr);
+      if (tls == nullptr) {
+        linger(fd);
+      } else {
+        ::close(fd);
+      }
       return;
     }
     SSL* ssl = nullptr;
@@ -223,12 +234,59 @@ struct HttpServer::Worker final : public ServerConnectionHost {
     static_cast<Worker*>(arg)->graveyard.clear();
   }
 
+  // A refused connection's socket stays open for a moment after its 503 (write side shut), read
+  // and discarded until the client closes, so that request bytes still on their way do not make
+  // close() reset the connection under the answer (nginx's lingering close). Bounded: at most
+  // kMaxLingering sockets per worker (past that, closed at once as before) for about
+  // kLingerMs each (a client still sending when that passes is closed on its next byte or after a
+  // second of quiet).
+  static constexpr size_t kMaxLingering = 256;
+  static constexpr int64_t kLingerMs = 1000;
+  struct Lingering {
+    event* ev = nullptr;
+    std::chrono::steady_clock::time_point until;
+  };
+
+  void linger(int fd) {
+    if (lingering.size() >= kMaxLingering) {
+      ::close(fd);
+      return;
+    }
+    event* ev = event_new(event_loop.base(), fd, EV_READ | EV_PERSIST, &Worker::on_linger, this);
+    if (ev == nullptr) {
+      ::close(fd);
+      return;
+    }
+    lingering.emplace(
+        fd, Lingering{ev, std::chrono::steady_clock::now() + std::chrono::milliseconds(kLingerMs)});
+    const timeval quiet{kLingerMs / 1000, (kLingerMs % 1000) * 1000};
+    event_add(ev, &quiet);
+  }
+
+  static void on_linger(int fd, short what, void* arg) {
+    auto* self = static_cast<Worker*>(arg);
+    auto it = self->lingering.find(fd);
+    if (it == self->lingering.end()) return;
+    if ((what & EV_READ) != 0) {
+      char discard[4096];
+      ssize_t n = 0;
+      while ((n = ::recv(fd, discard, sizeof(discard), MSG_DONTWAIT)) > 0) {
+      }
+      const bool more = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      if (more && std::chrono::steady_clock::now() < it->second.until) return;
+    }
+    event_free(it->second.ev);
+    self->lingering.erase(it);
+    ::close(fd);
+  }
+
   HttpServer& server;
   EventLoop& event_loop;
   std::unique_ptr<Listener> listener;
   std::unordered_map<ServerConnection*, std::unique_ptr<ServerConnection>> connections;
   std::vector<std::unique_ptr<ServerConnection>> graveyard;
   event* sweep_event = nullptr;
+  std::unordered_map<int, Lingering> lingering;  // refused sockets, by descriptor
 };
 
 HttpServer::HttpServer(ServerOptions options, ServerHandler handler)
