@@ -215,19 +215,20 @@ void AsyncRedisPoolStore::connect() {
     redisAsyncSetConnectCallback(c, &AsyncRedisPoolStore::on_connect_cb);
     redisAsyncSetDisconnectCallback(c, &AsyncRedisPoolStore::on_disconnect_cb);
     ctx_ = c;
-    // No answer to the connect within the timeout: give up on this context.
-    auto timer = std::make_shared<std::unique_ptr<proto::Timer>>();
-    *timer = std::make_unique<proto::Timer>(loop_, [this, alive, c, timer]() {
-      if (alive.expired() || !*alive.lock()) return;
-      if (ctx_ == c && !ready_) {
+    // No answer to the connect within the timeout: give up on this context. One timer, owned by
+    // the store and re-armed per attempt (a self-owning timer per attempt leaked when the loop
+    // stopped, or the store went away, before it fired).
+    if (!connect_timer_) {
+      connect_timer_ = std::make_unique<proto::Timer>(loop_, [this]() {
+        if (ctx_ == nullptr || ready_) return;
+        redisAsyncContext* stale = ctx_;
         ctx_ = nullptr;
-        redisAsyncFree(c);
+        redisAsyncFree(stale);
         on_connected(false,
                      "connect timed out after " + std::to_string(options_.timeout_ms) + " ms");
-      }
-      loop_.post([timer]() { timer->reset(); });
-    });
-    (*timer)->arm(options_.timeout_ms);
+      });
+    }
+    connect_timer_->arm(options_.timeout_ms);
   });
 }
 

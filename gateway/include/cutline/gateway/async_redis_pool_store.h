@@ -48,7 +48,8 @@ struct redisReply;
 
 namespace cutline::proto {
 class EventLoop;
-}
+class Timer;
+}  // namespace cutline::proto
 
 namespace cutline::gateway {
 
@@ -117,6 +118,7 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
   std::unique_ptr<DnsResolver> resolver_;
 
   redisAsyncContext* ctx_ = nullptr;
+  std::unique_ptr<proto::Timer> connect_timer_;    // the connect timeout of ctx_
   bool ready_ = false;                             // connected, AUTH and SELECT sent
   bool connecting_ = false;                        // resolving or connecting
   bool setup_failed_ = false;                      // AUTH or SELECT refused on this connection

@@ -171,7 +171,9 @@ class Gateway {
   };
   std::mutex waiters_mu_;
   std::map<uint64_t, Waiter> waiters_;
-  bool started_ = false;
+  // Written by start()/stop() on the controlling thread, read on worker loops (the probing
+  // task that swap_upstream_pools() posts to worker 0): atomic.
+  std::atomic<bool> started_{false};
 };
 
 }  // namespace cutline::gateway
