@@ -395,6 +395,7 @@ void Stream::route() {
     e.error = s.error();
     // The pool's reason names its endpoints (addresses, DNS names): for operators only.
     if (!gw_.upstream_error_detail()) {
+      e.operator_message = e.error->message;
       e.error->message = "upstream \"" + upstream_->name + "\": no endpoint is available";
     }
     e.message = e.error->message;
@@ -560,6 +561,8 @@ void Stream::on_upstream_error(const proto::ClientError& error) {
   e.error = error.to_error();
   e.error->message = upstream_error_text(upstream_->name, error, gw_.upstream_error_detail());
   e.message = e.error->message;
+  if (!gw_.upstream_error_detail())
+    e.operator_message = upstream_error_text(upstream_->name, error, true);
   finish(std::move(e));
 }
 

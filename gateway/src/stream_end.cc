@@ -234,6 +234,11 @@ void Stream::finish(Ending e) {
   proto::StopRecord record = build_record(e);
   grant_.settle(record.output_tokens);
   const std::string stop_header = proto::stop_header_value(record);
+  // The client's copy of the record leaves out internal addresses (the endpoints an upstream
+  // pool tried, the detail of the gateway's own upstream errors) unless --upstream-error-detail;
+  // the access log and the metrics get them (restored below, once the client's bytes are made).
+  std::vector<std::string> endpoints;
+  if (!gw_.upstream_error_detail()) endpoints.swap(record.endpoints);
 
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
@@ -281,6 +286,8 @@ void Stream::finish(Ending e) {
     status = 499;  // nginx's "client closed request"
   }
 
+  if (!endpoints.empty()) record.endpoints = std::move(endpoints);
+  if (!e.operator_message.empty()) record.message = e.operator_message;
   record_outcome(record, status);
 
   switch (last) {

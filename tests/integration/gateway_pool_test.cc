@@ -176,6 +176,7 @@ TEST(GatewayPool, RetriesOnAnotherEndpointWhenOneFailsBeforeTheAnswerBegins) {
   for (auto mode : {BrokenEndpoint::Mode::kAnswer503, BrokenEndpoint::Mode::kResetBeforeHead}) {
     BrokenEndpoint broken(mode);
     GatewayEnv env;
+    env.gateway_args = {"--upstream-error-detail"};  // the answer names the endpoints tried
     ASSERT_TRUE(env.start([&](uint16_t port, const std::string& log) {
       return pool_yaml(log, broken.port(), port);
     })) << env.error;

@@ -108,6 +108,8 @@ class GatewayScaleOut : public ::testing::Test {
              budget;
     };
     for (auto* g : {&a_, &b_}) {
+      // The answers name the endpoints they were sent to (the tests read them).
+      g->gateway_args = {"--upstream-error-detail"};
       if (!g->start(yaml)) {
         error_ = g->error;
         return false;

@@ -73,6 +73,9 @@ struct Ending {
   std::optional<double> observed;
   std::string unit;
   std::string message;
+  // The message for the access log when it says more than the client may read (an upstream
+  // error's addresses); empty: `message` everywhere.
+  std::string operator_message;
   std::optional<Error> error;  // send an OpenAI-style error instead of a completion
   int status = 0;              // overrides error->status() when set (415, upstream 4xx)
   std::string param;           // the request field an error is about
