@@ -201,7 +201,7 @@ class Observability : public ::testing::Test {
                              // Observe mode: a 2-token budget that only says where it would
                              // have cut (the would-cuts row of the dashboard).
                              "  - name: watched\n"
-                             "    match: {headers: {x-observe: \"yes\"}}\n"
+                             "    match: {tenants: [alice], headers: {x-observe: \"yes\"}}\n"
                              "    budget: {max_output_tokens: 2}\n"
                              "    on_cut: {mode: observe}\n"
                              "  - name: short\n"
@@ -312,9 +312,10 @@ uint16_t Observability::admin_port_ = 0;
 TEST_F(Observability, GatewayCountsTokensPerTenantAndExportsBuildInfo) {
   const std::string m = gateway_metrics();
   ASSERT_GT(budget_cuts_, 0);
-  // Every answer was cut at 3 tokens; the backend reports usage, so prompts count too.
+  // Every answer was cut at 3 tokens but the observed one, which ran its full 8 (ignore_eos);
+  // the backend reports usage, so prompts count too.
   EXPECT_EQ(metric_value(m, R"(cutline_tokens_total{model="tiny",tenant="alice",type="output"})"),
-            3.0 * budget_cuts_)
+            3.0 * budget_cuts_ + 8)
       << m;
   EXPECT_GT(metric_value(m, R"(cutline_tokens_total{model="tiny",tenant="alice",type="input"})"), 0)
       << m;
