@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds Cutline with sanitizers and runs its tests there (deploy/test.sh runs both in CI).
+# Builds Cutline with sanitizers and runs its tests there (deploy/test.sh runs both when
+# CUTLINE_SANITIZERS=1).
 #
 #   tests/sanitize/run.sh asan   ASan + UBSan (LeakSanitizer included): the whole ctest suite, in
 #                                the libFuzzer tree $CUTLINE_FUZZ_BUILD (default build-fuzz/) that
