@@ -1,4 +1,4 @@
-# Device helper's benchmarks (included by tests/bench/CMakeLists.txt): decode_bench, a small main
+# Device benchmarks (included by tests/bench/CMakeLists.txt): decode_bench, a small main
 # run by tests/bench/run_decode_bench.sh (CPU decode vs memory-bandwidth roofline, batch scaling,
 # prefill throughput on a synthesized >= 1 GiB model).
 if(TARGET cutline_backend_model)

@@ -1,4 +1,4 @@
-# Engine helper's benchmark (included by tests/bench/CMakeLists.txt): engine_bench, a small main
+# Engine benchmark (included by tests/bench/CMakeLists.txt): engine_bench, a small main
 # run by tests/bench/run_engine_bench.sh — stall-free chunked prefill (inter-token latency of 4
 # decoding streams while a 2,048-token prompt is prefilled, chunked vs one-step) and aggregate
 # throughput at concurrency 1, 2, 4, 8, 16 on synthesized models through the real LlamaRunner.

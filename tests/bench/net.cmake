@@ -1,4 +1,4 @@
-# Net helper's benchmark (included by tests/bench/CMakeLists.txt): proto_http_bench, a small main
+# Network benchmark (included by tests/bench/CMakeLists.txt): proto_http_bench, a small main
 # measuring RSS per open stream and CPU per relayed chunk of the HTTP/1.1 libevent core.
 if(TARGET cutline_proto)
   add_executable(proto_http_bench ${CMAKE_CURRENT_LIST_DIR}/proto_http_bench.cc)

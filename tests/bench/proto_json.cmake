@@ -1,4 +1,4 @@
-# Wire helper's benchmark (included by tests/bench/CMakeLists.txt): proto_json_bench, Google
+# Wire-format benchmark (included by tests/bench/CMakeLists.txt): proto_json_bench, Google
 # Benchmark timings of the per-token path (SSE parse + chunk parse, chunk write) and the
 # per-request path (request parse + rewrite).
 if(TARGET cutline_proto AND TARGET benchmark::benchmark)

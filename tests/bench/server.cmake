@@ -1,4 +1,4 @@
-# Backend server helper's benchmark (included by tests/bench/CMakeLists.txt): residency_load_bench,
+# Backend server benchmark (included by tests/bench/CMakeLists.txt): residency_load_bench,
 # model load throughput against the file-read bandwidth of the same file in the same run.
 # Run with tests/bench/run_residency_load_bench.sh.
 if(TARGET cutline_backend_server)

@@ -1,4 +1,4 @@
-// The real cutline-gateway serving HTTP/2 to its clients (issue 9): curl --http2-prior-knowledge
+// The real cutline-gateway serving HTTP/2 to its clients: curl --http2-prior-knowledge
 // (h2c) and curl --http2 over TLS (ALPN h2) streaming a chat completion from the scripted
 // cutline-fake-upstream, with the stop record in the body and the `cutline-stop` trailer; many
 // interleaved streams on one HTTP/2 connection with one of them cut by its deadline; a client

@@ -30,7 +30,7 @@ struct Limit {
 
 enum class TlsVersion : uint8_t { kTls12, kTls13 };
 
-// listen[i].tls (issue 9). Files are not opened by the policy library; the gateway's TLS layer
+// listen[i].tls. Files are not opened by the policy library; the gateway's TLS layer
 // loads and checks them and refuses the reload when they are unreadable or mismatched.
 struct ListenerTls {
   std::string cert_file;

@@ -1,7 +1,7 @@
 #pragma once
 // ServerStream: one request/response exchange on the server side, independent of the protocol.
-// The HTTP/1.1 server implements it today; the HTTP/2 server (issue 9) will implement the same
-// interface, so the gateway's phases never see which protocol a client speaks.
+// The HTTP/1.1 and HTTP/2 servers both implement it, so the gateway's phases never see which
+// protocol a client speaks.
 //
 // Who calls what: the HttpServer creates a stream when a request's head and body (buffered up to
 // Http1Limits::max_body_bytes) have arrived and passes it to the ServerHandler. The handler (and
