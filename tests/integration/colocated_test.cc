@@ -36,8 +36,9 @@ std::optional<proto::StopRecord> record_in(const std::string& json) {
   simdjson::ondemand::document doc;
   if (parser.iterate(padded).get(doc) != simdjson::SUCCESS) return std::nullopt;
   simdjson::ondemand::object obj;
+  simdjson::padded_string again;  // outlives the parse: `obj` points into it
   if (doc["cutline"].get_object().get(obj) != simdjson::SUCCESS) {
-    simdjson::padded_string again(json);
+    again = simdjson::padded_string(json);
     if (parser.iterate(again).get(doc) != simdjson::SUCCESS) return std::nullopt;
     if (doc["error"]["cutline"].get_object().get(obj) != simdjson::SUCCESS) return std::nullopt;
   }
