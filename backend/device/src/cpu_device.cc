@@ -252,8 +252,10 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
     xd8_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
     xs16_.resize(n_rows * (kp / 16));
   }
-  float* d8 = xd8_.data();
-  float* sums8 = xd8_.data() + n_rows * (kp / cpu::kQBlock);
+  // Only kernels that read int8 activations have these buffers (no pointer arithmetic on an
+  // empty vector's null data() otherwise).
+  float* d8 = x8 ? xd8_.data() : nullptr;
+  float* sums8 = x8 ? d8 + n_rows * (kp / cpu::kQBlock) : nullptr;
   qrows_.resize(n_rows);
   parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
                  [&](int64_t r0, int64_t r1, int32_t) {
