@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "cutline/cli/cli.h"
+#include "cutline/cli/parsed.h"
 #include "cutline/proto/result.h"
 
 namespace cutline::tools::probe {

@@ -19,15 +19,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cutline/cli/parsed.h"
+
 namespace cutline::cli {
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitDefect = 3;
-
-// "cutline-gateway 0.1.0 (git 321c07f0a1b2)".
-std::string version_line(std::string_view program);
 
 // An App named `program` with --help, --version and the exit codes in its footer.
 // `exit_codes` replaces the footer's text (the probe documents code 3).
@@ -53,12 +47,6 @@ CLI::Option* add_size(CLI::App& app, const std::string& name, std::optional<int6
 // Validators: a file that exists and can be read (for inputs the command opens).
 extern const CLI::Validator kReadableFile;
 
-// The result of parsing without printing: what a caller (or a test) does next.
-struct Parsed {
-  enum class Kind { kRun, kHelp, kVersion, kError };
-  Kind kind = Kind::kRun;
-  std::string text;  // kHelp: the help text; kVersion: the version line; kError: the message
-};
 // Parses argv (argv[0] is the program and is skipped). Never throws.
 Parsed try_parse(CLI::App& app, int argc, const char* const* argv);
 
