@@ -44,3 +44,27 @@ function(cutline_add_subdirs dir)
     endif()
   endforeach()
 endfunction()
+
+# cutline_precompile_test_headers(DIR): every GoogleTest binary defined in DIR or below it
+# precompiles the headers nearly every test file includes (GoogleTest, simdjson and the heavier
+# standard headers) once per binary instead of once per file; that is about a third of the
+# tests' compile time, in the main tree and in both sanitizer trees. CUTLINE_PCH=OFF turns it off
+# (e.g. to check that each test file includes what it uses).
+function(cutline_precompile_test_headers dir)
+  if(NOT CUTLINE_PCH)
+    return()
+  endif()
+  get_property(_targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(_t IN LISTS _targets)
+    get_target_property(_type ${_t} TYPE)
+    get_target_property(_libs ${_t} LINK_LIBRARIES)
+    if(_type STREQUAL "EXECUTABLE" AND "GTest::gtest" IN_LIST _libs)
+      target_precompile_headers(${_t} PRIVATE <gtest/gtest.h> <simdjson.h> <chrono> <filesystem>
+                                <fstream> <functional> <map> <memory> <string> <thread> <vector>)
+    endif()
+  endforeach()
+  get_property(_subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(_d IN LISTS _subdirs)
+    cutline_precompile_test_headers(${_d})
+  endforeach()
+endfunction()
