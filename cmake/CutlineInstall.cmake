@@ -1,9 +1,10 @@
 # Install rules and the Debian package (CPack DEB).
-#   cmake --install build [--prefix /usr]   binaries to <prefix>/bin, examples, the Grafana
-#                                            dashboard and the Prometheus config to
+#   cmake --install build [--prefix /usr]   binaries to <prefix>/bin, examples, the policy's
+#                                            JSON Schema, the Grafana dashboard and the
+#                                            Prometheus config to
 #                                            <prefix>/share/cutline, systemd units to
 #                                            <prefix>/lib/systemd/system, and the service config
-#                                            to /etc/cutline (absolute: a service layout, as root)
+#                                            to <prefix>/etc/cutline (/etc/cutline for /usr)
 #   (cd build && cpack -G DEB)               cutline_<version>_<arch>.deb with the same files, a
 #                                            `cutline` system user created in postinst, and
 #                                            /etc/cutline/* as conffiles
@@ -23,6 +24,7 @@ install(DIRECTORY ${_deploy}/policies/ DESTINATION ${CMAKE_INSTALL_DATADIR}/cutl
         FILES_MATCHING PATTERN "*.yaml")
 install(DIRECTORY ${_deploy}/grafana/ DESTINATION ${CMAKE_INSTALL_DATADIR}/cutline/grafana)
 install(DIRECTORY ${_deploy}/prometheus/ DESTINATION ${CMAKE_INSTALL_DATADIR}/cutline/prometheus)
+install(FILES ${_deploy}/policy.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/cutline)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/policy/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR}
@@ -34,8 +36,22 @@ foreach(_unit cutline-gateway cutline-backend)
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/systemd/${_unit}.service
           DESTINATION lib/systemd/system)
 endforeach()
-install(FILES ${_deploy}/systemd/cutline.yaml ${_deploy}/systemd/backend.env
-        DESTINATION /etc/cutline)
+# The service config goes to the install prefix's sysconfdir (GNUInstallDirs), decided when
+# installing since the prefix may be given then (`cmake --install build --prefix X`, CPack's
+# /usr): prefix /usr -> /etc/cutline (GNUInstallDirs' special case, the package's layout), any
+# other prefix -> <prefix>/etc/cutline. file(INSTALL) honours DESTDIR (CPack's staging).
+set(_etc_files ${_deploy}/systemd/cutline.yaml ${_deploy}/systemd/backend.env)
+install(CODE "
+  set(_sysconfdir \"${CMAKE_INSTALL_SYSCONFDIR}\")
+  if(NOT IS_ABSOLUTE \"\${_sysconfdir}\")
+    if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\" AND _sysconfdir STREQUAL \"etc\")
+      set(_sysconfdir /etc)
+    else()
+      set(_sysconfdir \"\${CMAKE_INSTALL_PREFIX}/\${_sysconfdir}\")
+    endif()
+  endif()
+  file(INSTALL DESTINATION \"\${_sysconfdir}/cutline\" TYPE FILE FILES ${_etc_files})
+")
 
 set(CPACK_PACKAGE_NAME cutline)
 set(CPACK_PACKAGE_VENDOR "Cutline")
@@ -45,8 +61,8 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
-# /etc/cutline (absolute) lands in the package, not on this machine; with DESTDIR, CPack takes
-# the prefix from CPACK_INSTALL_PREFIX.
+# With DESTDIR (staging), CPack takes the prefix from CPACK_INSTALL_PREFIX: /usr, so the
+# service config lands in the package's /etc/cutline.
 set(CPACK_SET_DESTDIR ON)
 set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)  # no debug info in the package

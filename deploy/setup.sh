@@ -31,6 +31,8 @@ if [[ "$selection" == test ]]; then
     libpcre2-dev unicode-data python3
     # metrics tests: promtool (check metrics, check/test rules) and a real Prometheus server
     prometheus
+    # the policy's JSON Schema: every shipped policy validates against it
+    python3-jsonschema python3-yaml
   )
   # `kubectl kustomize` renders deploy/k8s in a test; any kubectl already installed will do
   if ! command -v kubectl >/dev/null 2>&1; then packages+=(kubernetes-client); fi

@@ -10,7 +10,7 @@ namespace cutline::policy::detail {
 void load_budget_store_map(YamlReader& r, const YAML::Node& node, const LoadOptions& options,
                            Policy& p) {
   const std::string path = "budget_store";
-  auto f = r.map(node, path, {"url", "user", "password", "on_error", "timeout", "reservation_ttl"});
+  auto f = r.map(node, path, keys::kBudgetStore);
   if (!f) return;
   const Entry* url = f->get("url");
   if (!url) {
@@ -48,7 +48,7 @@ void load_budget_store_map(YamlReader& r, const YAML::Node& node, const LoadOpti
   }
   if (auto* e = f->get("on_error")) {
     only_redis(e);
-    if (auto c = r.choice(e->value, key_path(path, "on_error"), {"open", "closed"}))
+    if (auto c = r.choice(e->value, key_path(path, "on_error"), keys::kBudgetStoreOnError))
       b.fail_closed = *c == 1;
     else
       ok = false;

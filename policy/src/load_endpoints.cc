@@ -12,14 +12,14 @@ namespace cutline::policy::detail {
 namespace {
 
 bool load_dns(YamlReader& r, const YAML::Node& node, const std::string& path, Upstream& u) {
-  auto f = r.map(node, path, {"dns", "scheme", "path", "resolve_interval"});
+  auto f = r.map(node, path, keys::kDnsEndpoints);
   if (!f) return false;
   DnsEndpoints d;
   d.ref = r.ref(node, path);
   bool ok = true;
   uint16_t default_port = 80;
   if (auto* e = f->get("scheme")) {
-    auto c = r.choice(e->value, key_path(path, "scheme"), {"http", "https", "h2c"});
+    auto c = r.choice(e->value, key_path(path, "scheme"), keys::kSchemes);
     if (c) {
       u.scheme = static_cast<UpstreamScheme>(*c);
       if (u.scheme == UpstreamScheme::kHttps) default_port = 443;
@@ -146,7 +146,7 @@ std::optional<double> read_number(YamlReader& r, const YAML::Node& node, const s
 }
 
 bool load_affinity(YamlReader& r, const YAML::Node& node, const std::string& path, Upstream& u) {
-  auto f = r.map(node, path, {"bytes", "tokens", "max_load_factor"});
+  auto f = r.map(node, path, keys::kPrefixAffinity);
   if (!f) return false;
   PrefixAffinity a;
   a.ref = r.ref(node, path);
@@ -171,11 +171,11 @@ bool load_affinity(YamlReader& r, const YAML::Node& node, const std::string& pat
 }
 
 bool load_health(YamlReader& r, const YAML::Node& node, const std::string& path, Upstream& u) {
-  if (node.IsScalar() && node.Scalar() == "off") {
+  if (node.IsScalar() && node.Scalar() == keys::kOff[0]) {
     u.health.reset();
     return true;
   }
-  auto f = r.map(node, path, {"path", "interval", "timeout"});
+  auto f = r.map(node, path, keys::kHealth);
   if (!f) return false;
   HealthCheck h;
   h.ref = r.ref(node, path);
@@ -210,11 +210,11 @@ bool load_health(YamlReader& r, const YAML::Node& node, const std::string& path,
 }
 
 bool load_outlier(YamlReader& r, const YAML::Node& node, const std::string& path, Upstream& u) {
-  if (node.IsScalar() && node.Scalar() == "off") {
+  if (node.IsScalar() && node.Scalar() == keys::kOff[0]) {
     u.outlier.reset();
     return true;
   }
-  auto f = r.map(node, path, {"consecutive_failures", "base_ejection", "max_ejection"});
+  auto f = r.map(node, path, keys::kOutlier);
   if (!f) return false;
   OutlierDetection o;
   o.ref = r.ref(node, path);
@@ -252,7 +252,7 @@ bool load_load_report(YamlReader& r, const YAML::Node& node, const std::string& 
   std::string kind_path = path;
   std::optional<Fields> f;
   if (node.IsMap()) {
-    f = r.map(node, path, {"from", "interval", "stale_after"});
+    f = r.map(node, path, keys::kLoadReport);
     if (!f) return false;
     const Entry* from = f->get("from");
     if (!from) {
@@ -262,7 +262,7 @@ bool load_load_report(YamlReader& r, const YAML::Node& node, const std::string& 
     kind_node = &from->value;
     kind_path = key_path(path, "from");
   }
-  auto c = r.choice(*kind_node, kind_path, {"none", "cutline", "vllm"});
+  auto c = r.choice(*kind_node, kind_path, keys::kLoadReportKinds);
   if (!c) return false;
   l.kind = static_cast<LoadReportKind>(*c);
   bool ok = true;
@@ -310,8 +310,7 @@ bool load_pool_keys(YamlReader& r, const Fields& f, const std::string& path, boo
     u.outlier = OutlierDetection{};
   }
   if (auto* e = f.get("balance")) {
-    auto c = r.choice(e->value, key_path(path, "balance"),
-                      {"least_request", "load_aware", "round_robin"});
+    auto c = r.choice(e->value, key_path(path, "balance"), keys::kBalances);
     if (c)
       u.balance = static_cast<Balance>(*c);
     else

@@ -77,7 +77,7 @@ std::optional<HostPort> read_address(YamlReader& r, const YAML::Node& node,
 
 void load_listener_tls(YamlReader& r, const YAML::Node& node, const std::string& path,
                        Listener& l) {
-  auto f = r.map(node, path, {"cert", "key", "min_version"});
+  auto f = r.map(node, path, keys::kListenerTls);
   if (!f) return;
   ListenerTls tls;
   tls.ref = r.ref(node, path);
@@ -101,7 +101,7 @@ void load_listener_tls(YamlReader& r, const YAML::Node& node, const std::string&
     ok = false;
   }
   if (auto* e = f->get("min_version")) {
-    auto c = r.choice(e->value, key_path(path, "min_version"), {"1.2", "1.3"});
+    auto c = r.choice(e->value, key_path(path, "min_version"), keys::kTlsVersions);
     if (c)
       tls.min_version = *c == 0 ? TlsVersion::kTls12 : TlsVersion::kTls13;
     else
@@ -124,7 +124,7 @@ void load_listeners(YamlReader& r, const YAML::Node& node, Policy& p) {
   for (size_t i = 0; i < items->size(); ++i) {
     const YAML::Node& item = (*items)[i];
     const std::string path = index_path(base, i);
-    auto f = r.map(item, path, {"address", "tls"});
+    auto f = r.map(item, path, keys::kListener);
     if (!f) continue;
     Listener l;
     l.ref = r.ref(item, path);
@@ -151,7 +151,7 @@ void load_listeners(YamlReader& r, const YAML::Node& node, Policy& p) {
 }
 
 void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p) {
-  auto f = r.map(node, "admin", {"address", "token"});
+  auto f = r.map(node, "admin", keys::kAdmin);
   if (!f) return;
   AdminListener a;
   a.ref = r.ref(node, "admin");
@@ -251,7 +251,7 @@ bool parse_upstream_url(YamlReader& r, const YAML::Node& node, const std::string
 }
 
 bool load_spawn(YamlReader& r, const YAML::Node& node, const std::string& path, Upstream& u) {
-  auto f = r.map(node, path, {"command", "ready_timeout", "env"});
+  auto f = r.map(node, path, keys::kSpawn);
   if (!f) return false;
   Spawn s;
   s.ref = r.ref(node, path);
@@ -303,7 +303,7 @@ bool load_spawn(YamlReader& r, const YAML::Node& node, const std::string& path, 
 
 bool load_upstream_tls(YamlReader& r, const YAML::Node& node, const std::string& path,
                        Upstream& u) {
-  auto f = r.map(node, path, {"ca_file", "cert", "key", "server_name", "verify"});
+  auto f = r.map(node, path, keys::kUpstreamTls);
   if (!f) return false;
   bool ok = true;
   auto str = [&](std::string_view key, std::string& out) {
@@ -349,10 +349,7 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& op
   for (size_t i = 0; i < items->size(); ++i) {
     const YAML::Node& item = (*items)[i];
     const std::string path = index_path(base, i);
-    auto f = r.map(
-        item, path,
-        {"name", "url", "endpoints", "models", "protocol", "connect_timeout", "tls", "spawn",
-         "api_key", "headers", "balance", "prefix_affinity", "health", "outlier", "load_report"});
+    auto f = r.map(item, path, keys::kUpstream);
     if (!f) {
       all_ok = false;
       continue;
@@ -402,7 +399,7 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& op
     }
     if (auto* e = f->get("protocol")) {
       const std::string pp = key_path(path, "protocol");
-      if (auto c = r.choice(e->value, pp, {"auto", "http1", "h2"})) {
+      if (auto c = r.choice(e->value, pp, keys::kProtocols)) {
         u.protocol = static_cast<UpstreamProtocol>(*c);
         if (u.protocol == UpstreamProtocol::kHttp1 && u.scheme == UpstreamScheme::kH2c) {
           r.error(e->value, pp, "h2c:// upstreams speak HTTP/2; protocol http1 contradicts it");
@@ -514,11 +511,7 @@ void load_access_log(YamlReader& r, const YAML::Node& node, Policy& p) {
 }
 
 void load_limits(YamlReader& r, const YAML::Node& node, Policy& p) {
-  auto f =
-      r.map(node, "limits",
-            {"max_body_bytes", "max_header_bytes", "request_header_timeout", "request_body_timeout",
-             "max_connections", "max_request_memory_bytes", "http2_max_unfinished_streams",
-             "http2_max_buffered_request_bytes", "http2_max_resets_per_s"});
+  auto f = r.map(node, "limits", keys::kLimits);
   if (!f) return;
   Limits& l = p.limits;
   const auto integer = [&](const char* key, int64_t min, int64_t& out) {

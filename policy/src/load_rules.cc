@@ -24,7 +24,7 @@ bool token_char(char c) {
 
 void load_match(YamlReader& r, const YAML::Node& node, const std::string& path,
                 const References& refs, const Policy& p, Rule& rule) {
-  auto f = r.map(node, path, {"tenants", "models", "routes", "headers"});
+  auto f = r.map(node, path, keys::kMatch);
   rule.match.ref = r.ref(node, path);
   if (!f) return;
   if (auto* e = f->get("tenants")) {
@@ -126,9 +126,7 @@ std::optional<Limit> read_duration(YamlReader& r, const Fields& f, std::string_v
 }
 
 void load_budget(YamlReader& r, const YAML::Node& node, const std::string& path, Rule& rule) {
-  auto f = r.map(node, path,
-                 {"max_output_tokens", "tenant_tokens_per_minute", "global_tokens_per_minute",
-                  "on_pool_exhausted", "min_output_tokens", "adaptive", "max_choices"});
+  auto f = r.map(node, path, keys::kBudget);
   if (!f) return;
   Budget& b = rule.budget;
   b.max_choices = read_limit(r, *f, "max_choices", path, 1);
@@ -138,7 +136,7 @@ void load_budget(YamlReader& r, const YAML::Node& node, const std::string& path,
   b.on_pool_exhausted_ref = YamlRef{key_path(path, "on_pool_exhausted"), 0, 0};
   if (auto* e = f->get("on_pool_exhausted")) {
     const std::string kp = key_path(path, "on_pool_exhausted");
-    if (auto c = r.choice(e->value, kp, {"reject", "clamp"})) {
+    if (auto c = r.choice(e->value, kp, keys::kPoolExhausted)) {
       b.on_pool_exhausted = *c == 0 ? PoolExhausted::kReject : PoolExhausted::kClamp;
       b.on_pool_exhausted_ref = r.ref(e->value, kp);
     }
@@ -153,7 +151,7 @@ void load_budget(YamlReader& r, const YAML::Node& node, const std::string& path,
       for (size_t i = 0; i < items->size(); ++i) {
         const YAML::Node& item = (*items)[i];
         const std::string sp = index_path(ap, i);
-        auto sf = r.map(item, sp, {"when", "max_output_tokens"});
+        auto sf = r.map(item, sp, keys::kAdaptiveStep);
         if (!sf) continue;
         AdaptiveStep step;
         step.ref = r.ref(item, sp);
@@ -164,7 +162,7 @@ void load_budget(YamlReader& r, const YAML::Node& node, const std::string& path,
           ok = false;
         } else {
           const std::string wp = key_path(sp, "when");
-          auto wf = r.map(when->value, wp, {"queue_depth_gt"});
+          auto wf = r.map(when->value, wp, keys::kAdaptiveWhen);
           if (!wf) {
             ok = false;
           } else if (auto* q = wf->get("queue_depth_gt")) {
@@ -229,8 +227,7 @@ void load_budget(YamlReader& r, const YAML::Node& node, const std::string& path,
 
 void load_admission(YamlReader& r, const YAML::Node& node, const std::string& path, Rule& rule,
                     std::optional<Limit>& written_queue_depth) {
-  auto f =
-      r.map(node, path, {"max_concurrent", "queue_depth", "queue_timeout", "priority", "group"});
+  auto f = r.map(node, path, keys::kAdmission);
   if (!f) return;
   Admission& a = rule.admission;
   a.max_concurrent = read_limit(r, *f, "max_concurrent", path, 1);
@@ -238,7 +235,7 @@ void load_admission(YamlReader& r, const YAML::Node& node, const std::string& pa
   if (auto d = read_duration(r, *f, "queue_timeout", path)) a.queue_timeout_ms = *d;
   if (auto* e = f->get("priority")) {
     const std::string kp = key_path(path, "priority");
-    if (auto c = r.choice(e->value, kp, {"interactive", "batch"})) {
+    if (auto c = r.choice(e->value, kp, keys::kPriorities)) {
       a.priority = *c == 0 ? Priority::kInteractive : Priority::kBatch;
       a.priority_ref = r.ref(e->value, kp);
     }
@@ -249,16 +246,16 @@ void load_admission(YamlReader& r, const YAML::Node& node, const std::string& pa
 }
 
 void load_on_cut(YamlReader& r, const YAML::Node& node, const std::string& path, Rule& rule) {
-  auto f = r.map(node, path, {"mode", "finish_reason"});
+  auto f = r.map(node, path, keys::kOnCut);
   rule.on_cut.ref = r.ref(node, path);
   if (!f) return;
   if (auto* e = f->get("mode")) {
-    if (auto c = r.choice(e->value, key_path(path, "mode"), {"label", "error", "observe"})) {
+    if (auto c = r.choice(e->value, key_path(path, "mode"), keys::kCutModes)) {
       rule.on_cut.mode = *c == 0 ? CutMode::kLabel : *c == 1 ? CutMode::kError : CutMode::kObserve;
     }
   }
   if (auto* e = f->get("finish_reason")) {
-    if (auto c = r.choice(e->value, key_path(path, "finish_reason"), {"length", "cause"})) {
+    if (auto c = r.choice(e->value, key_path(path, "finish_reason"), keys::kFinishReasons)) {
       rule.on_cut.finish_reason = *c == 0 ? FinishReasonStyle::kLength : FinishReasonStyle::kCause;
     }
   }
@@ -316,9 +313,7 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
   for (size_t i = 0; i < items->size(); ++i) {
     const YAML::Node& item = (*items)[i];
     const std::string path = index_path(base, i);
-    auto f = r.map(item, path,
-                   {"name", "match", "upstream", "budget", "deadline", "ttft_timeout",
-                    "idle_timeout", "admission", "on_cut", "forward_client_key"});
+    auto f = r.map(item, path, keys::kRule);
     if (!f) continue;
     Rule rule;
     rule.index = p.rules.size();

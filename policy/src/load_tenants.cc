@@ -96,7 +96,7 @@ bool load_tenants(YamlReader& r, const YAML::Node& node, const LoadOptions& opti
   for (size_t i = 0; i < items->size(); ++i) {
     const YAML::Node& item = (*items)[i];
     const std::string path = index_path(base, i);
-    auto f = r.map(item, path, {"name", "api_keys"});
+    auto f = r.map(item, path, keys::kTenant);
     if (!f) {
       all_ok = false;
       continue;

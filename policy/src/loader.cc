@@ -27,9 +27,7 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
     r.error(root, "", "the file is empty: expected a map with listen, upstreams and policies");
     return;
   }
-  auto fields = r.map(root, "",
-                      {"listen", "admin", "upstreams", "tenants", "policies", "budget_store",
-                       "access_log", "limits", "passthrough", "trusted_proxies"});
+  auto fields = r.map(root, "", keys::kDocument);
   if (!fields) return;
   auto required = [&](std::string_view key) -> const detail::Entry* {
     const detail::Entry* e = fields->get(key);
@@ -52,7 +50,7 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
   if (auto* e = fields->get("access_log")) detail::load_access_log(r, e->value, p);
   if (auto* e = fields->get("limits")) detail::load_limits(r, e->value, p);
   if (auto* e = fields->get("passthrough")) {
-    if (auto c = r.choice(e->value, "passthrough", {"deny", "allow"})) {
+    if (auto c = r.choice(e->value, "passthrough", keys::kPassthroughModes)) {
       p.passthrough = *c == 0 ? PassthroughMode::kDeny : PassthroughMode::kAllow;
     }
   }

@@ -26,7 +26,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-std::string join(std::initializer_list<std::string_view> items) {
+std::string join(std::span<const std::string_view> items) {
   std::string out;
   for (auto it = items.begin(); it != items.end(); ++it) {
     if (it != items.begin()) out += ", ";
@@ -125,7 +125,7 @@ void YamlReader::error(const YamlRef& at, std::string message) {
 }
 
 std::optional<Fields> YamlReader::map(const YAML::Node& node, const std::string& path,
-                                      std::initializer_list<std::string_view> allowed) {
+                                      const keys::MapSpec& spec) {
   if (!node.IsMap()) {
     error(node, path, "expected a map, got " + std::string(describe(node)));
     return std::nullopt;
@@ -144,15 +144,15 @@ std::optional<Fields> YamlReader::map(const YAML::Node& node, const std::string&
       continue;
     }
     seen.push_back(name);
-    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+    if (spec.find(name) == nullptr) {
       std::string msg = "unknown key " + quote(name);
       std::string_view best;
       size_t best_distance = 3;  // suggest only close spellings
-      for (std::string_view a : allowed) {
-        size_t d = edit_distance(name, a);
+      for (const keys::KeySpec& k : spec.keys) {
+        size_t d = edit_distance(name, k.name);
         if (d < best_distance) {
           best_distance = d;
-          best = a;
+          best = k.name;
         }
       }
       if (!best.empty()) {
@@ -270,7 +270,7 @@ std::optional<bool> YamlReader::boolean(const YAML::Node& node, const std::strin
 }
 
 std::optional<size_t> YamlReader::choice(const YAML::Node& node, const std::string& path,
-                                         std::initializer_list<std::string_view> choices) {
+                                         std::span<const std::string_view> choices) {
   if (node.IsScalar()) {
     size_t i = 0;
     for (std::string_view c : choices) {

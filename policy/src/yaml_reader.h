@@ -5,8 +5,8 @@
 // Private to policy/src.
 
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "cutline/policy/keys.h"
 #include "cutline/policy/loader.h"
 #include "cutline/policy/source.h"
 
@@ -49,10 +50,10 @@ class YamlReader {
   void error(const YAML::Node& at, std::string_view path, std::string message);
   void error(const YamlRef& at, std::string message);
 
-  // A map's entries. Reports: not a map, duplicate keys, keys not in `allowed` (with a
-  // suggestion when one is close). Unknown keys are left out of the result.
+  // A map's entries. Reports: not a map, duplicate keys, keys not in `spec` (with a suggestion
+  // when one is close). Unknown keys are left out of the result.
   std::optional<Fields> map(const YAML::Node& node, const std::string& path,
-                            std::initializer_list<std::string_view> allowed);
+                            const keys::MapSpec& spec);
   // A list's items; reports a node that is not a list.
   std::optional<std::vector<YAML::Node>> list(const YAML::Node& node, const std::string& path);
 
@@ -65,9 +66,9 @@ class YamlReader {
   // A positive duration in ms ("500ms", "10s", "2m").
   std::optional<int64_t> duration(const YAML::Node& node, const std::string& path);
   std::optional<bool> boolean(const YAML::Node& node, const std::string& path);
-  // One of `choices`; returns its index.
+  // One of `choices` (an enum of keys.h); returns its index.
   std::optional<size_t> choice(const YAML::Node& node, const std::string& path,
-                               std::initializer_list<std::string_view> choices);
+                               std::span<const std::string_view> choices);
   // A list of non-empty strings (at least one).
   std::optional<std::vector<std::string>> string_list(const YAML::Node& node,
                                                       const std::string& path);

@@ -50,7 +50,8 @@ echo '{"model":"tiny","messages":[]}' >"$tmp/req.json"
 expect_help "--config --port --admin-port --drain-timeout Exit" "$gateway" --help
 expect_help "--model --kv-memory --drain-timeout" "$backend" --help
 expect_help "policy probe model" "$cutline" --help
-expect_help "check explain diff advise" "$cutline" policy --help
+expect_help "check explain diff advise schema" "$cutline" policy --help
+expect_help "JSON Schema" "$cutline" policy schema --help
 expect_help "FILE" "$cutline" policy check --help
 expect_help "--request --tenant --header" "$cutline" policy explain F --help
 expect_help "load switch" "$cutline" probe --help

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian package, built and inspected the way an operator meets it: cpack in a scratch
 # directory, dpkg-deb -I (control: Depends, maintainer scripts, conffiles) and -c (the files),
-# systemd-analyze verify on the units (where systemd-analyze exists; required when CI=true), then
+# cmake --install into a prefix (nothing outside it), systemd-analyze verify on the units (where
+# systemd-analyze exists; required when CI=true), then
 # the installed gateway run from the extracted tree (dpkg-deb -x) against the fake upstream until
 # a chat completion answers 200.
 # Usage: package_test.sh BUILD_DIR FAKE_UPSTREAM
@@ -36,9 +37,20 @@ for want in ./usr/bin/cutline-gateway ./usr/bin/cutline-backend ./usr/bin/cutlin
             ./usr/lib/systemd/system/cutline-backend.service \
             ./usr/share/cutline/grafana/cutline.json ./usr/share/cutline/prometheus/prometheus.yml \
             ./usr/share/cutline/prometheus/alerts.yml \
-            ./usr/share/cutline/policies/cutline.yaml; do
+            ./usr/share/cutline/policies/cutline.yaml ./usr/share/cutline/policy.schema.json; do
   grep -qE " $want\$" <<<"$files" || fail "dpkg-deb -c lacks $want"
 done
+# The config follows the install prefix's sysconfdir: /etc for the package's /usr, never /usr/etc.
+if grep -q " ./usr/etc/" <<<"$files"; then fail "the package puts configuration under /usr/etc"; fi
+
+# `cmake --install --prefix X` keeps everything under X, the config in X/etc/cutline (staged
+# under DESTDIR, so a path outside the prefix shows up here instead of on this machine).
+DESTDIR="$scratch/staged" cmake --install "$build" --prefix /opt/cutline >"$scratch/install.log" ||
+  { cat "$scratch/install.log"; fail "cmake --install failed"; }
+[[ -f "$scratch/staged/opt/cutline/etc/cutline/cutline.yaml" ]] ||
+  fail "cmake --install --prefix /opt/cutline did not put cutline.yaml in /opt/cutline/etc/cutline"
+outside=$(cd "$scratch/staged" && find . -mindepth 1 -maxdepth 1 ! -name opt)
+[[ -z "$outside" ]] || fail "cmake --install --prefix /opt/cutline wrote outside the prefix: $outside"
 
 root=$scratch/root
 dpkg-deb -x "$deb" "$root"

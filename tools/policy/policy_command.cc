@@ -3,6 +3,7 @@
 //   check:   prints every error (exit 1) or a summary of the policy (exit 0).
 //   explain: prints the Decision for an OpenAI request body, each number with the rule and YAML
 //            line that produced it (exit 0), or the policy's errors (exit 1).
+//   schema:  prints the policy file's JSON Schema (json_schema.h) for editors.
 //   diff:    what changes from OLD to NEW for which tenants and routes, in explain's words
 //            (exit 0), or the errors of either file (exit 1).
 // check and explain take --format json for pipelines: one JSON object on stdout, errors
@@ -26,6 +27,7 @@
 #include "cutline/policy/decision.h"
 #include "cutline/policy/diff.h"
 #include "cutline/policy/explain.h"
+#include "cutline/policy/json_schema.h"
 #include "cutline/policy/loader.h"
 #include "cutline/policy/policy_json.h"
 #include "cutline/proto/json_writer.h"
@@ -408,8 +410,18 @@ int run_policy(int argc, char** argv) {
                                                 : std::string();
       });
 
+  // Rendered from the table the loader checks keys against (keys.h).
+  CLI::App* schema = cli::add_command(
+      *app, "schema",
+      "Print the policy file's JSON Schema (draft-07) for editors: keys, types, enum values, "
+      "defaults, descriptions (deploy/policy.schema.json)");
+
   if (auto rc = cli::parse(*app, argc, argv)) return *rc;
   if (check->parsed()) return run_check(check_file, check_format);
+  if (schema->parsed()) {
+    std::fputs(policy_json_schema().c_str(), stdout);
+    return 0;
+  }
   if (diff_cmd->parsed()) return run_diff(diff_before, diff_after);
   if (advise->parsed()) return run_advise(advise_log, *parse_rate(advise_rate), advise_policy);
   for (std::string_view h : header_args) {

@@ -1,10 +1,12 @@
 // `cutline policy check|explain --format json` (parsed back as a CI pipeline would) and
-// `cutline policy diff OLD NEW`, run through the command's entry point with stdout captured.
+// `cutline policy diff OLD NEW` and `cutline policy schema`, run through the command's entry point
+// with stdout captured.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -258,6 +260,29 @@ TEST(PolicyAdvise, AnEmptyTruncatedOrForeignLogSaysSoAndExits2) {
   r = run_capturing_stderr({"advise", write_temp("ok.log", log), "--target-cut-rate", "120%"}, err);
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(err.find("--target-cut-rate"), std::string::npos) << err;
+}
+
+TEST(PolicyCommand, SchemaPrintsTheCheckedInFile) {
+  Outcome r = run({"schema"});
+  ASSERT_EQ(r.rc, 0);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  std::string_view draft;
+  ASSERT_EQ(doc["$schema"].get(draft), simdjson::SUCCESS);
+  EXPECT_EQ(draft, "http://json-schema.org/draft-07/schema#");
+  bool closed = true;
+  ASSERT_EQ(doc["additionalProperties"].get(closed), simdjson::SUCCESS);
+  EXPECT_FALSE(closed);  // unknown top-level keys are refused, as the loader refuses them
+
+  std::ifstream in(std::string(CUTLINE_SOURCE_DIR) + "/deploy/policy.schema.json",
+                   std::ios::binary);
+  ASSERT_TRUE(in);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(r.out == file)
+      << "deploy/policy.schema.json differs from `cutline policy schema` (the key table in "
+         "policy/src/keys.cc changed); regenerate it: build/tools/cutline policy schema > "
+         "deploy/policy.schema.json";
 }
 
 }  // namespace
