@@ -1,0 +1,255 @@
+// Scale-out in front of real Cutline backends: two cutline-gateway replicas share one
+// redis-server and an upstream pool of two cutline-backend processes and one OpenAI-compatible
+// upstream that is no Cutline backend (the scripted fake: it reports nothing at
+// /v1/cutline/state, as a vLLM would not). Each backend holds one of two synthesized models
+// resident (room for one only), reported in its /v1/cutline/state: a request for model-b goes to
+// the backend where model-b is resident; the backend killed mid-stream ends its stream
+// upstream_disconnect (labeled, not retried) and the next requests go elsewhere; and the global
+// token pool is never overspent across the two replicas. Fails under CI=true when redis-server
+// is missing.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/ci.h"
+#include "../support/redis_server.h"
+#include "backend_harness.h"
+#include "gateway_harness.h"
+
+namespace cutline::test {
+namespace {
+
+std::string label_of(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+// The record's "endpoints" list in an answer (stream or body): the text between its brackets.
+std::string endpoints_of(const std::string& answer) {
+  const size_t at = answer.rfind("\"endpoints\":[");
+  if (at == std::string::npos) return "";
+  return answer.substr(at, answer.find(']', at) - at);
+}
+
+std::string chat_body(const std::string& model, const std::string& prompt, bool stream,
+                      int max_tokens) {
+  return R"({"model":")" + model + R"(","max_tokens":)" + std::to_string(max_tokens) +
+         R"(,"ignore_eos":true,"stream":)" + (stream ? "true" : "false") +
+         R"(,"messages":[{"role":"user","content":")" + prompt + R"("}]})";
+}
+
+class GatewayScaleOutBackends : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!redis_.start()) {
+      if (running_in_ci()) FAIL() << "CI=true but redis-server could not start: " << redis_.error();
+      GTEST_SKIP() << redis_.error();
+    }
+    // Two models of one shape (other weights), large enough that a 1000-token stream lasts a
+    // while; each backend's weights budget holds one of them.
+    model::SynthOptions o;
+    o.layers = 4;
+    o.dim = 256;
+    o.heads = 4;
+    o.kv_heads = 2;
+    const std::string a = synth_model(backends_[0].dir(), "model-a", o);
+    o.seed = 2;
+    const std::string b = synth_model(backends_[0].dir(), "model-b", o);
+    ASSERT_FALSE(a.empty() || b.empty());
+    std::error_code ec;
+    const std::string budget = std::to_string(std::filesystem::file_size(a, ec) + 100 * 1024);
+    // The first --model is the one loaded at start-up: model-a on backend 0, model-b on 1.
+    ASSERT_TRUE(backends_[0].start(
+        {"--model", "model-a=" + a, "--model", "model-b=" + b, "--weights-memory", budget}))
+        << backends_[0].stderr_text();
+    ASSERT_TRUE(backends_[1].start(
+        {"--model", "model-b=" + b, "--model", "model-a=" + a, "--weights-memory", budget}))
+        << backends_[1].stderr_text();
+    const std::string dir = backends_[0].dir();
+    other_.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, dir + "/other.out",
+                 dir + "/other.err");
+    ASSERT_TRUE(
+        wait_for([&] { return read_file(dir + "/other.out").find('\n') != std::string::npos; }));
+    other_port_ = static_cast<uint16_t>(std::atoi(read_file(dir + "/other.out").c_str() + 5));
+  }
+
+  // Both replicas on one policy: pool "pool" of the three endpoints (least_request, residency
+  // from the backends' reports, health checks, outlier ejection), `budget` as the rule's section.
+  bool start_gateways(const std::string& budget) {
+    const std::string endpoints = "[\"http://" + label_of(backends_[0].port()) + "\", \"http://" +
+                                  label_of(backends_[1].port()) + "\", \"http://" +
+                                  label_of(other_port_) + "\"]";
+    auto yaml = [&](uint16_t, const std::string& log) {
+      return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
+             "access_log: " +
+             log + "\nbudget_store: redis://127.0.0.1:" + std::to_string(redis_.port()) +
+             "\nupstreams:\n  - name: pool\n    models: [\"model-*\"]\n    endpoints: " +
+             endpoints +
+             "\n    load_report: {from: cutline, interval: 100ms, stale_after: 2s}\n"
+             "    health: {path: /healthz, interval: 200ms, timeout: 150ms}\n"
+             "    outlier: {consecutive_failures: 1, base_ejection: 5s}\n"
+             "policies:\n  - name: default\n    match: {}\n" +
+             budget;
+    };
+    for (auto* g : {&a_, &b_}) {
+      g->gateway_args = {"--upstream-error-detail"};  // answers name their endpoints
+      if (!g->start(yaml)) {
+        error_ = g->error;
+        return false;
+      }
+    }
+    // Both replicas have both backends' reports (the other upstream has none to give).
+    return wait_for(
+        [&] {
+          for (auto* g : {&a_, &b_}) {
+            auto r = proto::http_fetch(g->admin_url("/v1/cutline/upstreams"), "GET", {}, "", 2000);
+            if (!r.ok()) return false;
+            size_t n = 0;
+            for (size_t at = r->body.find("\"resident_models\""); at != std::string::npos;
+                 at = r->body.find("\"resident_models\"", at + 1)) {
+              ++n;
+            }
+            if (n < 2) return false;
+          }
+          return true;
+        },
+        10000);
+  }
+
+  // True when `label` is ejected or failing health checks in both replicas.
+  bool avoided_by_both(const std::string& label) {
+    for (auto* g : {&a_, &b_}) {
+      auto r = proto::http_fetch(g->admin_url("/v1/cutline/upstreams"), "GET", {}, "", 2000);
+      if (!r.ok()) return false;
+      const size_t at = r->body.find("\"address\":\"" + label + "\"");
+      if (at == std::string::npos) return false;
+      const size_t end = r->body.find("\"address\"", at + 1);
+      const std::string entry = r->body.substr(at, end == std::string::npos ? end : end - at);
+      if (entry.find("\"ejected\":true") == std::string::npos &&
+          entry.find("\"healthy\":false") == std::string::npos) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::string ask(GatewayEnv& g, const std::string& model, const std::string& prompt) {
+    auto r = proto::http_fetch(g.url("/v1/chat/completions"), "POST",
+                               {{"Content-Type", "application/json"}},
+                               chat_body(model, prompt, false, 4), 20000);
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r.ok() ? r->status : 0, 200) << (r.ok() ? r->body : "");
+    return r.ok() ? r->body : std::string();
+  }
+
+  RedisServer redis_;
+  Backend backends_[2];
+  Process other_;
+  uint16_t other_port_ = 0;
+  GatewayEnv a_, b_;
+  std::string error_;
+};
+
+TEST_F(GatewayScaleOutBackends, ResidentModelChoosesTheBackendAndAKilledOneIsLeft) {
+  ASSERT_TRUE(start_gateways("")) << error_;
+  const std::string holder = label_of(backends_[1].port());  // model-b resident there
+  for (int i = 0; i < 4; ++i) {
+    const std::string body = ask(i % 2 ? b_ : a_, "model-b", "b " + std::to_string(i));
+    EXPECT_NE(endpoints_of(body).find(holder), std::string::npos) << body;
+    EXPECT_NE(body.find("\"routed_cold\":false"), std::string::npos) << body;
+    EXPECT_NE(body.find("\"model_state\":\"resident\""), std::string::npos) << body;
+    const std::string a = ask(i % 2 ? a_ : b_, "model-a", "a " + std::to_string(i));
+    EXPECT_NE(endpoints_of(a).find(label_of(backends_[0].port())), std::string::npos) << a;
+  }
+
+  // A long model-b stream relays from its backend; the backend dies under it.
+  RawClient stream(a_.port);
+  ASSERT_TRUE(stream.connected());
+  stream.post("/v1/chat/completions", chat_body("model-b", "a long answer", true, 1000));
+  ASSERT_NE(stream.read_until("\"content\":\"", 20000).find("\"content\":\""), std::string::npos);
+  backends_[1].signal(SIGKILL);
+  const std::string got = stream.read_until("[DONE]", 20000);
+  ASSERT_NE(got.find("[DONE]"), std::string::npos) << got.substr(0, 400);
+  const size_t record = got.rfind("\"cutline\":");
+  ASSERT_NE(record, std::string::npos) << got.substr(got.size() > 600 ? got.size() - 600 : 0);
+  const std::string tail = got.substr(record);
+  EXPECT_NE(tail.find("\"cause\":\"upstream_disconnect\""), std::string::npos) << tail;
+  EXPECT_NE(tail.find("\"attempts\":1"), std::string::npos) << tail;  // never retried after tokens
+  EXPECT_NE(endpoints_of(tail).find(holder), std::string::npos) << tail;
+
+  // Both replicas stop sending to it; model-b is resident nowhere now, so its requests go
+  // elsewhere, marked routed_cold until the surviving backend has loaded it (evicting model-a)
+  // and reported it resident.
+  ASSERT_TRUE(wait_for([&] { return avoided_by_both(holder); }, 5000));
+  int cold = 0, survivor = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string body = ask(i % 2 ? b_ : a_, "model-b", "after " + std::to_string(i));
+    EXPECT_EQ(endpoints_of(body).find(holder), std::string::npos) << body;
+    EXPECT_NE(body.find("\"attempts\":1"), std::string::npos) << body;
+    if (body.find("\"routed_cold\":true") != std::string::npos) ++cold;
+    if (endpoints_of(body).find(label_of(backends_[0].port())) != std::string::npos) ++survivor;
+  }
+  std::printf("model-b after the kill: %d of 8 routed cold, %d to the surviving backend\n", cold,
+              survivor);
+  EXPECT_GE(cold, 1);
+  a_.stop();
+  b_.stop();
+}
+
+TEST_F(GatewayScaleOutBackends, TheGlobalPoolIsNeverOverspentAcrossReplicas) {
+  // 600 tokens per minute, 100 per request (ignore_eos: all used): about 6 requests.
+  ASSERT_TRUE(
+      start_gateways("    budget:\n      max_output_tokens: 100\n"
+                     "      global_tokens_per_minute: 600\n"
+                     "      on_pool_exhausted: reject\n"))
+      << error_;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<int> served{0}, refused{0}, other{0};
+  std::atomic<int64_t> tokens{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      GatewayEnv& g = i % 2 ? b_ : a_;
+      auto r = proto::http_fetch(
+          g.url("/v1/chat/completions"), "POST", {{"Content-Type", "application/json"}},
+          chat_body(i % 4 < 2 ? "model-a" : "model-b", "pool " + std::to_string(i), false, 100),
+          30000);
+      if (!r.ok()) {
+        ++other;
+      } else if (r->status == 200) {
+        ++served;
+        const size_t at = r->body.find("\"output_tokens\":");
+        if (at != std::string::npos) tokens += std::atoll(r->body.c_str() + at + 16);
+      } else if (r->status == 429 &&
+                 r->body.find("global_tokens_per_minute") != std::string::npos) {
+        ++refused;
+      } else {
+        ++other;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // What the bucket can have given: its 600 plus the refill (10 per second) meanwhile.
+  const double budget = 600 + 10 * elapsed_s;
+  std::printf("%d served (%lld tokens), %d refused in %.1f s; the pool could give %.0f\n",
+              served.load(), static_cast<long long>(tokens.load()), refused.load(), elapsed_s,
+              budget);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(served + refused, 16);
+  EXPECT_GE(served.load(), 5);  // the pool was shared, not refused wholesale
+  EXPECT_LE(served * 100, budget) << served << " served in " << elapsed_s << " s";
+  EXPECT_LE(static_cast<double>(tokens.load()), budget);
+  a_.stop();
+  b_.stop();
+}
+
+}  // namespace
+}  // namespace cutline::test
