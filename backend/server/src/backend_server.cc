@@ -440,9 +440,11 @@ void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Le
   const proto::ParsedRequest& parsed = pending->parsed;
   params.id = next_request_id(parsed.endpoint);
   params.requested_max_tokens = parsed.requested_max_tokens();
-  auto add = build_add_request(parsed, served.text_info(), params.id, detail);
+  ToolCallOptions tool_calls;
+  auto add = build_add_request(parsed, served.text_info(), params.id, detail, &tool_calls);
   if (!add.ok()) return refuse(add.error());
   CompletionParams cp;
+  cp.tools = std::move(tool_calls);
   cp.endpoint = parsed.endpoint;
   cp.stream = parsed.stream;
   cp.include_usage = parsed.include_usage;
