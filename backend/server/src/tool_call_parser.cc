@@ -102,10 +102,11 @@ void ToolCallParser::push(std::string_view text, std::string& content,
     }
     const size_t open = held_.find(kOpen);
     if (open != std::string::npos) {
-      // White space right before a block is dropped.
+      // White space right before a block waits: dropped before a call, kept before text.
       size_t end = open;
       while (end > 0 && is_space(held_[end - 1])) --end;
       content.append(held_, 0, end);
+      block_space_.assign(held_, end, open - end);
       held_.erase(0, open + kOpen.size());
       in_block_ = true;
       continue;
@@ -122,10 +123,12 @@ void ToolCallParser::close_block(std::string_view block, std::string& content,
                                  std::vector<ParsedToolCall>& calls) {
   ParsedToolCall call;
   if (!parse_tool_call_json(block, call.name, call.arguments)) {
-    content.append(kOpen).append(block).append(kClose);
+    content.append(block_space_).append(kOpen).append(block).append(kClose);
+    block_space_.clear();
     after_call_ = false;
     return;
   }
+  block_space_.clear();
   after_call_ = true;
   if (!parallel_ && next_index_ > 0) return;
   call.index = next_index_++;
@@ -135,7 +138,8 @@ void ToolCallParser::close_block(std::string_view block, std::string& content,
 
 void ToolCallParser::finish(std::string& content) {
   if (in_block_) {
-    content.append(kOpen);
+    content.append(block_space_).append(kOpen);
+    block_space_.clear();
     in_block_ = false;
   }
   if (!after_call_ || held_.find_first_not_of(" \n\r\t") != std::string::npos)

@@ -96,7 +96,7 @@ TEST(ToolCallParser, AValidCallBesideAMalformedOneKeepsBoth) {
 
 TEST(ToolCallParser, AnUnclosedCallAtTheEndIsContent) {
   Output out = run({"Wait <tool_call>\n{\"name\": \"f\", \"argu"});
-  EXPECT_EQ(out.content, "Wait<tool_call>\n{\"name\": \"f\", \"argu");
+  EXPECT_EQ(out.content, "Wait <tool_call>\n{\"name\": \"f\", \"argu");
   EXPECT_TRUE(out.calls.empty());
   Output partial = run({"ends with <tool_c"});
   EXPECT_EQ(partial.content, "ends with <tool_c");

@@ -10,7 +10,7 @@
 // call {id, name, arguments} when its JSON is an object with a string "name" and an "arguments"
 // object (its JSON text, minified, is the OpenAI arguments string), or, malformed, its whole text
 // goes out as content, nothing lost. A block still open when the output ends is content too.
-// White space right before, between and after blocks is dropped.
+// White space right before, between and after calls is dropped.
 //
 // Who calls it: CompletionWriter (streaming: per text event; non-streaming: over the whole text).
 // Not thread-safe; one per response.
@@ -53,6 +53,7 @@ class ToolCallParser {
   bool in_block_ = false;
   bool after_call_ = false;  // a block closed: whitespace before the next text is dropped
   std::string held_;         // text not yet decided (a block, or a possible "<tool_call>" start)
+  std::string block_space_;  // the white space before the open block (content if it fails)
   bool parallel_ = true;
   std::function<std::string()> make_id_;
   int64_t next_index_ = 0;
