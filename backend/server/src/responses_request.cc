@@ -212,7 +212,9 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body,
   if (auto st = read_limits(obj, r, detail); !st.ok()) return std::move(st).error();
   dom::array tools;
   if (obj.at_key("tools").get_array().get(tools) == SUCCESS && tools.size() > 0)
-    return refuse(detail, "tools", "tools are not supported by this backend",
+    return refuse(detail, "tools",
+                  "tools are not supported on /v1/responses by this backend; tool calling is "
+                  "served on /v1/chat/completions",
                   ErrorKind::kUnsupported);
   if (obj.at_key("previous_response_id").get(e) == SUCCESS && !e.is_null())
     return refuse(detail, "previous_response_id",
