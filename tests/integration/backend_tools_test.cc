@@ -130,5 +130,32 @@ TEST_F(BackendTools, WhatCannotBeHonouredIs400NamingTheField) {
   EXPECT_EQ(none->status, 200) << none->body;
 }
 
+TEST_F(BackendTools, ResponsesApiServesFunctionCalling) {
+  const std::string body =
+      R"({"model":"tiny","tools":[{"type":"function","name":"get_weather","parameters":{}}],)"
+      R"("input":[{"role":"user","content":"Weather?"},)"
+      R"({"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{}"},)"
+      R"({"type":"function_call_output","call_id":"c1","output":"18C"}],)"
+      R"("max_output_tokens":8,"seed":5)";
+  auto whole = qwen_->post("/v1/responses", body + "}");
+  ASSERT_TRUE(whole.ok());
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  EXPECT_EQ(json_string(whole->body, "/object"), "response");
+  EXPECT_EQ(json_string(whole->body, "/output/0/type"), "message");
+  auto streamed =
+      qwen_->post("/v1/responses", body + R"(,"tool_choice":"required","stream":true})");
+  ASSERT_TRUE(streamed.ok());
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  const auto frames = sse_data(streamed->body);
+  ASSERT_FALSE(frames.empty());
+  const std::string last = json_string(frames.back(), "/type");
+  EXPECT_TRUE(last == "response.completed" || last == "response.incomplete") << last;
+
+  auto refused = chatml_->post("/v1/responses", body + "}");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_EQ(json_string(refused->body, "/error/param"), "tools");
+}
+
 }  // namespace
 }  // namespace cutline::test

@@ -1,6 +1,5 @@
 #include "cutline/server/completion_writer.h"
 
-#include <random>
 #include <utility>
 
 #include "cutline/proto/json_writer.h"
@@ -11,16 +10,6 @@
 namespace cutline::server {
 
 namespace {
-
-std::function<std::string()> random_call_ids() {
-  return [rng = std::mt19937_64(std::random_device{}())]() mutable {
-    constexpr std::string_view kAlphabet =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    std::string id = "call_";
-    for (int i = 0; i < 24; ++i) id.push_back(kAlphabet[rng() % kAlphabet.size()]);
-    return id;
-  };
-}
 
 // The envelope of a chat chunk whose delta is `delta` (a JSON object).
 std::string chat_delta_chunk(const CompletionParams& p, std::string_view delta) {
@@ -51,7 +40,7 @@ CompletionWriter::CompletionWriter(CompletionParams params, const model::Tokeniz
     : params_(std::move(params)), tokenizer_(tokenizer), columns_(tokenizer) {
   if (params_.tools.parse && chat()) {
     tool_parser_.emplace(params_.tools.forced_prefix, params_.tools.parallel,
-                         params_.make_call_id ? params_.make_call_id : random_call_ids());
+                         params_.make_call_id ? params_.make_call_id : random_tool_call_ids());
   }
 }
 

@@ -1,5 +1,6 @@
 #include "cutline/server/tool_call_parser.h"
 
+#include <random>
 #include <utility>
 
 #include <simdjson.h>
@@ -53,6 +54,16 @@ bool unfinished_json(std::string_view json) {
 }
 
 }  // namespace
+
+std::function<std::string()> random_tool_call_ids() {
+  return [rng = std::mt19937_64(std::random_device{}())]() mutable {
+    constexpr std::string_view kAlphabet =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    std::string id = "call_";
+    for (int i = 0; i < 24; ++i) id.push_back(kAlphabet[rng() % kAlphabet.size()]);
+    return id;
+  };
+}
 
 bool parse_tool_call_json(std::string_view json, std::string& name, std::string& arguments) {
   simdjson::dom::parser parser;

@@ -59,6 +59,9 @@ class ToolCallParser {
   int64_t next_index_ = 0;
 };
 
+// Call ids as OpenAI's look: "call_" and 24 random letters and digits (seeded per response).
+std::function<std::string()> random_tool_call_ids();
+
 // Parses one block's inside ({"name": ..., "arguments": {...}}); false when malformed.
 bool parse_tool_call_json(std::string_view json, std::string& name, std::string& arguments);
 
