@@ -92,7 +92,7 @@ struct ChatToolCall {
 struct ChatMessage {
   // "system" | "user" | "assistant", and "tool" where supports_tools() (others are kBadRequest)
   std::string role;
-  std::string content;                   // empty for a null content
+  std::string content;                        // empty for a null content
   std::vector<ChatToolCall> tool_calls = {};  // assistant messages only
 };
 
