@@ -29,6 +29,8 @@ if [[ "$selection" == test ]]; then
     redis-server nginx-light wrk nghttp2-client clang systemd
     # tokenizer tests: PCRE2 as the pre-tokenizer oracle, the Unicode data the tables come from
     libpcre2-dev unicode-data python3
+    # tool-calling prompt test: the reference-style chat templates rendered with Jinja2
+    python3-jinja2
     # metrics tests: promtool (check metrics, check/test rules) and a real Prometheus server
     prometheus
     # the policy's JSON Schema: every shipped policy validates against it

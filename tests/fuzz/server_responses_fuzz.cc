@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (r->model.empty() || r->messages.empty()) std::abort();
   for (const auto& m : r->messages)
-    if (m.role != "user" && m.role != "assistant" && m.role != "system") std::abort();
+    if (m.role != "user" && m.role != "assistant" && m.role != "system" && m.role != "tool")
+      std::abort();
   if (r->max_output_tokens &&
       (*r->max_output_tokens < 1 || *r->max_output_tokens > proto::kMaxTokensLimit))
     std::abort();

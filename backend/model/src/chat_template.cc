@@ -30,7 +30,12 @@ constexpr NamedKind kNames[] = {
     {"phi-4-mini", ChatTemplateKind::kPhi4Mini},
     {"qwen3", ChatTemplateKind::kQwen3},
     {"qwen3-no-think", ChatTemplateKind::kQwen3NoThink},
+    {"qwen2.5", ChatTemplateKind::kQwen25},
+    {"qwen-2.5", ChatTemplateKind::kQwen25},
 };
+
+constexpr std::string_view kQwen25DefaultSystem =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -56,12 +61,26 @@ class Builder {
   RenderedChat chat_;
 };
 
-Status check_roles(std::span<const ChatMessage> messages) {
+Status check_roles(ChatTemplateKind kind, std::span<const ChatMessage> messages) {
+  const bool tools = supports_tools(kind);
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
-    if (r != "system" && r != "user" && r != "assistant") {
-      return make_error(ErrorKind::kBadRequest, "message " + std::to_string(i) + " has role '" + r +
-                                                    "', expected system, user or assistant");
+    if (r == "tool" && !tools) {
+      return make_error(ErrorKind::kBadRequest,
+                        "message " + std::to_string(i) + " has role 'tool', but chat template " +
+                            std::string(to_string(kind)) + " has no tool calling");
+    }
+    if (!messages[i].tool_calls.empty() && (!tools || r != "assistant")) {
+      return make_error(ErrorKind::kBadRequest,
+                        "message " + std::to_string(i) + " has tool_calls, which chat template " +
+                            std::string(to_string(kind)) + " cannot render" +
+                            (tools ? " outside an assistant message" : ""));
+    }
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
+      return make_error(ErrorKind::kBadRequest,
+                        "message " + std::to_string(i) + " has role '" + r +
+                            "', expected system, " +
+                            (tools ? "user, assistant or tool" : "user or assistant"));
     }
   }
   return {};
@@ -201,42 +220,142 @@ std::string_view strip_newlines(std::string_view s, bool left, bool right) {
   return s;
 }
 
-// Qwen3: ChatML, with the reasoning in assistant turns handled as its template does.
-void render_qwen3(std::span<const ChatMessage> messages, bool gen, bool thinking, Builder& b) {
-  // The last user message (as the template's ns.last_query_index: the last index without one).
-  size_t last_query = messages.empty() ? 0 : messages.size() - 1;
-  for (size_t i = messages.size(); i-- > 0;) {
-    if (messages[i].role == "user") {
-      last_query = i;
-      break;
-    }
+// The system turn that lists the tools (Qwen2.5 and Qwen3 word it the same; Qwen2.5 always has a
+// system text, Qwen3 only the client's).
+void render_tools_system(std::string_view system, const std::vector<std::string>& tools,
+                         Builder& b) {
+  std::string text = "system\n" + std::string(system) +
+                     "# Tools\n\nYou may call one or more functions to assist with the user "
+                     "query.\n\nYou are provided with function signatures within <tools></tools> "
+                     "XML tags:\n<tools>";
+  for (const std::string& tool : tools) text += "\n" + tool;
+  text +=
+      "\n</tools>\n\nFor each function call, return a json object with function name and "
+      "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+      "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+  b.special("<|im_start|>");
+  b.text(text);
+  b.special("<|im_end|>");
+  b.text("\n");
+}
+
+// Each call as <tool_call>\n{"name": "...", "arguments": {...}}\n</tool_call>; `newline_first`
+// puts "\n" before the first one too.
+std::string tool_calls_text(const std::vector<ChatToolCall>& calls, bool newline_first) {
+  std::string out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i > 0 || newline_first) out += "\n";
+    out += "<tool_call>\n{\"name\": \"" + calls[i].name +
+           "\", \"arguments\": " + calls[i].arguments + "}\n</tool_call>";
   }
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    std::string_view content = m.content;
+  return out;
+}
+
+// A run of tool messages is one user turn of <tool_response> blocks.
+void render_tool_message(std::span<const ChatMessage> messages, size_t i, Builder& b) {
+  if (i == 0 || messages[i - 1].role != "tool") {
     b.special("<|im_start|>");
-    if (m.role != "assistant") {
-      b.text(m.role + "\n" + m.content);
+    b.text("user");
+  }
+  b.text("\n<tool_response>\n" + messages[i].content + "\n</tool_response>");
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") {
+    b.special("<|im_end|>");
+    b.text("\n");
+  }
+}
+
+// Qwen2.5: ChatML with a default system prompt, Hermes-style tools.
+void render_qwen25(std::span<const ChatMessage> messages, const ChatRenderOptions& o, Builder& b) {
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  const std::string_view system = has_system ? messages[0].content : kQwen25DefaultSystem;
+  if (!o.tools.empty()) {
+    render_tools_system(std::string(system) + "\n\n", o.tools, b);
+  } else {
+    b.special("<|im_start|>");
+    b.text("system\n" + std::string(system));
+    b.special("<|im_end|>");
+    b.text("\n");
+  }
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      render_tool_message(messages, i, b);
+      continue;
+    }
+    b.special("<|im_start|>");
+    if (m.role == "assistant" && !m.tool_calls.empty()) {
+      b.text("assistant" + (m.content.empty() ? std::string() : "\n" + m.content) +
+             tool_calls_text(m.tool_calls, true));
     } else {
-      std::string_view reasoning;
-      if (size_t end = content.find("</think>"); end != std::string_view::npos) {
-        reasoning = strip_newlines(content.substr(0, end), false, true);
-        if (size_t open = reasoning.rfind("<think>"); open != std::string_view::npos)
-          reasoning = reasoning.substr(open + 7);
-        reasoning = strip_newlines(reasoning, true, false);
-        content = strip_newlines(content.substr(content.rfind("</think>") + 8), true, false);
-      }
-      if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
-        b.text("assistant\n<think>\n" + std::string(strip_newlines(reasoning, true, true)) +
-               "\n</think>\n\n" + std::string(strip_newlines(content, true, false)));
-      } else {
-        b.text("assistant\n" + std::string(content));
-      }
+      b.text(m.role + "\n" + m.content);
     }
     b.special("<|im_end|>");
     b.text("\n");
   }
-  if (gen) {
+  if (o.add_generation_prompt) {
+    b.special("<|im_start|>");
+    b.text("assistant\n");
+  }
+}
+
+bool is_tool_response_text(std::string_view s) {
+  return s.starts_with("<tool_response>") && s.ends_with("</tool_response>");
+}
+
+// Qwen3's assistant turn: the reasoning in <think>...</think> is dropped before the last user
+// query and kept (normalized) after it; tool calls follow the content.
+std::string qwen3_assistant_text(const ChatMessage& m, bool after_last_query, bool last) {
+  std::string_view content = m.content;
+  std::string_view reasoning;
+  if (size_t end = content.find("</think>"); end != std::string_view::npos) {
+    reasoning = strip_newlines(content.substr(0, end), false, true);
+    if (size_t open = reasoning.rfind("<think>"); open != std::string_view::npos)
+      reasoning = reasoning.substr(open + 7);
+    reasoning = strip_newlines(reasoning, true, false);
+    content = strip_newlines(content.substr(content.rfind("</think>") + 8), true, false);
+  }
+  std::string out;
+  if (after_last_query && (last || !reasoning.empty())) {
+    out = "assistant\n<think>\n" + std::string(strip_newlines(reasoning, true, true)) +
+          "\n</think>\n\n" + std::string(strip_newlines(content, true, false));
+  } else {
+    out = "assistant\n" + std::string(content);
+  }
+  return out + tool_calls_text(m.tool_calls, !content.empty());
+}
+
+// Qwen3: ChatML, with the reasoning in assistant turns handled as its template does.
+void render_qwen3(std::span<const ChatMessage> messages, const ChatRenderOptions& o, bool thinking,
+                  Builder& b) {
+  // The template's ns.last_query_index: the last user message that is not a wrapped tool
+  // response, else the last index.
+  size_t last_query = messages.empty() ? 0 : messages.size() - 1;
+  for (size_t i = messages.size(); i-- > 0;) {
+    if (messages[i].role == "user" && !is_tool_response_text(messages[i].content)) {
+      last_query = i;
+      break;
+    }
+  }
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  if (!o.tools.empty())
+    render_tools_system(has_system ? messages[0].content + "\n\n" : std::string(), o.tools, b);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (i == 0 && has_system && !o.tools.empty()) continue;
+    if (m.role == "tool") {
+      render_tool_message(messages, i, b);
+      continue;
+    }
+    b.special("<|im_start|>");
+    if (m.role != "assistant") {
+      b.text(m.role + "\n" + m.content);
+    } else {
+      b.text(qwen3_assistant_text(m, i > last_query, i + 1 == messages.size()));
+    }
+    b.special("<|im_end|>");
+    b.text("\n");
+  }
+  if (o.add_generation_prompt) {
     b.special("<|im_start|>");
     b.text(thinking ? "assistant\n" : "assistant\n<think>\n\n</think>\n\n");
   }
@@ -287,6 +406,11 @@ std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+bool supports_tools(ChatTemplateKind kind) {
+  return kind == ChatTemplateKind::kQwen25 || kind == ChatTemplateKind::kQwen3 ||
+         kind == ChatTemplateKind::kQwen3NoThink;
+}
+
 ChatTemplateKind with_thinking(ChatTemplateKind kind, bool enable_thinking) {
   if (kind == ChatTemplateKind::kQwen3 || kind == ChatTemplateKind::kQwen3NoThink)
     return enable_thinking ? ChatTemplateKind::kQwen3 : ChatTemplateKind::kQwen3NoThink;
@@ -301,6 +425,8 @@ DetectedChatTemplate detect_chat_template(std::string_view src) {
   if (has("<|start_header_id|>")) return {ChatTemplateKind::kLlama3, {}};
   if (has("<|im_sep|>")) return {ChatTemplateKind::kPhi4, {}};
   if (has("<|im_start|>") && has("</think>")) return {ChatTemplateKind::kQwen3, {}};
+  if (has("<|im_start|>") && has("You are Qwen, created by Alibaba Cloud"))
+    return {ChatTemplateKind::kQwen25, {}};
   if (has("<|im_start|>")) return {ChatTemplateKind::kChatMl, {}};
   if (has("<start_of_turn>")) return {ChatTemplateKind::kGemma, {}};
   if (has("<|assistant|>") && has("<|end|>")) {
@@ -323,7 +449,18 @@ std::string RenderedChat::text() const {
 
 Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                  bool add_generation_prompt) {
-  if (auto s = check_roles(messages); !s) return std::move(s).error();
+  ChatRenderOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return render_chat(kind, messages, options);
+}
+
+Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                                 const ChatRenderOptions& options) {
+  if (auto s = check_roles(kind, messages); !s) return std::move(s).error();
+  if (!options.tools.empty() && !supports_tools(kind))
+    return make_error(ErrorKind::kBadRequest,
+                      "chat template " + std::string(to_string(kind)) + " has no tool calling");
+  const bool add_generation_prompt = options.add_generation_prompt;
   Builder b;
   switch (kind) {
     case ChatTemplateKind::kChatMl:
@@ -355,9 +492,13 @@ Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMess
       break;
     case ChatTemplateKind::kQwen3:
     case ChatTemplateKind::kQwen3NoThink:
-      render_qwen3(messages, add_generation_prompt, kind == ChatTemplateKind::kQwen3, b);
+      render_qwen3(messages, options, kind == ChatTemplateKind::kQwen3, b);
+      break;
+    case ChatTemplateKind::kQwen25:
+      render_qwen25(messages, options, b);
       break;
   }
+  if (add_generation_prompt) b.text(options.generation_prefix);
   return b.take();
 }
 

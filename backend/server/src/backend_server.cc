@@ -429,10 +429,12 @@ void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Le
     const ResponsesRequest& r = *pending->responses;
     params.id = next_id("resp_");
     params.requested_max_tokens = r.max_output_tokens;
-    auto add = build_responses_add_request(r, served.text_info(), params.id, detail);
+    ToolCallOptions tool_calls;
+    auto add = build_responses_add_request(r, served.text_info(), params.id, detail, &tool_calls);
     if (!add.ok()) return refuse(add.error());
-    auto writer = std::make_unique<ResponsesWriter>(responses_params(r, params.id, now_unix_s),
-                                                    served.tokenizer());
+    ResponsesParams rp = responses_params(r, params.id, now_unix_s);
+    rp.tools = std::move(tool_calls);
+    auto writer = std::make_unique<ResponsesWriter>(std::move(rp), served.tokenizer());
     return launch(pending->http, std::move(lease), std::move(add).value(), std::move(params),
                   std::move(writer));
   }
@@ -440,9 +442,11 @@ void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Le
   const proto::ParsedRequest& parsed = pending->parsed;
   params.id = next_request_id(parsed.endpoint);
   params.requested_max_tokens = parsed.requested_max_tokens();
-  auto add = build_add_request(parsed, served.text_info(), params.id, detail);
+  ToolCallOptions tool_calls;
+  auto add = build_add_request(parsed, served.text_info(), params.id, detail, &tool_calls);
   if (!add.ok()) return refuse(add.error());
   CompletionParams cp;
+  cp.tools = std::move(tool_calls);
   cp.endpoint = parsed.endpoint;
   cp.stream = parsed.stream;
   cp.include_usage = parsed.include_usage;

@@ -8,6 +8,7 @@
 
 #include "cutline/server/logprobs_request.h"
 #include "cutline/server/prompt_encoding.h"
+#include "cutline/server/tool_request.h"
 
 namespace cutline::server {
 
@@ -43,28 +44,40 @@ Result<std::optional<bool>> enable_thinking_of(std::string_view body, RequestErr
   return std::optional<bool>(value);
 }
 
+// The tool fields: the render options (tools, a forced call's opening) and how the writer reads
+// the output. A template without tool syntax refuses tools unless tool_choice is "none".
+Status apply_tools(const proto::ParsedRequest& r, const ToolRequest& tools,
+                   model::ChatTemplateKind kind, model::ChatRenderOptions& render,
+                   ToolCallOptions* out, RequestErrorDetail& detail) {
+  if (tools.choice == ToolChoice::kNone || tools.tools.empty()) return {};
+  if (!model::supports_tools(kind))
+    return fail(detail, ErrorKind::kUnsupported, "tools",
+                "model '" + r.model + "' has no tool calling: its chat template (" +
+                    std::string(model::to_string(kind)) +
+                    ") has no tool syntax; tools need a Qwen2.5 or Qwen3 template "
+                    "(--chat-template qwen2.5 or qwen3)");
+  render.tools = tools.tools;
+  render.generation_prefix = tools.forced_prefix();
+  if (out != nullptr) {
+    out->parse = true;
+    out->forced_prefix = render.generation_prefix;
+    out->parallel = tools.parallel_tool_calls;
+  }
+  return {};
+}
+
+Result<std::vector<int32_t>> chat_tokens(const proto::ParsedRequest& r, const ModelTextInfo& m,
+                                         ToolCallOptions* tool_calls, RequestErrorDetail& detail) {
+  auto rendered = render_chat_request(r, m.chat_template, tool_calls, detail);
+  if (!rendered.ok()) return std::move(rendered).error();
+  return model::encode_chat(*m.tokenizer, *rendered);
+}
+
 Result<std::vector<int32_t>> prompt_tokens(const proto::ParsedRequest& r, const ModelTextInfo& m,
+                                           ToolCallOptions* tool_calls,
                                            RequestErrorDetail& detail) {
   const model::Tokenizer& tok = *m.tokenizer;
-  if (r.endpoint == proto::Endpoint::kChatCompletions) {
-    auto thinking = enable_thinking_of(r.body, detail);
-    if (!thinking.ok()) return std::move(thinking).error();
-    ModelTextInfo rendering = m;
-    if (thinking->has_value())
-      rendering.chat_template = model::with_thinking(m.chat_template, **thinking);
-    std::vector<model::ChatMessage> messages;
-    messages.reserve(r.messages.size());
-    for (size_t i = 0; i < r.messages.size(); ++i) {
-      const auto& msg = r.messages[i];
-      if (msg.has_non_text_parts)
-        return fail(detail, ErrorKind::kUnsupported, "messages",
-                    "messages[" + std::to_string(i) +
-                        "] has non-text content parts; this model "
-                        "takes text only");
-      messages.push_back(model::ChatMessage{r.message_role(i), r.message_text(i)});
-    }
-    return chat_prompt_tokens(messages, rendering, "messages", detail);
-  }
+  if (r.endpoint == proto::Endpoint::kChatCompletions) return chat_tokens(r, m, tool_calls, detail);
   std::string param;
   auto encoding = prompt_encoding_of(r.body, m.parse_special, param);
   if (!encoding.ok())
@@ -114,6 +127,37 @@ bool ignore_eos_requested(std::string_view body) {
 
 }  // namespace
 
+Result<model::RenderedChat> render_chat_request(const proto::ParsedRequest& r,
+                                                model::ChatTemplateKind kind,
+                                                ToolCallOptions* tool_calls,
+                                                RequestErrorDetail& detail) {
+  auto thinking = enable_thinking_of(r.body, detail);
+  if (!thinking.ok()) return std::move(thinking).error();
+  if (thinking->has_value()) kind = model::with_thinking(kind, **thinking);
+  std::string param;
+  auto tools = parse_tool_request(r.body, r.messages.size(), param);
+  if (!tools.ok()) return fail(detail, tools.error().kind, param, tools.error().message);
+  model::ChatRenderOptions render;
+  if (auto s = apply_tools(r, *tools, kind, render, tool_calls, detail); !s)
+    return std::move(s).error();
+  std::vector<model::ChatMessage> messages;
+  messages.reserve(r.messages.size());
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    const auto& msg = r.messages[i];
+    if (msg.has_non_text_parts)
+      return fail(detail, ErrorKind::kUnsupported, "messages",
+                  "messages[" + std::to_string(i) +
+                      "] has non-text content parts; this model "
+                      "takes text only");
+    messages.push_back(model::ChatMessage{r.message_role(i), r.message_text(i),
+                                          std::move(tools->message_tool_calls[i])});
+  }
+  auto rendered = model::render_chat(kind, messages, render);
+  if (!rendered.ok())
+    return fail(detail, ErrorKind::kBadRequest, "messages", rendered.error().message);
+  return rendered;
+}
+
 Result<std::vector<int32_t>> chat_prompt_tokens(std::span<const model::ChatMessage> messages,
                                                 const ModelTextInfo& m, std::string_view param,
                                                 RequestErrorDetail& detail) {
@@ -143,15 +187,16 @@ Result<engine::AddRequest> add_request_for_prompt(std::vector<int32_t> prompt,
 }
 
 Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& r, const ModelTextInfo& m,
-                                             std::string request_id, RequestErrorDetail& detail) {
+                                             std::string request_id, RequestErrorDetail& detail,
+                                             ToolCallOptions* tool_calls) {
   if (r.n != 1)
     return fail(detail, ErrorKind::kUnsupported, "n",
                 "n = " + std::to_string(r.n) + " is not supported; only n = 1");
-  if (r.has_tools)
+  if (r.has_tools && r.endpoint != proto::Endpoint::kChatCompletions)
     return fail(detail, ErrorKind::kUnsupported, "tools",
-                "tools are not supported by this backend");
+                "tools are supported on /v1/chat/completions only");
 
-  auto tokens = prompt_tokens(r, m, detail);
+  auto tokens = prompt_tokens(r, m, tool_calls, detail);
   if (!tokens.ok()) return std::move(tokens).error();
   const char* prompt_param =
       r.endpoint == proto::Endpoint::kChatCompletions ? "messages" : "prompt";

@@ -9,8 +9,40 @@
 
 namespace cutline::server {
 
+namespace {
+
+// The envelope of a chat chunk whose delta is `delta` (a JSON object).
+std::string chat_delta_chunk(const CompletionParams& p, std::string_view delta) {
+  std::string json;
+  proto::JsonWriter w(json);
+  w.begin_object()
+      .field("id", p.id)
+      .field("object", "chat.completion.chunk")
+      .field("created", p.created)
+      .field("model", p.model)
+      .key("choices")
+      .begin_array()
+      .begin_object()
+      .field("index", 0)
+      .key("delta")
+      .raw(delta)
+      .key("finish_reason")
+      .null()
+      .end_object()
+      .end_array()
+      .end_object();
+  return json;
+}
+
+}  // namespace
+
 CompletionWriter::CompletionWriter(CompletionParams params, const model::Tokenizer& tokenizer)
-    : params_(std::move(params)), tokenizer_(tokenizer), columns_(tokenizer) {}
+    : params_(std::move(params)), tokenizer_(tokenizer), columns_(tokenizer) {
+  if (params_.tools.parse && chat()) {
+    tool_parser_.emplace(params_.tools.forced_prefix, params_.tools.parallel,
+                         params_.make_call_id ? params_.make_call_id : random_tool_call_ids());
+  }
+}
 
 void CompletionWriter::start(proto::ServerStream& http) {
   if (!params_.stream) return;
@@ -62,6 +94,16 @@ void CompletionWriter::text(proto::ServerStream& http, std::string_view text,
     }
     return;
   }
+  if (!tool_parser_) return send_content(http, text, logprobs);
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+  tool_parser_->push(text, content, calls);
+  send_content(http, content, logprobs);
+  for (const ParsedToolCall& call : calls) send_tool_call(http, call);
+}
+
+void CompletionWriter::send_content(proto::ServerStream& http, std::string_view text,
+                                    std::span<const engine::TokenLogprobs> logprobs) {
   const bool with_logprobs = params_.logprobs && !logprobs.empty();
   if (text.empty() && !with_logprobs) return;
   std::string json;
@@ -80,6 +122,51 @@ void CompletionWriter::text(proto::ServerStream& http, std::string_view text,
   http.send_body(scratch_);
 }
 
+void CompletionWriter::send_tool_call(proto::ServerStream& http, const ParsedToolCall& call) {
+  std::string head;
+  proto::JsonWriter h(head);
+  h.begin_object()
+      .key("tool_calls")
+      .begin_array()
+      .begin_object()
+      .field("index", call.index)
+      .field("id", call.id)
+      .field("type", "function")
+      .key("function")
+      .begin_object()
+      .field("name", call.name)
+      .field("arguments", "")
+      .end_object()
+      .end_object()
+      .end_array()
+      .end_object();
+  std::string args;
+  proto::JsonWriter a(args);
+  a.begin_object()
+      .key("tool_calls")
+      .begin_array()
+      .begin_object()
+      .field("index", call.index)
+      .key("function")
+      .begin_object()
+      .field("arguments", call.arguments)
+      .end_object()
+      .end_object()
+      .end_array()
+      .end_object();
+  scratch_.clear();
+  proto::append_sse_data(scratch_, chat_delta_chunk(params_, head));
+  proto::append_sse_data(scratch_, chat_delta_chunk(params_, args));
+  http.send_body(scratch_);
+}
+
+std::string_view CompletionWriter::finish_reason(const proto::StopRecord& stop) const {
+  const bool model_stop =
+      stop.cause == proto::Cause::kEos || stop.cause == proto::Cause::kStopSequence;
+  if (tool_parser_ && tool_parser_->call_count() > 0 && model_stop) return "tool_calls";
+  return proto::default_finish_reason(stop.cause);
+}
+
 void CompletionWriter::finish_stream(proto::ServerStream& http, const proto::StopRecord& stop,
                                      const engine::SequenceRecord& rec) {
   proto::Usage usage;
@@ -95,12 +182,18 @@ void CompletionWriter::finish_stream(proto::ServerStream& http, const proto::Sto
     proto::append_sse_error(scratch_, json);
     json.clear();
   }
+  if (tool_parser_) {
+    std::string held;
+    tool_parser_->finish(held);
+    send_content(http, held, {});
+    scratch_.clear();
+  }
   proto::ChunkFields f;
   f.endpoint = params_.endpoint;
   f.id = params_.id;
   f.created = params_.created;
   f.model = params_.model;
-  f.finish_reason = proto::default_finish_reason(stop.cause);
+  f.finish_reason = finish_reason(stop);
   f.cutline = &stop;
   if (chat()) f.content.reset();
   proto::write_chunk(json, f);
@@ -138,6 +231,18 @@ void CompletionWriter::finish(proto::ServerStream& http, const proto::StopRecord
   usage.prompt_tokens = rec.input_tokens;
   usage.completion_tokens = rec.output_tokens;
   usage.total_tokens = rec.input_tokens + rec.output_tokens;
+  if (tool_parser_) {
+    std::string content;
+    std::vector<ParsedToolCall> calls;
+    tool_parser_->push(text_, content, calls);
+    tool_parser_->finish(content);
+    text_ = std::move(content);
+    if (!calls.empty()) {
+      calls_ = std::move(calls);
+      http.send_simple(200, headers, tool_calls_body(stop, usage));
+      return;
+    }
+  }
   std::string body;
   proto::CompletionFields f;
   f.endpoint = params_.endpoint;
@@ -145,7 +250,7 @@ void CompletionWriter::finish(proto::ServerStream& http, const proto::StopRecord
   f.created = params_.created;
   f.model = params_.model;
   f.content = text_;
-  f.finish_reason = proto::default_finish_reason(stop.cause);
+  f.finish_reason = finish_reason(stop);
   if (!params_.logprobs) {
     f.usage = &usage;
     f.cutline = &stop;
@@ -168,6 +273,35 @@ void CompletionWriter::finish(proto::ServerStream& http, const proto::StopRecord
     append_top_level(body, "cutline", raw);
   }
   http.send_simple(200, headers, body);
+}
+
+}  // namespace cutline::server
+
+namespace cutline::server {
+
+std::string CompletionWriter::tool_calls_body(const proto::StopRecord& stop,
+                                              const proto::Usage& usage) {
+  std::vector<proto::AssembledChoice> choices(1);
+  proto::AssembledChoice& c = choices[0];
+  c.role = "assistant";
+  c.content = text_;
+  c.has_content = !text_.empty();
+  for (const ParsedToolCall& call : calls_)
+    c.tool_calls.push_back({call.index, call.id, "function", call.name, call.arguments});
+  if (params_.logprobs) c.logprobs_items = chat_items_;
+  c.finish_reason = finish_reason(stop);
+  proto::CompletionFields f;
+  f.endpoint = params_.endpoint;
+  f.id = params_.id;
+  f.created = params_.created;
+  f.model = params_.model;
+  f.finish_reason = c.finish_reason;
+  f.usage = &usage;
+  f.cutline = &stop;
+  f.choices = &choices;
+  std::string body;
+  proto::write_completion(body, f);
+  return body;
 }
 
 }  // namespace cutline::server

@@ -38,6 +38,24 @@ void write_output_message(proto::JsonWriter& w, std::string_view item_id, std::s
   w.end_array().end_object();
 }
 
+std::string function_call_item_id(const ParsedToolCall& call) {
+  std::string_view id = call.id;
+  if (id.starts_with("call_")) id.remove_prefix(5);
+  return "fc_" + std::string(id);
+}
+
+void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
+                              std::string_view status) {
+  w.begin_object()
+      .field("id", function_call_item_id(call))
+      .field("type", "function_call")
+      .field("status", status)
+      .field("call_id", call.id)
+      .field("name", call.name)
+      .field("arguments", call.arguments)
+      .end_object();
+}
+
 void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) {
   w.begin_object()
       .field("id", f.id)
@@ -80,6 +98,9 @@ void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) 
     const std::string_view item_status =
         f.status == "in_progress" || f.status == "completed" ? f.status : "incomplete";
     write_output_message(w, f.item_id, item_status, f.text, f.logprobs_items);
+  }
+  if (f.calls) {
+    for (const ParsedToolCall& call : *f.calls) write_function_call_item(w, call, "completed");
   }
   w.end_array();
   w.field("parallel_tool_calls", true);

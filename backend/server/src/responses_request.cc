@@ -7,6 +7,7 @@
 
 #include "cutline/engine/token_logprobs.h"
 #include "cutline/proto/openai_request.h"
+#include "cutline/server/responses_tools.h"
 
 namespace cutline::server {
 
@@ -103,6 +104,11 @@ Status read_input(dom::element input, ResponsesRequest& r, RequestErrorDetail& d
     std::string_view type = "message";
     if (dom::element t; obj.at_key("type").get(t) == SUCCESS && t.get_string().get(type) != SUCCESS)
       return refuse(detail, "input", where + ".type must be a string");
+    if (type == "function_call" || type == "function_call_output") {
+      if (auto st = read_function_call_item(obj, type, where, r.messages, detail); !st.ok())
+        return st;
+      continue;
+    }
     if (type != "message")
       return refuse(
           detail, "input",
@@ -210,10 +216,7 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body,
   if (obj.at_key("input").get(e) != SUCCESS) return refuse(detail, "input", "input is required");
   if (auto st = read_input(e, r, detail); !st.ok()) return std::move(st).error();
   if (auto st = read_limits(obj, r, detail); !st.ok()) return std::move(st).error();
-  dom::array tools;
-  if (obj.at_key("tools").get_array().get(tools) == SUCCESS && tools.size() > 0)
-    return refuse(detail, "tools", "tools are not supported by this backend",
-                  ErrorKind::kUnsupported);
+  if (auto st = read_responses_tools(obj, r.tools, detail); !st.ok()) return std::move(st).error();
   if (obj.at_key("previous_response_id").get(e) == SUCCESS && !e.is_null())
     return refuse(detail, "previous_response_id",
                   "previous_response_id is not supported: this backend does not store responses; "
@@ -225,11 +228,29 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body,
 Result<engine::AddRequest> build_responses_add_request(const ResponsesRequest& r,
                                                        const ModelTextInfo& model,
                                                        std::string request_id,
-                                                       RequestErrorDetail& detail) {
-  auto tokens = chat_prompt_tokens(r.messages, model, "input", detail);
-  if (!tokens.ok()) return std::move(tokens).error();
-  auto add = add_request_for_prompt(std::move(tokens).value(), model, std::move(request_id),
-                                    "input", detail);
+                                                       RequestErrorDetail& detail,
+                                                       ToolCallOptions* tool_calls) {
+  model::ChatRenderOptions render;
+  if (r.tools.choice != ToolChoice::kNone && !r.tools.tools.empty()) {
+    if (!model::supports_tools(model.chat_template))
+      return refuse(detail, "tools",
+                    "model '" + r.model + "' has no tool calling: its chat template (" +
+                        std::string(model::to_string(model.chat_template)) +
+                        ") has no tool syntax; tools need a Qwen2.5 or Qwen3 template "
+                        "(--chat-template qwen2.5 or qwen3)",
+                    ErrorKind::kUnsupported);
+    render.tools = r.tools.tools;
+    render.generation_prefix = r.tools.forced_prefix();
+    if (tool_calls != nullptr) {
+      tool_calls->parse = true;
+      tool_calls->forced_prefix = render.generation_prefix;
+      tool_calls->parallel = r.tools.parallel_tool_calls;
+    }
+  }
+  auto rendered = model::render_chat(model.chat_template, r.messages, render);
+  if (!rendered.ok()) return refuse(detail, "input", rendered.error().message);
+  auto add = add_request_for_prompt(model::encode_chat(*model.tokenizer, *rendered), model,
+                                    std::move(request_id), "input", detail);
   if (!add.ok()) return add;
   auto& s = add->sampling;
   if (r.temperature) s.temperature = static_cast<float>(*r.temperature);

@@ -28,7 +28,12 @@ ResponseUsage usage_of(const engine::SequenceRecord& rec) {
 }  // namespace
 
 ResponsesWriter::ResponsesWriter(ResponsesParams params, const model::Tokenizer& tokenizer)
-    : params_(std::move(params)), tokenizer_(tokenizer) {}
+    : params_(std::move(params)), tokenizer_(tokenizer) {
+  if (params_.tools.parse) {
+    tool_parser_.emplace(params_.tools.forced_prefix, params_.tools.parallel,
+                         params_.make_call_id ? params_.make_call_id : random_tool_call_ids());
+  }
+}
 
 ResponseObjectFields ResponsesWriter::object_fields() const {
   ResponseObjectFields f;
@@ -90,24 +95,93 @@ void ResponsesWriter::start(proto::ServerStream& http) {
 
 void ResponsesWriter::text(proto::ServerStream& http, std::string_view text,
                            std::span<const engine::TokenLogprobs> logprobs) {
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+  if (tool_parser_) {
+    tool_parser_->push(text, content, calls);
+    text = content;
+  }
   text_.append(text);
   const bool with_logprobs = params_.top_logprobs >= 0 && !logprobs.empty();
   if (with_logprobs) append_chat_logprobs_items(logprobs_items_, logprobs, tokenizer_);
-  if (!params_.stream || (text.empty() && !with_logprobs)) return;
-  delta_items_.clear();
-  if (with_logprobs) append_chat_logprobs_items(delta_items_, logprobs, tokenizer_);
-  emit("response.output_text.delta", [&](proto::JsonWriter& w) {
-    write_position(w, params_.item_id, true);
-    w.field("delta", text);
-    w.key("logprobs").raw("[" + delta_items_ + "]");
-  });
+  if (!params_.stream) {
+    calls_.insert(calls_.end(), calls.begin(), calls.end());
+    return;
+  }
+  if (!message_closed_ && (!text.empty() || with_logprobs)) {
+    delta_items_.clear();
+    if (with_logprobs) append_chat_logprobs_items(delta_items_, logprobs, tokenizer_);
+    emit("response.output_text.delta", [&](proto::JsonWriter& w) {
+      write_position(w, params_.item_id, true);
+      w.field("delta", text);
+      w.key("logprobs").raw("[" + delta_items_ + "]");
+    });
+  }
+  for (const ParsedToolCall& call : calls) {
+    close_message("completed");
+    calls_.push_back(call);
+    emit_call(call);
+  }
   send_frames(http);
+}
+
+void ResponsesWriter::close_message(std::string_view status) {
+  if (message_closed_) return;
+  message_closed_ = true;
+  const std::string* items = params_.top_logprobs >= 0 ? &logprobs_items_ : nullptr;
+  emit("response.output_text.done", [&](proto::JsonWriter& w) {
+    write_position(w, params_.item_id, true);
+    w.field("text", text_);
+    w.key("logprobs").raw("[" + (items ? *items : std::string()) + "]");
+  });
+  emit("response.content_part.done", [&](proto::JsonWriter& w) {
+    write_position(w, params_.item_id, true);
+    w.key("part");
+    write_output_text_part(w, text_, items);
+  });
+  emit("response.output_item.done", [&](proto::JsonWriter& w) {
+    w.field("output_index", static_cast<int64_t>(0)).key("item");
+    write_output_message(w, params_.item_id, status, &text_, items);
+  });
+}
+
+void ResponsesWriter::emit_call(const ParsedToolCall& call) {
+  const int64_t index = static_cast<int64_t>(calls_.size());  // the message is item 0
+  const std::string item_id = function_call_item_id(call);
+  ParsedToolCall opening = call;
+  opening.arguments.clear();
+  emit("response.output_item.added", [&](proto::JsonWriter& w) {
+    w.field("output_index", index).key("item");
+    write_function_call_item(w, opening, "in_progress");
+  });
+  emit("response.function_call_arguments.delta", [&](proto::JsonWriter& w) {
+    w.field("item_id", item_id).field("output_index", index).field("delta", call.arguments);
+  });
+  emit("response.function_call_arguments.done", [&](proto::JsonWriter& w) {
+    w.field("item_id", item_id).field("output_index", index).field("arguments", call.arguments);
+  });
+  emit("response.output_item.done", [&](proto::JsonWriter& w) {
+    w.field("output_index", index).key("item");
+    write_function_call_item(w, call, "completed");
+  });
 }
 
 void ResponsesWriter::finish(proto::ServerStream& http, const proto::StopRecord& stop,
                              const engine::SequenceRecord& rec) {
   const ResponseOutcome outcome = response_outcome(stop.cause, rec.runner_error);
   const ResponseUsage usage = usage_of(rec);
+  if (tool_parser_) {
+    std::string held;
+    tool_parser_->finish(held);
+    if (params_.stream && !message_closed_ && !held.empty()) {
+      emit("response.output_text.delta", [&](proto::JsonWriter& w) {
+        write_position(w, params_.item_id, true);
+        w.field("delta", held);
+        w.key("logprobs").raw("[]");
+      });
+    }
+    text_.append(held);
+  }
   const std::string* items = params_.top_logprobs >= 0 ? &logprobs_items_ : nullptr;
   ResponseObjectFields final_object = object_fields();
   final_object.status = outcome.status;
@@ -115,6 +189,7 @@ void ResponsesWriter::finish(proto::ServerStream& http, const proto::StopRecord&
   if (rec.runner_error) final_object.error_message = rec.message;
   final_object.text = &text_;
   final_object.logprobs_items = items;
+  final_object.calls = &calls_;
   final_object.usage = &usage;
   final_object.cutline = &stop;
 
@@ -135,23 +210,7 @@ void ResponsesWriter::finish(proto::ServerStream& http, const proto::StopRecord&
     return;
   }
 
-  if (!rec.runner_error) {
-    const std::string_view item_status = outcome.status;
-    emit("response.output_text.done", [&](proto::JsonWriter& w) {
-      write_position(w, params_.item_id, true);
-      w.field("text", text_);
-      w.key("logprobs").raw("[" + (items ? *items : std::string()) + "]");
-    });
-    emit("response.content_part.done", [&](proto::JsonWriter& w) {
-      write_position(w, params_.item_id, true);
-      w.key("part");
-      write_output_text_part(w, text_, items);
-    });
-    emit("response.output_item.done", [&](proto::JsonWriter& w) {
-      w.field("output_index", static_cast<int64_t>(0)).key("item");
-      write_output_message(w, params_.item_id, item_status, &text_, items);
-    });
-  }
+  if (!rec.runner_error) close_message(outcome.status);
   const std::string type = "response." + std::string(outcome.status);
   emit(type, [&](proto::JsonWriter& w) {
     w.key("response");

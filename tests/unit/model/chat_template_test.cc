@@ -107,7 +107,8 @@ TEST(ChatTemplate, BadRolesAndOrdersAreClientErrors) {
   auto r = render_chat(ChatTemplateKind::kChatMl, std::vector<ChatMessage>{{"tool", "x"}}, true);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kBadRequest);
-  EXPECT_EQ(r.error().message, "message 0 has role 'tool', expected system, user or assistant");
+  EXPECT_EQ(r.error().message,
+            "message 0 has role 'tool', but chat template chatml has no tool calling");
   r = render_chat(ChatTemplateKind::kMistral,
                   std::vector<ChatMessage>{{"user", "a"}, {"user", "b"}}, true);
   ASSERT_FALSE(r.ok());
@@ -155,6 +156,11 @@ TEST(ChatTemplate, DetectsTheCommonTemplatesFromTheirJinjaSource) {
        "content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}{{- '<|im_start|>' + "
        "message.role + '\\n' + content }}",
        ChatTemplateKind::kQwen3},
+      // Qwen2.5-Instruct: ChatML with its default system prompt and <tool_call> instructions.
+      {"{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]['role'] == 'system' %}"
+       "{{- messages[0]['content'] }}{%- else %}{{- 'You are Qwen, created by Alibaba Cloud. You "
+       "are a helpful assistant.' }}{%- endif %}{{- \"<tool_call>\" }}{%- endif %}",
+       ChatTemplateKind::kQwen25},
   };
   for (const Case& c : cases) {
     DetectedChatTemplate d = detect_chat_template(c.source);
@@ -168,12 +174,62 @@ TEST(ChatTemplate, DetectsTheCommonTemplatesFromTheirJinjaSource) {
   EXPECT_EQ(detect_chat_template("").warning, "the model has no chat template; using chatml");
 }
 
+TEST(ChatTemplate, Qwen25AddsItsDefaultSystemPrompt) {
+  EXPECT_EQ(render(ChatTemplateKind::kQwen25, {{"user", "Hi"}}),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+            "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render(ChatTemplateKind::kQwen25), render(ChatTemplateKind::kChatMl));
+}
+
+TEST(ChatTemplate, ToolCallsAndResultsInQwenTemplates) {
+  const std::vector<ChatMessage> turns = {
+      {"user", "Weather in Paris?"},
+      {"assistant", "", {{"get_weather", "{\"city\": \"Paris\"}"}, {"now", "{}"}}},
+      {"tool", "18C"},
+      {"tool", "noon"},
+  };
+  ChatRenderOptions o;
+  o.tools = {"{\"type\": \"function\"}"};
+  auto r = render_chat(ChatTemplateKind::kQwen3, turns, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->text(),
+            "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with "
+            "the user query.\n\nYou are provided with function signatures within <tools></tools> "
+            "XML tags:\n<tools>\n{\"type\": \"function\"}\n</tools>\n\nFor each function call, "
+            "return a json object with function name and arguments within <tool_call></tool_call> "
+            "XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+            "<args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nWeather in "
+            "Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
+            "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": "
+            "\"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+            "<tool_response>\n18C\n</tool_response>\n<tool_response>\nnoon\n</tool_response>"
+            "<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, TemplatesWithoutToolSyntaxRefuseTools) {
+  ChatRenderOptions o;
+  o.tools = {"{}"};
+  auto tools = render_chat(ChatTemplateKind::kLlama3, kConversation, o);
+  ASSERT_FALSE(tools.ok());
+  EXPECT_EQ(tools.error().message, "chat template llama3 has no tool calling");
+  const std::vector<ChatMessage> tool_result = {{"user", "x"}, {"tool", "r"}};
+  auto result = render_chat(ChatTemplateKind::kChatMl, tool_result, true);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().message,
+            "message 1 has role 'tool', but chat template chatml has no tool calling");
+  const std::vector<ChatMessage> with_calls = {{"user", "x"}, {"assistant", "", {{"f", "{}"}}}};
+  auto calls = render_chat(ChatTemplateKind::kGemma, with_calls, true);
+  ASSERT_FALSE(calls.ok());
+  EXPECT_EQ(calls.error().message,
+            "message 1 has tool_calls, which chat template gemma cannot render");
+}
+
 TEST(ChatTemplate, NamesForTheOverride) {
   for (ChatTemplateKind k :
        {ChatTemplateKind::kChatMl, ChatTemplateKind::kLlama3, ChatTemplateKind::kLlama2,
         ChatTemplateKind::kMistral, ChatTemplateKind::kGemma, ChatTemplateKind::kPhi3,
         ChatTemplateKind::kPhi4, ChatTemplateKind::kPhi4Mini, ChatTemplateKind::kQwen3,
-        ChatTemplateKind::kQwen3NoThink}) {
+        ChatTemplateKind::kQwen3NoThink, ChatTemplateKind::kQwen25}) {
     EXPECT_EQ(chat_template_from_name(to_string(k)), k);
   }
   EXPECT_EQ(chat_template_from_name("Llama-3"), ChatTemplateKind::kLlama3);

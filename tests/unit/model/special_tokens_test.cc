@@ -69,6 +69,17 @@ TEST(SpecialTokens, LongestTokenWinsAndTextBetweenIsKept) {
   EXPECT_EQ(fragments[0].token, -1);
 }
 
+// A user-defined token (Qwen's <tool_call>, <think>) is text the model writes: the engine's
+// detokenization (control tokens give nothing) yields its characters, so a tool-call parser
+// reading the output sees the tag.
+TEST(SpecialTokens, UserDefinedTokensDecodeToTheirText) {
+  auto t = llama3_like();
+  EXPECT_FALSE(t->is_control(262));
+  EXPECT_EQ(t->token_bytes(262), "<tool>");
+  EXPECT_TRUE(t->is_control(259));
+  EXPECT_EQ(encode_with_special_tokens(*t, "<tool>", false, false), (std::vector<int32_t>{262}));
+}
+
 TEST(SpecialTokens, Phi3TokensTakeTheWhiteSpaceAfterThem) {
   Vocabulary v;
   for (int b = 0; b < 256; ++b) v.tokens.emplace_back(byte_to_unicode(static_cast<uint8_t>(b)));

@@ -15,6 +15,14 @@
 //   kQwen3    ChatML; an assistant turn's <think>...</think> is dropped before the last user
 //             message and kept (normalized) after it
 //   kQwen3NoThink  kQwen3 with thinking off: the generation prompt ends "<think>\n\n</think>\n\n"
+//   kQwen25   ChatML with Qwen2.5's default system prompt ("You are Qwen, created by Alibaba
+//             Cloud. You are a helpful assistant.") when the conversation has none
+//
+// Tool calling (Hermes style, as Qwen2.5 and Qwen3 were trained): kQwen25, kQwen3 and
+// kQwen3NoThink render `tools` into the system turn (<tools>...</tools>), an assistant turn's
+// tool calls as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and `tool` messages
+// as <tool_response> blocks in a user turn. The other templates have no tool syntax: tools,
+// tool calls and tool messages are kBadRequest there (supports_tools() says which).
 //
 // The rendered prompt is a list of pieces: special-token text (<|im_start|>) apart from plain
 // text (message contents), so that encode_chat() turns only the template's own markers into
@@ -45,10 +53,11 @@ enum class ChatTemplateKind {
   kPhi4Mini,
   kQwen3,
   kQwen3NoThink,
+  kQwen25,
 };
 
 // "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "phi4", "phi4-mini", "qwen3",
-// "qwen3-no-think".
+// "qwen3-no-think", "qwen2.5".
 std::string_view to_string(ChatTemplateKind kind);
 // Parses a name as to_string() writes it (also "qwen" -> chatml, "llama-3" -> llama3,
 // "phi-3" -> phi3); nullopt for an unknown name.
@@ -59,6 +68,9 @@ std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name);
 // a Jinja template ignores a variable it does not use.
 ChatTemplateKind with_thinking(ChatTemplateKind kind, bool enable_thinking);
 
+// Whether the template renders tools, tool calls and tool results (the Hermes-style Qwen ones).
+bool supports_tools(ChatTemplateKind kind);
+
 struct DetectedChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kChatMl;
   // Non-empty when the source was empty or unrecognized and ChatML was assumed; the caller logs
@@ -68,9 +80,30 @@ struct DetectedChatTemplate {
 // Detects the template from `tokenizer.chat_template` (empty when the file has none).
 DetectedChatTemplate detect_chat_template(std::string_view jinja_source);
 
+// One call in an assistant message's tool_calls.
+struct ChatToolCall {
+  std::string name;
+  // The arguments as the reference template prints them: the JSON object through Jinja's
+  // `tojson` as Hugging Face defines it (keys in order, ", " and ": " separators, non-ASCII
+  // kept).
+  std::string arguments;
+};
+
 struct ChatMessage {
-  std::string role;  // "system" | "user" | "assistant" (others are kBadRequest)
-  std::string content;
+  // "system" | "user" | "assistant", and "tool" where supports_tools() (others are kBadRequest)
+  std::string role;
+  std::string content;                        // empty for a null content
+  std::vector<ChatToolCall> tool_calls = {};  // assistant messages only
+};
+
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  // The request's tool definitions, each as `tojson` prints it; empty renders no tool section.
+  std::vector<std::string> tools;
+  // Text appended after the generation prompt as if the model had written it (the opening of a
+  // forced tool call); plain text, so "<tool_call>" becomes its token where the vocabulary has
+  // it as a user-defined token.
+  std::string generation_prefix;
 };
 
 struct ChatPiece {
@@ -89,6 +122,10 @@ struct RenderedChat {
 // user/assistant alternation after an optional leading system message).
 Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                  bool add_generation_prompt);
+// The same with tools; kBadRequest for tools, tool calls or tool messages on a template without
+// tool support.
+Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                                 const ChatRenderOptions& options);
 
 // Tokens of a rendered chat: special pieces become their token (via special_token_id; a special
 // the vocabulary lacks is encoded as plain text), plain pieces are encoded without BOS.

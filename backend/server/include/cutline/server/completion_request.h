@@ -7,7 +7,13 @@
 // Besides the OpenAI fields, `"ignore_eos": true` (vLLM's extension) is honoured, and for
 // completions `"add_special_tokens"` and `"parse_special"` (prompt_encoding.h).
 //
-// Refusals are OpenAI-style client errors naming the field: n > 1, tools, several prompts,
+// Tool calling (chat): `tools`, `tool_choice`, `parallel_tool_calls`, assistant `tool_calls` and
+// `tool` messages are rendered with the model's template where it has tool syntax
+// (model::supports_tools; tool_request.h says how each field is read), and `tool_calls` (when
+// given) says how the writer reads calls out of the output.
+//
+// Refusals are OpenAI-style client errors naming the field: n > 1, tools on /v1/completions or
+// on a model whose template has no tool syntax (unless tool_choice is "none"), several prompts,
 // token ids out of range, and a prompt that does not fit the context window (400, code
 // "context_length_exceeded", the message says the model's context_length).
 
@@ -22,6 +28,7 @@
 #include "cutline/model/tokenizer.h"
 #include "cutline/proto/openai_request.h"
 #include "cutline/proto/result.h"
+#include "cutline/server/tool_request.h"
 
 namespace cutline::server {
 
@@ -42,7 +49,16 @@ struct ModelTextInfo {
 
 Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& request,
                                              const ModelTextInfo& model, std::string request_id,
-                                             RequestErrorDetail& detail);
+                                             RequestErrorDetail& detail,
+                                             ToolCallOptions* tool_calls = nullptr);
+
+// The prompt a chat request renders to with template `kind` (before tokenization): messages,
+// tools, tool calls and results, a forced call's opening, chat_template_kwargs.enable_thinking.
+// `tool_calls`, when given, says how to read the output.
+Result<model::RenderedChat> render_chat_request(const proto::ParsedRequest& request,
+                                                model::ChatTemplateKind kind,
+                                                ToolCallOptions* tool_calls,
+                                                RequestErrorDetail& detail);
 
 // The pieces build_add_request is made of, for the other request shapes (the Responses API):
 // chat messages rendered with the model's template and encoded (errors name `param`) ...

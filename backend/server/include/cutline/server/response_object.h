@@ -2,7 +2,8 @@
 // The Responses API's response object ({"object":"response", ...}) as the backend writes it: in
 // the body of a non-streaming POST /v1/responses and inside the response.created,
 // response.in_progress, response.completed / response.incomplete / response.failed events.
-// The one output item is an assistant message with one output_text part. At the end it carries
+// The output is an assistant message with one output_text part, then the function calls (if
+// tool calling read any out of the text). At the end it carries
 // usage and the top-level `cutline` stop record, as chat completions do.
 //
 // How a stop cause becomes a status (response_outcome): eos and stop_sequence are "completed";
@@ -19,6 +20,7 @@
 
 #include "cutline/proto/json_writer.h"
 #include "cutline/proto/stop_record.h"
+#include "cutline/server/tool_call_parser.h"
 
 namespace cutline::server {
 
@@ -52,6 +54,8 @@ struct ResponseObjectFields {
   const std::string* text = nullptr;
   // Raw JSON items of the output_text part's logprobs (comma-joined), when requested.
   const std::string* logprobs_items = nullptr;
+  // Function calls read out of the output, as function_call items after the message.
+  const std::vector<ParsedToolCall>* calls = nullptr;
   const ResponseUsage* usage = nullptr;  // "usage": null when unset
   const proto::StopRecord* cutline = nullptr;
 };
@@ -61,6 +65,11 @@ void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f);
 // with no part (`text` null) or one output_text part.
 void write_output_message(proto::JsonWriter& w, std::string_view item_id, std::string_view status,
                           const std::string* text, const std::string* logprobs_items);
+// {"id":"fc_...","type":"function_call","status","call_id","name","arguments"}
+void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
+                              std::string_view status);
+// The function_call item's id for a call ("fc_" and the call id's random part).
+std::string function_call_item_id(const ParsedToolCall& call);
 // {"type":"output_text","text","annotations":[],"logprobs":[...]?}
 void write_output_text_part(proto::JsonWriter& w, std::string_view text,
                             const std::string* logprobs_items);

@@ -9,12 +9,15 @@
 //   max_output_tokens, temperature, top_p, stream; top_logprobs (0..20) with
 //                 include: ["message.output_text.logprobs"]
 //   seed          (an extension, as for chat) the sampling seed, for replayable answers
+//   tools, tool_choice, parallel_tool_calls, function_call and function_call_output input items
+//                 (responses_tools.h): function calling, as chat completions serves it
 //
 // Refused with an OpenAI-style 400 naming the field: malformed JSON or invalid UTF-8, a missing
-// or mistyped field, values out of range, input items or content parts that are not text
-// (function calls, images, files), tools, and previous_response_id (this backend keeps no
-// responses). Fields of the API that do not change a text answer (store, metadata, user,
-// truncation, text.format "text", ...) are accepted and ignored.
+// or mistyped field, values out of range, input items or content parts that are not text or
+// function calls (images, files), tools on a model without tool syntax, and
+// previous_response_id (this backend keeps no responses). Fields of the API that do not change a
+// text answer (store, metadata, user, truncation, text.format "text", ...) are accepted and
+// ignored.
 //
 // Called on a worker loop before the model's lease is taken; pure, no I/O.
 
@@ -27,6 +30,7 @@
 #include "cutline/model/chat_template.h"
 #include "cutline/proto/result.h"
 #include "cutline/server/completion_request.h"
+#include "cutline/server/tool_request.h"
 
 namespace cutline::server {
 
@@ -43,6 +47,7 @@ struct ResponsesRequest {
   // Logprobs of the output text: -1 none, else this many alternatives per token (they come when
   // `include` has "message.output_text.logprobs" or top_logprobs is set).
   int32_t top_logprobs = -1;
+  ToolRequest tools;  // tools, tool_choice, parallel_tool_calls (message_tool_calls unused)
 };
 
 // `detail` names the field a refusal is about.
@@ -50,10 +55,12 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, RequestE
 
 // What the engine runs (on a worker loop, with the model's lease held): the messages through the
 // model's chat template, as for chat completions, with the sampling fields and the
-// max_output_tokens limit. Refusals as build_add_request's (param "input").
+// max_output_tokens limit. Refusals as build_add_request's (param "input", or "tools" for tools
+// on a template without tool syntax). `tool_calls`, when given, says how to read the output.
 Result<engine::AddRequest> build_responses_add_request(const ResponsesRequest& request,
                                                        const ModelTextInfo& model,
                                                        std::string request_id,
-                                                       RequestErrorDetail& detail);
+                                                       RequestErrorDetail& detail,
+                                                       ToolCallOptions* tool_calls = nullptr);
 
 }  // namespace cutline::server

@@ -11,15 +11,24 @@
 //   response.completed | response.incomplete          (the final object: output, usage, cutline)
 // A model runner failure ends with response.failed instead of the three .done events. The
 // cutline-stop trailer follows, as for chat.
+// With tool calling (ResponsesParams::tools.parse), text goes through a ToolCallParser; the
+// first call closes the message (its three .done events), then each call is an item of its own
+// at output_index 1, 2, ...: response.output_item.added (function_call, arguments ""),
+// response.function_call_arguments.delta (the whole arguments), .._arguments.done,
+// response.output_item.done. Text after a call is in the final object's message only.
 // Non-streaming: the final response object as the body, with a Cutline-Stop header.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cutline/model/tokenizer.h"
 #include "cutline/server/exchange_writer.h"
 #include "cutline/server/response_object.h"
+#include "cutline/server/tool_call_parser.h"
+#include "cutline/server/tool_request.h"
 
 namespace cutline::server {
 
@@ -35,6 +44,9 @@ struct ResponsesParams {
   double temperature = 1.0;
   double top_p = 1.0;
   int32_t top_logprobs = -1;  // -1: no logprobs
+  ToolCallOptions tools;
+  // Each function call's call_id; unset: "call_" and 24 random letters and digits.
+  std::function<std::string()> make_call_id;
 };
 
 class ResponsesWriter final : public ExchangeWriter {
@@ -54,6 +66,9 @@ class ResponsesWriter final : public ExchangeWriter {
   template <class Body>
   void emit(std::string_view type, Body&& body);
   void send_frames(proto::ServerStream& http);
+  // Streaming: the message item's three .done events (once).
+  void close_message(std::string_view status);
+  void emit_call(const ParsedToolCall& call);
 
   ResponsesParams params_;
   const model::Tokenizer& tokenizer_;
@@ -61,8 +76,11 @@ class ResponsesWriter final : public ExchangeWriter {
   std::string logprobs_items_;  // its logprobs, raw JSON items (when requested)
   std::string delta_items_;     // one delta's logprobs
   int64_t sequence_number_ = 0;
-  std::string json_;    // the event being written
-  std::string frames_;  // SSE frames not yet sent
+  std::string json_;                           // the event being written
+  std::string frames_;                         // SSE frames not yet sent
+  std::optional<ToolCallParser> tool_parser_;  // set when params_.tools.parse
+  std::vector<ParsedToolCall> calls_;          // the calls read so far
+  bool message_closed_ = false;                // streaming: the message's .done events sent
 };
 
 }  // namespace cutline::server
