@@ -363,6 +363,9 @@ void schedule(FakeStream* s, int delay_ms, bool from_now) {
   s->due_us = (from_now ? now : s->due_us) + int64_t{delay_ms} * 1000;
   const int64_t wait_us = std::max(s->due_us - now, int64_t{s->server->min_delay_ms} * 1000);
   timeval tv{static_cast<time_t>(wait_us / 1000000), static_cast<suseconds_t>(wait_us % 1000000)};
+  // evtimer_add counts from the loop's cached time, which lags `now` by however long this loop
+  // turn has run (long under a sanitizer): without a fresh cache the timer fires that much early.
+  event_base_update_cache_time(s->server->base);
   evtimer_add(s->timer, &tv);
 }
 
