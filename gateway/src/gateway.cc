@@ -109,6 +109,14 @@ double unix_now_s() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
+// What `cutline policy check` warns about (parts of the file no request can reach), once per
+// load: at start and on every reload that is applied.
+void log_policy_warnings(const policy::LoadResult& loaded) {
+  for (const policy::Diagnostic& d : loaded.warnings) {
+    std::fprintf(stderr, "cutline-gateway: %s\n", d.to_string().c_str());
+  }
+}
+
 }  // namespace
 
 LabelBounds Gateway::bounds_of(const policy::Policy& p) {
@@ -126,6 +134,7 @@ LabelBounds Gateway::bounds_of(const policy::Policy& p) {
 Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
   policy::LoadResult loaded = policy::load_policy_file(options.config_path);
   if (!loaded.ok()) return make_error(ErrorKind::kBadRequest, loaded.error_text());
+  log_policy_warnings(loaded);
   if (loaded.policy->listen.empty()) {
     return make_error(ErrorKind::kBadRequest, options.config_path + ": no listen address");
   }
@@ -443,6 +452,7 @@ Status Gateway::reload() {
     std::lock_guard lock(restart_required_mu_);
     restart_required_ = std::move(pending);
   }
+  log_policy_warnings(r);
   holder_->replace(r.policy);
   swap_upstream_pools(r.policy);
   // New handshakes use the reloaded certificates; open connections keep theirs. Turning TLS on

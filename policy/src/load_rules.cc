@@ -7,6 +7,7 @@
 
 #include "cutline/policy/glob.h"
 #include "load_sections.h"
+#include "rule_warnings.h"
 
 namespace cutline::policy::detail {
 
@@ -22,6 +23,20 @@ bool token_char(char c) {
          c == '+' || c == '^' || c == '`' || c == '|' || c == '~';
 }
 
+// A tenant glob that matches no tenant a request can carry (rule_warnings.h) never matches.
+void warn_unmatched_tenant_glob(YamlReader& r, const YAML::Node& item, const std::string& path,
+                                const std::string& glob, const Policy& p) {
+  for (const std::string& tenant : tenant_universe(p)) {
+    if (glob_match(glob, tenant)) return;
+  }
+  r.warn(item, path,
+         p.tenants.empty() ? "no tenants are configured (requests carry no tenant), so " +
+                                 quote(glob) + " never matches"
+                           : quote(glob) +
+                                 " matches no configured tenant, so it never matches (a request "
+                                 "without a configured tenant's key gets 401 first)");
+}
+
 void load_match(YamlReader& r, const YAML::Node& node, const std::string& path,
                 const References& refs, const Policy& p, Rule& rule) {
   auto f = r.map(node, path, keys::kMatch);
@@ -33,9 +48,11 @@ void load_match(YamlReader& r, const YAML::Node& node, const std::string& path,
       rule.match.tenants = *l;
       for (size_t i = 0; i < l->size(); ++i) {
         const std::string& t = (*l)[i];
-        if (is_glob(t) || !refs.tenants_ok) continue;
+        if (!refs.tenants_ok) continue;
         const YAML::Node item = e->value[i];
-        if (p.tenants.empty()) {
+        if (is_glob(t)) {
+          warn_unmatched_tenant_glob(r, item, index_path(tp, i), t, p);
+        } else if (p.tenants.empty()) {
           r.error(item, index_path(tp, i),
                   "no tenants are configured (requests carry no tenant), so " + quote(t) +
                       " never matches");
@@ -58,6 +75,8 @@ void load_match(YamlReader& r, const YAML::Node& node, const std::string& path,
           r.error(e->value[i], index_path(rp, i),
                   "a route is a path starting with '/' (or a glob), got " + quote(route));
           ok = false;
+        } else if (auto w = route_warning(route)) {
+          r.warn(e->value[i], index_path(rp, i), std::move(*w));
         }
       }
       if (ok) rule.match.routes = *l;
@@ -310,6 +329,9 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
   // Per rule: whether its match loaded cleanly (a broken match reads as "*" and would make the
   // unreachable check report noise).
   std::vector<bool> match_ok;
+  // Per rule: whether the shadowing warnings look at it (a clean match, not refused as
+  // unreachable).
+  std::vector<bool> checked;
   for (size_t i = 0; i < items->size(); ++i) {
     const YAML::Node& item = (*items)[i];
     const std::string path = index_path(base, i);
@@ -371,19 +393,26 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
       rule.on_cut.ref = YamlRef{key_path(path, "on_cut"), 0, 0};
     }
 
+    bool unreachable = false;
     for (size_t k = 0; k < p.rules.size() && this_match_ok; ++k) {
       const Rule& earlier = p.rules[k];
       if (match_ok[k] && covers(earlier.match, rule.match)) {
         r.error(item, path,
                 "unreachable: " + earlier.ref.path + " (" + quote(earlier.name) + ", " +
                     line_of(earlier.ref) + ") matches every request this rule would match");
+        unreachable = true;
         break;
       }
     }
     written_depth.push_back(depth);
     match_ok.push_back(this_match_ok);
+    checked.push_back(this_match_ok && !unreachable);
     p.rules.push_back(std::move(rule));
   }
+
+  // Shadowing the error above cannot prove (several earlier rules, globs within globs) is a
+  // warning: the file was valid before this check existed, and must stay loadable.
+  warn_shadowed_rules(r, p, checked);
 
   // Admission groups: rules naming the same group share one queue. The first rule that writes
   // a limit sets it for the group; a different value in another rule is an error.

@@ -121,6 +121,7 @@ std::string Diagnostic::to_string() const {
     out += ':' + std::to_string(line) + ':' + std::to_string(column);
   }
   out += ": ";
+  if (warning) out += "warning: ";
   if (!path.empty()) out += path + ": ";
   out += message;
   return out;
@@ -135,13 +136,22 @@ std::string LoadResult::error_text() const {
   return out;
 }
 
+std::string LoadResult::warning_text() const {
+  std::string out;
+  for (const auto& d : warnings) {
+    out += d.to_string();
+    out += '\n';
+  }
+  return out;
+}
+
 LoadResult load_policy_text(std::string_view yaml, const std::string& file_name,
                             const LoadOptions& options) {
   LoadResult result;
   try {
     auto policy = std::make_shared<Policy>();
     policy->source_file = file_name;
-    YamlReader reader(file_name, &result.errors);
+    YamlReader reader(file_name, &result.errors, &result.warnings);
     // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll loops forever on input such as ","
     // (jbeder/yaml-cpp#1040, fixed upstream after 0.8). Load reads the first document only, so
     // a second one is found by scanning the text.
@@ -162,11 +172,16 @@ LoadResult load_policy_text(std::string_view yaml, const std::string& file_name,
       load_document(reader, root, options, *policy);
     }
     // Report in file order (sections are read in dependency order, not file order).
-    std::stable_sort(result.errors.begin(), result.errors.end(),
-                     [](const Diagnostic& a, const Diagnostic& b) {
-                       return std::tie(a.line, a.column) < std::tie(b.line, b.column);
-                     });
-    if (result.errors.empty()) result.policy = std::move(policy);
+    auto file_order = [](const Diagnostic& a, const Diagnostic& b) {
+      return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+    };
+    std::stable_sort(result.errors.begin(), result.errors.end(), file_order);
+    std::stable_sort(result.warnings.begin(), result.warnings.end(), file_order);
+    if (result.errors.empty()) {
+      result.policy = std::move(policy);
+    } else {
+      result.warnings.clear();
+    }
   } catch (const YAML::Exception& e) {
     result.errors.push_back(syntax_error(file_name, e.mark, e.msg));
     result.policy = nullptr;

@@ -124,6 +124,22 @@ void YamlReader::error(const YamlRef& at, std::string message) {
   errors_->push_back(std::move(d));
 }
 
+void YamlReader::warn(const YAML::Node& at, std::string_view path, std::string message) {
+  warn(ref(at, std::string(path)), std::move(message));
+}
+
+void YamlReader::warn(const YamlRef& at, std::string message) {
+  if (!warnings_) return;
+  Diagnostic d;
+  d.file = file_;
+  d.line = at.line;
+  d.column = at.column;
+  d.path = at.path;
+  d.message = std::move(message);
+  d.warning = true;
+  warnings_->push_back(std::move(d));
+}
+
 std::optional<Fields> YamlReader::map(const YAML::Node& node, const std::string& path,
                                       const keys::MapSpec& spec) {
   if (!node.IsMap()) {

@@ -40,8 +40,10 @@ class Fields {
 
 class YamlReader {
  public:
-  YamlReader(std::string file, std::vector<Diagnostic>* errors)
-      : file_(std::move(file)), errors_(errors) {}
+  // `warnings` may be null: warnings are then dropped.
+  YamlReader(std::string file, std::vector<Diagnostic>* errors,
+             std::vector<Diagnostic>* warnings = nullptr)
+      : file_(std::move(file)), errors_(errors), warnings_(warnings) {}
 
   const std::string& file() const { return file_; }
   size_t error_count() const { return errors_->size(); }
@@ -49,6 +51,9 @@ class YamlReader {
   YamlRef ref(const YAML::Node& node, std::string path) const;
   void error(const YAML::Node& at, std::string_view path, std::string message);
   void error(const YamlRef& at, std::string message);
+  // A warning (Diagnostic::warning): the file still loads.
+  void warn(const YAML::Node& at, std::string_view path, std::string message);
+  void warn(const YamlRef& at, std::string message);
 
   // A map's entries. Reports: not a map, duplicate keys, keys not in `spec` (with a suggestion
   // when one is close). Unknown keys are left out of the result.
@@ -76,6 +81,7 @@ class YamlReader {
  private:
   std::string file_;
   std::vector<Diagnostic>* errors_;
+  std::vector<Diagnostic>* warnings_;
 };
 
 // "a map", "a list", "a string", "null".

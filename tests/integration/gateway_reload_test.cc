@@ -103,5 +103,38 @@ TEST(GatewayReload, FieldsAReloadCannotApplyAreReportedNotIgnored) {
   env.stop();
 }
 
+// What `cutline policy check` warns about (here a route no request path can equal) is logged
+// once at start and again on every reload that is applied, with its position in the file.
+TEST(GatewayReload, PolicyWarningsAreLoggedAtStartAndOnEveryReload) {
+  GatewayEnv env;
+  uint16_t fake_port = 0;
+  std::string log;
+  auto with_route = [&](const std::string& route, const std::string& deadline) {
+    std::string yaml = policy_yaml(fake_port, log, deadline);
+    yaml.replace(yaml.find("match: {}"), 9, "match: {routes: [\"" + route + "\", \"*\"]}");
+    return yaml;
+  };
+  ASSERT_TRUE(env.start([&](uint16_t port, const std::string& l) {
+    fake_port = port;
+    log = l;
+    return with_route("/v1/chat/completions/", "61s");
+  })) << env.error;
+  const std::string at_start =
+      "warning: policies[0].match.routes[0]: no request path can match "
+      "\"/v1/chat/completions/\"";
+  std::string err = read_file(env.dir + "/gateway.err");
+  ASSERT_NE(err.find(at_start), std::string::npos) << err;
+  EXPECT_EQ(err.find(at_start), err.rfind(at_start)) << "logged once: " << err;
+
+  std::ofstream(env.config_path) << with_route("/v1//embeddings", "62s");
+  ASSERT_TRUE(wait_for([&] { return policy_has(env, "62000"); }, 10000)) << "not reloaded";
+  EXPECT_TRUE(wait_for([&] {
+    err = read_file(env.dir + "/gateway.err");
+    return err.find("match.routes[0]: no request path can match \"/v1//embeddings\"") !=
+           std::string::npos;
+  })) << err;
+  env.stop();
+}
+
 }  // namespace
 }  // namespace cutline::test

@@ -1,13 +1,15 @@
 // `cutline policy check FILE`, `cutline policy explain FILE --request REQ.json ...`,
 // `cutline policy diff OLD NEW` and `cutline policy advise ACCESS_LOG` (advise.h).
-//   check:   prints every error (exit 1) or a summary of the policy (exit 0).
+//   check:   prints every error (exit 1) or a summary of the policy (exit 0), after its
+//            warnings (parts of the file no request can reach; still exit 0).
 //   explain: prints the Decision for an OpenAI request body, each number with the rule and YAML
 //            line that produced it (exit 0), or the policy's errors (exit 1).
 //   schema:  prints the policy file's JSON Schema (json_schema.h) for editors.
 //   diff:    what changes from OLD to NEW for which tenants and routes, in explain's words
 //            (exit 0), or the errors of either file (exit 1).
 // check and explain take --format json for pipelines: one JSON object on stdout, errors
-// included ({"ok": false, "errors": [...]}).
+// included ({"ok": false, "errors": [...]}), and warnings ({"warnings": [...]}, empty when
+// there are errors).
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -46,12 +48,14 @@ void print_json(const std::string& json) {
   std::fputc('\n', stdout);
 }
 
-// {"ok": false, "file": F, "errors": [...]}.
+// {"ok": false, "file": F, "errors": [...], "warnings": []}.
 void print_errors_json(const std::string& file, const LoadResult& r) {
   std::string out;
   proto::JsonWriter w(out);
   w.begin_object().field("ok", false).field("file", file).key("errors");
   write_diagnostics_json(w, r.errors);
+  w.key("warnings");
+  write_diagnostics_json(w, r.warnings);
   w.end_object();
   print_json(out);
 }
@@ -61,6 +65,13 @@ bool print_errors(const LoadResult& r) {
   std::fputs(r.error_text().c_str(), stderr);
   std::fprintf(stderr, "%zu error%s\n", r.errors.size(), r.errors.size() == 1 ? "" : "s");
   return true;
+}
+
+// Warnings on stderr, as errors are, with their count; the check still passes.
+void print_warnings(const LoadResult& r) {
+  if (r.warnings.empty()) return;
+  std::fputs(r.warning_text().c_str(), stderr);
+  std::fprintf(stderr, "%zu warning%s\n", r.warnings.size(), r.warnings.size() == 1 ? "" : "s");
 }
 
 struct RequestBody {
@@ -128,11 +139,14 @@ int run_check(const std::string& file, Format format) {
     proto::JsonWriter w(out);
     w.begin_object().field("ok", true).field("file", file).key("policy");
     write_policy_json(w, *r.policy);
+    w.key("warnings");
+    write_diagnostics_json(w, r.warnings);
     w.end_object();
     print_json(out);
     return 0;
   }
   if (print_errors(r)) return 1;
+  print_warnings(r);
   std::fputs(summarize(*r.policy).c_str(), stdout);
   return 0;
 }
@@ -325,14 +339,16 @@ int run_policy(int argc, char** argv) {
   std::string check_file;
   Format check_format = Format::kText;
   CLI::App* check = cli::add_command(
-      *app, "check", "Validate FILE: every error with its line and column (exit 1), or a summary");
+      *app, "check",
+      "Validate FILE: every error with its line and column (exit 1), or its warnings (what no "
+      "request can reach) and a summary");
   check->add_option("FILE", check_file, "Policy file (YAML)")
       ->required()
       ->check(cli::kReadableFile);
   check
       ->add_option("--format", check_format,
-                   "text (default) or json: {ok, file, policy} or {ok: false, errors: [{file, "
-                   "line, column, path, message}]}")
+                   "text (default) or json: {ok, file, policy, warnings} or {ok: false, "
+                   "errors, warnings}, each diagnostic {file, line, column, path, message}")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
 
   std::string diff_before;

@@ -67,6 +67,62 @@ TEST(PolicyCommand, CheckJsonIsOneDocumentWithThePolicy) {
   simdjson::dom::array rules;
   ASSERT_EQ(doc["policy"]["policies"].get_array().get(rules), simdjson::SUCCESS) << r.out;
   EXPECT_GT(rules.size(), 0u);
+  simdjson::dom::array warnings;
+  ASSERT_EQ(doc["warnings"].get_array().get(warnings), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(warnings.size(), 0u) << r.out;
+}
+
+// A file whose first rule's route no request path can equal and whose third rule the first two
+// shadow: both are warnings, the check passes (exit 0) and the summary follows.
+const char* kWarned =
+    "listen:\n  - address: 127.0.0.1:8080\n"
+    "upstreams:\n  - name: u\n    url: http://127.0.0.1:1\n"
+    "policies:\n"
+    "  - name: chat\n"
+    "    match: {routes: [/v1/chat/completions/, \"/v1/*\"]}\n"
+    "  - name: gpt\n"
+    "    match: {models: [\"gpt-*\"]}\n"
+    "  - name: gpt4\n"
+    "    match: {models: [\"gpt-4*\"]}\n";
+
+TEST(PolicyCommand, CheckPrintsWarningsWithTheirPositionAndPasses) {
+  const std::string file = write_temp("warned.yaml", kWarned);
+  std::string err;
+  Outcome r = run_capturing_stderr({"check", file}, err);
+  EXPECT_EQ(r.rc, 0) << err;
+  EXPECT_EQ(err, file +
+                     ":8:22: warning: policies[0].match.routes[0]: no request path can match "
+                     "\"/v1/chat/completions/\": it ends with '/', which the gateway removes "
+                     "before matching (only \"/\" keeps it): write \"/v1/chat/completions\"\n" +
+                     file +
+                     ":11:5: warning: policies[2]: never matches (the first matching rule wins): "
+                     "policies[1] (\"gpt\", line 9) comes first and matches every request this "
+                     "rule would match\n"
+                     "2 warnings\n");
+  EXPECT_NE(r.out.find("gpt4"), std::string::npos) << r.out;  // the summary, as without warnings
+}
+
+TEST(PolicyCommand, CheckJsonListsWarningsBesideThePolicy) {
+  const std::string file = write_temp("warned.yaml", kWarned);
+  Outcome r = run({"check", "--format", "json", file});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(doc["ok"].get_bool().value(), true);
+  EXPECT_TRUE(doc["policy"].is_object());
+  simdjson::dom::array warnings;
+  ASSERT_EQ(doc["warnings"].get_array().get(warnings), simdjson::SUCCESS) << r.out;
+  ASSERT_EQ(warnings.size(), 2u) << r.out;
+  simdjson::dom::element first = warnings.at(0);
+  EXPECT_EQ(std::string(first["file"].get_string().value()), file);
+  EXPECT_EQ(first["line"].get_int64().value(), 8);
+  EXPECT_EQ(first["column"].get_int64().value(), 22);
+  EXPECT_EQ(std::string(first["path"].get_string().value()), "policies[0].match.routes[0]");
+  EXPECT_EQ(std::string(warnings.at(1)["path"].get_string().value()), "policies[2]");
+  EXPECT_EQ(warnings.at(1)["line"].get_int64().value(), 11);
+  EXPECT_NE(std::string(warnings.at(1)["message"].get_string().value()).find("never matches"),
+            std::string::npos);
 }
 
 TEST(PolicyCommand, CheckJsonListsEveryErrorWithItsPosition) {
@@ -91,6 +147,9 @@ TEST(PolicyCommand, CheckJsonListsEveryErrorWithItsPosition) {
   EXPECT_EQ(std::string(errors.at(1)["path"].get_string().value()), "policies[0].on_cut.mode");
   EXPECT_NE(std::string(errors.at(1)["message"].get_string().value()).find("observe"),
             std::string::npos);
+  simdjson::dom::array warnings;
+  ASSERT_EQ(doc["warnings"].get_array().get(warnings), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(warnings.size(), 0u);
 }
 
 TEST(PolicyCommand, ExplainJsonCarriesEveryNumberWithItsSource) {

@@ -25,8 +25,12 @@ struct Diagnostic {
   int column = 0;    // 1-based
   std::string path;  // key path, "" for syntax errors
   std::string message;
+  // A warning: the file loads and the gateway uses it, but part of it can never apply (a route
+  // no request path can equal, a rule earlier rules shadow). See LoadResult::warnings.
+  bool warning = false;
 
-  // "FILE:LINE:COLUMN: PATH: message" (parts without a value are left out).
+  // "FILE:LINE:COLUMN: PATH: message", or "FILE:LINE:COLUMN: warning: PATH: message" (parts
+  // without a value are left out).
   std::string to_string() const;
 };
 
@@ -39,10 +43,15 @@ struct LoadOptions {
 struct LoadResult {
   std::shared_ptr<const Policy> policy;  // set iff errors is empty
   std::vector<Diagnostic> errors;        // every error, in file order
+  // Every warning, in file order; only when the file loaded (errors is empty), since a broken
+  // match reads as "*" and would make the checks behind them report noise.
+  std::vector<Diagnostic> warnings;
 
   bool ok() const { return policy != nullptr; }
-  // All diagnostics, one per line.
+  // All errors, one per line.
   std::string error_text() const;
+  // All warnings, one per line ("FILE:LINE:COLUMN: warning: PATH: message").
+  std::string warning_text() const;
 };
 
 // Reads and validates `path`. The file name in diagnostics is `path` as given.
