@@ -250,13 +250,14 @@ class Observability : public ::testing::Test {
         "http://127.0.0.1:" + std::to_string(port_) + "/v1/chat/completions", "POST", headers,
         body.empty() ? R"({"model":")" + model +
                            R"(","messages":[{"role":"user","content":"Hi"}],)"
-                           R"("max_tokens":16,"stream":true})"
+                           R"("max_tokens":16,"temperature":0,"stream":true})"
                      : body,
         30000);
     return r.ok() ? std::move(r).value() : proto::HttpResponse{};
   }
 
-  // Cuts by the budget (max_tokens 16 clamped to 3: gateway_budget), an upstream that refuses
+  // Cuts by the budget (max_tokens 16 clamped to 3: gateway_budget; greedy, because a sampled
+  // tiny model can draw its end-of-sequence token before the third token), an upstream that refuses
   // connections (upstream_error), a malformed body (invalid_request).
   static void drive_traffic() {
     for (int i = 0; i < 4; ++i) {
