@@ -115,6 +115,12 @@ void Passthrough::start() {
                          up.headers);
   up.body = std::move(req.body);
 
+  watch_client();
+  send_upstream(std::move(up));
+}
+
+// The client going away cancels the upstream exchange; its socket draining resumes a paused one.
+void Passthrough::watch_client() {
   std::weak_ptr<Passthrough> weak = weak_from_this();
   client_->on_close([weak] {
     if (auto self = weak.lock()) {
@@ -129,7 +135,6 @@ void Passthrough::start() {
       self->call_.resume();
     }
   });
-  send_upstream(std::move(up));
 }
 
 // Sends `up` to the endpoint it names: at start, and again on a retry (retry_elsewhere), which

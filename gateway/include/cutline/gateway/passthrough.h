@@ -43,6 +43,7 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   void on_body(std::string_view data);
   void on_complete(proto::HttpHeaders& trailers);
   void on_error(const proto::ClientError& error);
+  void watch_client();
   void send_upstream(proto::ClientRequest up);
   bool retry_elsewhere(EndpointOutcome failure, std::optional<proto::ClientErrorKind> error);
   // Answers `error` (status: its own unless given); `operator_message`, when set, replaces the
