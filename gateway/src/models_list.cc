@@ -19,6 +19,7 @@ namespace cutline::gateway {
 namespace {
 
 constexpr size_t kMaxModelsBody = 4u << 20;
+constexpr std::string_view kModelsPath = "/v1/models";
 constexpr std::string_view kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
                                         "/v1/embeddings"};
 
@@ -121,31 +122,81 @@ void ModelsList::fetch_all() {
       on_upstream_done(i, 0, "");
       continue;
     }
-    up.target = u.base_path + "/v1/models";
+    // One endpoint of the pool (they serve the same models); none available: left out.
+    std::string base_path = u.base_path;
+    if (Status s = pending_[i].attempts.pick(gw_.upstream_pools().get(), u, {}, {}, up, base_path);
+        !s.ok()) {
+      gw_.metrics().upstream_error(u.name, "no_endpoint");
+      on_upstream_done(i, 0, "");
+      continue;
+    }
+    up.target = base_path + std::string(kModelsPath);
     up.headers = client_->request().headers;
     build_upstream_headers(u, upstream_header_options(*policy_, nullptr, peer, request_id_),
                            up.headers);
-    std::weak_ptr<ModelsList> weak = weak_from_this();
-    proto::ClientCallbacks cb;
-    cb.on_head = [weak, i](int status, proto::HttpHeaders&) {
-      if (auto self = weak.lock()) self->pending_[i].status = status;
-    };
-    cb.on_body = [weak, i](std::string_view data) {
-      auto self = weak.lock();
-      if (self && self->pending_[i].body.size() + data.size() <= kMaxModelsBody) {
-        self->pending_[i].body.append(data);
-      }
-    };
-    cb.on_complete = [weak, i](proto::HttpHeaders&) {
-      if (auto self = weak.lock()) {
-        self->on_upstream_done(i, self->pending_[i].status, std::move(self->pending_[i].body));
-      }
-    };
-    cb.on_error = [weak, i](const proto::ClientError&) {
-      if (auto self = weak.lock()) self->on_upstream_done(i, 0, "");
-    };
-    pending_[i].call = worker_.client->start(std::move(up), std::move(cb));
+    ask(i, std::move(up));
   }
+}
+
+// Sends `up` to upstream `index`'s endpoint: at first, and again on another endpoint when one
+// fails (a connect failure, a reset before the answer, a 5xx), while the pool has one left.
+void ModelsList::ask(size_t index, proto::ClientRequest up) {
+  Pending& p = pending_[index];
+  if (p.attempts.may_retry()) p.retry_req = std::make_unique<proto::ClientRequest>(up);
+  std::weak_ptr<ModelsList> weak = weak_from_this();
+  proto::ClientCallbacks cb;
+  cb.on_head = [weak, index](int status, proto::HttpHeaders&) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (status >= 500 && self->retry_elsewhere(index, EndpointOutcome::kServerError)) return;
+    self->pending_[index].status = status;
+  };
+  cb.on_body = [weak, index](std::string_view data) {
+    auto self = weak.lock();
+    if (self && self->pending_[index].body.size() + data.size() <= kMaxModelsBody) {
+      self->pending_[index].body.append(data);
+    }
+  };
+  cb.on_complete = [weak, index](proto::HttpHeaders&) {
+    if (auto self = weak.lock()) {
+      Pending& p = self->pending_[index];
+      p.attempts.report(p.status >= 500 ? EndpointOutcome::kServerError
+                                        : EndpointOutcome::kSuccess);
+      self->on_upstream_done(index, p.status, std::move(p.body));
+    }
+  };
+  cb.on_error = [weak, index](const proto::ClientError& error) {
+    auto self = weak.lock();
+    if (!self) return;
+    self->gw_.metrics().upstream_error(self->policy_->upstreams[index].name,
+                                       proto::to_string(error.kind));
+    self->pending_[index].attempts.report_error(error.kind);
+    if (error.kind != proto::ClientErrorKind::kParse &&
+        self->retry_elsewhere(index, EndpointOutcome::kConnectFailure)) {
+      return;
+    }
+    self->on_upstream_done(index, 0, "");
+  };
+  p.call = worker_.client->start(std::move(up), std::move(cb));
+}
+
+bool ModelsList::retry_elsewhere(size_t index, EndpointOutcome failure) {
+  Pending& p = pending_[index];
+  if (!p.retry_req || p.done || done_ ||
+      !p.attempts.retry(gw_.upstream_pools().get(), failure, *p.retry_req, kModelsPath)) {
+    return false;
+  }
+  p.call.cancel();  // no callback of the failed exchange runs after this
+  p.status = 0;
+  p.body.clear();
+  proto::ClientRequest up = std::move(*p.retry_req);
+  p.retry_req.reset();
+  // Started from the loop, not from inside the failed exchange's callback.
+  worker_.loop.post([weak = weak_from_this(), index, up = std::move(up)]() mutable {
+    auto self = weak.lock();
+    if (self && !self->done_) self->ask(index, std::move(up));
+  });
+  return true;
 }
 
 void ModelsList::on_upstream_done(size_t index, int status, std::string body) {
@@ -160,7 +211,7 @@ void ModelsList::on_upstream_done(size_t index, int status, std::string body) {
   for (size_t i = 0; i < pending_.size(); ++i) {
     if (pending_[i].status != 200) {
       all_ok = false;
-      if (pending_[i].status != 0) {
+      if (pending_[i].status != 0) {  // transport errors and no endpoint: counted already
         gw_.metrics().upstream_error(policy_->upstreams[i].name,
                                      "status_" + std::to_string(pending_[i].status));
       }
@@ -202,6 +253,7 @@ void ModelsList::answer(const std::vector<ListedModel>& models) {
   body.append("]}");
   proto::StopRecord r;
   r.cause = proto::Cause::kEos;
+  for (const Pending& p : pending_) p.attempts.fill_record(r);
   finish(200, body, std::move(r));
 }
 
@@ -212,9 +264,14 @@ void ModelsList::finish(int status, const std::string& body, proto::StopRecord r
   record.request_id = request_id_;
   record.duration_ms = (unix_now_s() - arrival_unix_s_) * 1000.0;
   if (status != 499 && !client_->closed()) {
+    // The client's copy leaves out the endpoints asked unless --upstream-error-detail.
+    std::vector<std::string> endpoints;
+    if (!gw_.upstream_error_detail()) endpoints.swap(record.endpoints);
+    const std::string stop_header = proto::stop_header_value(record);
+    if (!endpoints.empty()) record.endpoints = std::move(endpoints);
     client_->send_simple(status,
                          proto::HttpHeaders{{"Content-Type", "application/json"},
-                                            {"Cutline-Stop", proto::stop_header_value(record)},
+                                            {"Cutline-Stop", stop_header},
                                             {"Cutline-Request-Id", request_id_},
                                             {"X-Request-Id", request_id_}},
                          body);

@@ -96,13 +96,31 @@ void Passthrough::start() {
   if (Status s = fill_upstream_target(*upstream_, gw_.upstream_tls(), up); !s.ok()) {
     return respond_error(s.error());
   }
-  up.target = upstream_->base_path + req.target;
+  std::string base_path = upstream_->base_path;
+  if (Status s = attempts_.pick(gw_.upstream_pools().get(), *upstream_, model, {}, up, base_path);
+      !s.ok()) {
+    // The pool's reason names its endpoints (addresses, DNS names): for operators only.
+    Error e = s.error();
+    std::string operator_message;
+    if (!gw_.upstream_error_detail()) {
+      operator_message = e.message;
+      e.message = "upstream \"" + upstream_->name + "\": no endpoint is available";
+    }
+    return respond_error(e, 0, std::move(operator_message));
+  }
+  up.target = base_path + req.target;
   up.headers = req.headers;
   const std::string peer = client_->peer_address();
   build_upstream_headers(*upstream_, upstream_header_options(*policy_, rule, peer, request_id_),
                          up.headers);
   up.body = std::move(req.body);
 
+  watch_client();
+  send_upstream(std::move(up));
+}
+
+// The client going away cancels the upstream exchange; its socket draining resumes a paused one.
+void Passthrough::watch_client() {
   std::weak_ptr<Passthrough> weak = weak_from_this();
   client_->on_close([weak] {
     if (auto self = weak.lock()) {
@@ -117,6 +135,12 @@ void Passthrough::start() {
       self->call_.resume();
     }
   });
+}
+
+// Sends `up` to the endpoint it names: at start, and again on a retry (retry_elsewhere), which
+// needs its own copy while one may follow.
+void Passthrough::send_upstream(proto::ClientRequest up) {
+  if (attempts_.may_retry()) retry_req_ = std::make_unique<proto::ClientRequest>(up);
   proto::ClientCallbacks cb;
   cb.on_head = [this](int s, proto::HttpHeaders& h) { on_head(s, h); };
   cb.on_body = [this](std::string_view d) { on_body(d); };
@@ -125,7 +149,32 @@ void Passthrough::start() {
   call_ = worker_.client->start(std::move(up), std::move(cb));
 }
 
+// Before anything went to the client, an exchange that failed where a retry is safe
+// (retry_is_safe: a connect failure, or a reset or 5xx for GET, HEAD, OPTIONS) goes to another
+// endpoint of the pool. False when no retry was started.
+bool Passthrough::retry_elsewhere(EndpointOutcome failure,
+                                  std::optional<proto::ClientErrorKind> error) {
+  if (!retry_req_ || done_ || client_->head_sent() || bytes_out_ > 0 ||
+      !retry_is_safe(retry_req_->method, error)) {
+    return false;
+  }
+  const std::string target = client_->request().target;
+  if (!attempts_.retry(gw_.upstream_pools().get(), failure, *retry_req_, target)) return false;
+  call_.cancel();  // no callback of the failed exchange runs after this
+  status_ = 0;
+  proto::ClientRequest up = std::move(*retry_req_);
+  retry_req_.reset();
+  // Started from the loop, not from inside the failed exchange's callback.
+  worker_.loop.post([weak = weak_from_this(), up = std::move(up)]() mutable {
+    auto self = weak.lock();
+    if (self && !self->done_) self->send_upstream(std::move(up));
+  });
+  return true;
+}
+
 void Passthrough::on_head(int status, proto::HttpHeaders& headers) {
+  if (status >= 500 && retry_elsewhere(EndpointOutcome::kServerError, std::nullopt)) return;
+  retry_req_.reset();  // the answer has begun: no retry from here on
   status_ = status;
   upstream_answered_ = true;
   std::optional<uint64_t> length;
@@ -155,6 +204,7 @@ void Passthrough::on_body(std::string_view data) {
 }
 
 void Passthrough::on_complete(proto::HttpHeaders& trailers) {
+  attempts_.report(status_ >= 500 ? EndpointOutcome::kServerError : EndpointOutcome::kSuccess);
   proto::remove_hop_by_hop(trailers);
   client_->finish(trailers);
   done();
@@ -162,29 +212,47 @@ void Passthrough::on_complete(proto::HttpHeaders& trailers) {
 
 void Passthrough::on_error(const proto::ClientError& error) {
   gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
+  attempts_.report_error(error.kind);
+  if (error.kind != proto::ClientErrorKind::kParse &&
+      retry_elsewhere(EndpointOutcome::kConnectFailure, error.kind)) {
+    return;
+  }
   upstream_failed_ = true;
   error_message_ = upstream_error_text(upstream_->name, error, gw_.upstream_error_detail());
   if (client_->head_sent()) {
+    if (!gw_.upstream_error_detail()) {
+      error_message_ = upstream_error_text(upstream_->name, error, true);
+    }
     client_->reset();
     done();
     return;
   }
   Error e = error.to_error();
   e.message = error_message_;
-  respond_error(e);
+  respond_error(e, 0,
+                gw_.upstream_error_detail() ? std::string()
+                                            : upstream_error_text(upstream_->name, error, true));
 }
 
-void Passthrough::respond_error(const Error& error, int status) {
+void Passthrough::respond_error(const Error& error, int status, std::string operator_message) {
   status_ = status != 0 ? status : error.status();
   error_message_ = error.message;
   record_ = make_record();
+  // The client's copy of the record leaves out internal addresses (the endpoints tried, the
+  // detail of the gateway's own upstream errors) unless --upstream-error-detail; the access log
+  // and the metrics get them (restored below).
+  std::vector<std::string> endpoints;
+  if (!gw_.upstream_error_detail()) endpoints.swap(record_.endpoints);
   proto::ErrorBodyFields fields;
   fields.cutline = &record_;
   const std::string body = proto::error_body(error, fields);
   bytes_out_ += static_cast<int64_t>(body.size());
+  const std::string stop_header = proto::stop_header_value(record_);
+  if (!endpoints.empty()) record_.endpoints = std::move(endpoints);
+  if (!operator_message.empty()) record_.message = std::move(operator_message);
   client_->send_simple(status_,
                        proto::HttpHeaders{{"Content-Type", "application/json"},
-                                          {"Cutline-Stop", proto::stop_header_value(record_)},
+                                          {"Cutline-Stop", stop_header},
                                           {"Cutline-Request-Id", request_id_},
                                           {"X-Request-Id", request_id_}},
                        body);
@@ -214,6 +282,7 @@ proto::StopRecord Passthrough::make_record() const {
   } else {
     r.cause = Cause::kEos;
   }
+  attempts_.fill_record(r);
   r.duration_ms = (unix_now_s() - arrival_unix_s_) * 1000.0;
   return r;
 }

@@ -431,7 +431,7 @@ void Stream::route() {
 // Sends `req` to the endpoint it names: at route, and again on a retry (stream_endpoint.cc),
 // which needs its own copy while one may follow.
 void Stream::start_upstream(proto::ClientRequest req) {
-  if (pool_size_ > 1 && endpoints_tried_.size() < kMaxUpstreamAttempts) {
+  if (attempts_.may_retry()) {
     retry_req_ = std::make_unique<proto::ClientRequest>(req);
   }
   proto::ClientCallbacks cb;
@@ -529,8 +529,8 @@ void Stream::on_upstream_body(std::string_view data) {
 }
 
 void Stream::on_upstream_complete() {
-  lease_.report(upstream_status_ >= 500 ? EndpointOutcome::kServerError
-                                        : EndpointOutcome::kSuccess);
+  attempts_.report(upstream_status_ >= 500 ? EndpointOutcome::kServerError
+                                           : EndpointOutcome::kSuccess);
   if (upstream_status_ != 200) {
     relay_.on_error_status(upstream_status_, upstream_error_body_);
     gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(upstream_status_));

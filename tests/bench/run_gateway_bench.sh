@@ -25,7 +25,14 @@
 # POOL_CPU=1 runs instead the endpoint-pool comparison: the gateway's CPU per request with an
 # upstream of 1 endpoint (url:) and of 16 (endpoints:, 16 fake upstreams, least_request), side by
 # side in one run (h2load, HTTP/1.1, short non-streaming requests; POOL_REQUESTS each, default
-# 20000; ROUNDS alternating the order), CPU from the gateway's /proc/PID/stat.
+# 20000; ROUNDS alternating the order), CPU from the gateway's /proc/PID/stat. A third gateway,
+# "16same", has 16 endpoints that are all one fake upstream (127.0.0.1..16, the fake bound to
+# 0.0.0.0): the upstream side is then the same process as with 1 endpoint, so its difference from
+# 1 is the gateway's own cost of a 16-endpoint pool, while "16" also includes what 16 upstream
+# processes sharing the cores do to the gateway (fewer responses per wake-up). SWITCHES=1 counts
+# the gateway's context switches per request (perf stat, a software counter that does not slow
+# it); SYSCALLS=1 also its connect() and epoll_wait() calls and all its system calls (syscall
+# tracepoints: every system call gets slower, which changes the batching being measured).
 set -euo pipefail
 BUILD=${1:-build}
 LEVELS=${2:-"100 1000"}
@@ -41,7 +48,10 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 ulimit -n 20000 2>/dev/null || true
 
-"$BUILD/tests/support/cutline-fake-upstream" --port 0 >"$WORK/fake.out" 2>"$WORK/fake.err" &
+FAKE_BIND=127.0.0.1
+[[ "${POOL_CPU:-0}" = 1 ]] && FAKE_BIND=0.0.0.0  # reachable as 127.0.0.2.. too ("16same")
+"$BUILD/tests/support/cutline-fake-upstream" --port 0 --bind "$FAKE_BIND" >"$WORK/fake.out" \
+  2>"$WORK/fake.err" &
 FAKE_PID=$!; PIDS+=($FAKE_PID)
 for _ in $(seq 100); do grep -q PORT "$WORK/fake.out" 2>/dev/null && break; sleep 0.05; done
 FAKE_PORT=$(awk '/PORT/{print $2}' "$WORK/fake.out")
@@ -56,9 +66,16 @@ if [[ "${POOL_CPU:-0}" = 1 ]]; then
     for _ in $(seq 100); do grep -q PORT "$WORK/fake$i.out" 2>/dev/null && break; sleep 0.05; done
     ENDPOINTS="$ENDPOINTS, \"http://127.0.0.1:$(awk '/PORT/{print $2}' "$WORK/fake$i.out")\""
   done
+  SAME="\"http://127.0.0.1:$FAKE_PORT\""
+  for i in $(seq 2 16); do SAME="$SAME, \"http://127.0.0.$i:$FAKE_PORT\""; done
+  CONFIGS="1 16 16same"
   declare -A GW_PORT GW_PID
-  for n in 1 16; do
-    if [[ $n = 1 ]]; then UP="url: http://127.0.0.1:$FAKE_PORT"; else UP="endpoints: [$ENDPOINTS]"; fi
+  for n in $CONFIGS; do
+    case $n in
+      1) UP="url: http://127.0.0.1:$FAKE_PORT" ;;
+      16) UP="endpoints: [$ENDPOINTS]" ;;
+      16same) UP="endpoints: [$SAME]" ;;
+    esac
     cat >"$WORK/pool$n.yaml" <<YAML
 listen:
   - address: 127.0.0.1:0
@@ -81,10 +98,18 @@ YAML
   done
   echo '{"model":"fake-tokens=1","messages":[{"role":"user","content":"hi"}]}' >"$WORK/pool_body.json"
   cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-  echo "endpoints  requests  ok  gateway cpu us/request"
+  echo "endpoints  requests  ok  gateway cpu us/request  [per request: connects syscalls epoll_waits context_switches]"
   for round in $(seq "$ROUNDS"); do
-    order="1 16"; (( round % 2 == 0 )) && order="16 1"
+    order="1 16 16same"; (( round % 2 == 0 )) && order="16same 16 1"
     for n in $order; do
+      perf_pid=""
+      if [[ "${SYSCALLS:-0}" = 1 || "${SWITCHES:-0}" = 1 ]]; then
+        events=context-switches  # a software counter: costs the gateway nothing per system call
+        [[ "${SYSCALLS:-0}" = 1 ]] && events="syscalls:sys_enter_connect,raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,$events"
+        perf stat -x, -e "$events" -p "${GW_PID[$n]}" -o "$WORK/perf.$n.$round" 2>/dev/null &
+        perf_pid=$!
+        sleep 0.3
+      fi
       before=$(cpu_ticks "${GW_PID[$n]}")
       ok=$(h2load --h1 -n "$POOL_REQUESTS" -c 16 -t 1 -d "$WORK/pool_body.json" \
              -H 'Content-Type: application/json' \
@@ -92,20 +117,46 @@ YAML
            awk '/^requests:/{for(i=1;i<=NF;i++) if($(i+1)=="succeeded,") print $i}')
       after=$(cpu_ticks "${GW_PID[$n]}")
       us=$(python3 -c "import os,sys; t=os.sysconf('SC_CLK_TCK'); print(f'{($after-$before)/t*1e6/max(1,int(sys.argv[1])):.1f}')" "${ok:-0}")
-      echo "$n $POOL_REQUESTS ${ok:-0} $us" | tee -a "$WORK/pool_cpu.txt" |
-        awk '{printf "%9d  %8d  %6d  %10s\n", $1, $2, $3, $4}'
+      counts=""
+      if [[ -n "$perf_pid" ]]; then
+        kill -INT "$perf_pid" 2>/dev/null || true
+        wait "$perf_pid" 2>/dev/null || true
+        counts=$(python3 -c '
+import sys
+ok = max(1, int(sys.argv[2]))
+got = {}
+for line in open(sys.argv[1]):
+    f = line.strip().split(",")
+    if len(f) > 2 and f[0].isdigit():
+        got[f[2]] = int(f[0])
+keys = ["syscalls:sys_enter_connect", "raw_syscalls:sys_enter",
+        "syscalls:sys_enter_epoll_wait", "context-switches"]
+print(" ".join(f"{got[k] / ok:.3f}" if k in got else "-" for k in keys))' "$WORK/perf.$n.$round" "${ok:-0}")
+      fi
+      echo "$n $POOL_REQUESTS ${ok:-0} $us $counts" | tee -a "$WORK/pool_cpu.txt" |
+        awk '{printf "%9s  %8d  %6d  %10s  %s %s %s %s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
       sleep "${SETTLE_S:-2}"
     done
   done
   python3 - "$WORK/pool_cpu.txt" <<'PY'
 import statistics, sys
-by = {}
+by, counts = {}, {}
 for line in open(sys.argv[1]):
-    n, _, ok, us = line.split()
-    by.setdefault(int(n), []).append(float(us))
-one, sixteen = statistics.median(by[1]), statistics.median(by[16])
-print(f"median gateway CPU per request: 1 endpoint {one:.1f} us, 16 endpoints {sixteen:.1f} us "
-      f"(difference {sixteen - one:+.1f} us, ratio {sixteen / one:.3f})")
+    n, _, ok, us, *rest = line.split()
+    by.setdefault(n, []).append(float(us))
+    if rest:
+        counts.setdefault(n, []).append([float(x) if x != "-" else "-" for x in rest])
+one = statistics.median(by["1"])
+for n, label in (("16", "16 endpoints (16 processes)"), ("16same", "16 endpoints (one process)")):
+    m = statistics.median(by[n])
+    print(f"median gateway CPU per request: 1 endpoint {one:.1f} us, {label} {m:.1f} us "
+          f"(difference {m - one:+.1f} us, ratio {m / one:.3f})")
+names = ["connects", "syscalls", "epoll_waits", "context switches"]
+for n, rows in counts.items():
+    med = [statistics.median(col) if "-" not in col else None
+           for col in zip(*[[x if x != "-" else "-" for x in r] for r in rows])]
+    print(f"median per request, {n}: " +
+          ", ".join(f"{name} {m:.3f}" for name, m in zip(names, med) if m is not None))
 PY
   exit 0
 fi

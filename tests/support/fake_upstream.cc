@@ -43,11 +43,13 @@
 // authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
 // body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
 //
-// Usage: cutline-fake-upstream [--port N] (0 = any free port) [--tls-cert FILE --tls-key FILE
+// Usage: cutline-fake-upstream [--port N] (0 = any free port) [--bind IPV4] (default 127.0.0.1;
+// 0.0.0.0 answers on every loopback address too) [--tls-cert FILE --tls-key FILE
 // [--tls-client-ca FILE]] (HTTPS with proto's TlsContext; with a client CA, clients must present
 // a certificate it issued: mTLS). Prints "PORT <n>" on stdout once listening.
 // Single-threaded libevent evhttp: a test tool, not a production server.
 
+#include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -768,11 +770,13 @@ bufferevent* tls_bufferevent(event_base* base, void* arg) {
 
 int main(int argc, char** argv) {
   int port = 0;
+  const char* bind_ip = "127.0.0.1";
   std::string resident;
   cutline::proto::TlsServerConfig tls_config;
   tls_config.alpn = {"http/1.1"};  // evhttp speaks HTTP/1.1 only
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--bind") == 0 && i + 1 < argc) bind_ip = argv[++i];
     if (std::strcmp(argv[i], "--resident") == 0 && i + 1 < argc) resident = argv[++i];
     if (std::strcmp(argv[i], "--tls-cert") == 0 && i + 1 < argc) tls_config.cert_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-key") == 0 && i + 1 < argc) tls_config.key_file = argv[++i];
@@ -810,13 +814,16 @@ int main(int argc, char** argv) {
   sockaddr_in bind_addr{};
   bind_addr.sin_family = AF_INET;
   bind_addr.sin_port = htons(static_cast<uint16_t>(port));
-  bind_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, bind_ip, &bind_addr.sin_addr) != 1) {
+    std::fprintf(stderr, "cutline-fake-upstream: --bind wants an IPv4 address, not %s\n", bind_ip);
+    return 2;
+  }
   evconnlistener* listener =
       evconnlistener_new_bind(srv.base, nullptr, nullptr, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
                               16384, reinterpret_cast<sockaddr*>(&bind_addr), sizeof bind_addr);
   evhttp_bound_socket* sock = listener ? evhttp_bind_listener(http, listener) : nullptr;
   if (!sock) {
-    std::fprintf(stderr, "cutline-fake-upstream: cannot bind 127.0.0.1:%d\n", port);
+    std::fprintf(stderr, "cutline-fake-upstream: cannot bind %s:%d\n", bind_ip, port);
     return 1;
   }
   sockaddr_storage ss{};

@@ -4,8 +4,12 @@
 // serve it), caches the merged list on the worker for kModelsCacheMs, and shows a tenant only the
 // models a rule lets it use (a rule matching the tenant, the model and one of the OpenAI routes,
 // with the request's headers). An upstream that fails or times out is left out of that answer
-// (and not cached). One stop record per answer (eos; admission_rejected for a refused key), in
-// the Cutline-Stop header, the access log and the metrics. Runs on the request's worker loop.
+// (and not cached). Each upstream is asked through its endpoint pool as the OpenAI routes are
+// (upstream_attempts.h): one endpoint, another one when it fails before answering (a connect
+// failure, a reset, a 5xx); an upstream with no endpoint available is left out at once and
+// counted as an upstream error (no_endpoint). One stop record per answer (eos; admission_rejected
+// for a refused key), in the Cutline-Stop header, the access log and the metrics. Runs on the
+// request's worker loop.
 
 #include <cstdint>
 #include <memory>
@@ -13,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "cutline/gateway/upstream_attempts.h"
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http_client.h"
 #include "cutline/proto/server_stream.h"
@@ -51,6 +56,8 @@ class ModelsList : public std::enable_shared_from_this<ModelsList> {
 
  private:
   void fetch_all();
+  void ask(size_t index, proto::ClientRequest up);
+  bool retry_elsewhere(size_t index, EndpointOutcome failure);
   void on_upstream_done(size_t index, int status, std::string body);
   void answer(const std::vector<ListedModel>& models);
   void finish(int status, const std::string& body, proto::StopRecord record);
@@ -65,6 +72,8 @@ class ModelsList : public std::enable_shared_from_this<ModelsList> {
   std::string tenant_;
   double arrival_unix_s_ = 0;
   struct Pending {
+    UpstreamAttempts attempts;                        // its endpoints asked (upstream_attempts.h)
+    std::unique_ptr<proto::ClientRequest> retry_req;  // as sent, while a retry may follow
     proto::ClientHandle call;
     int status = 0;
     std::string body;

@@ -11,12 +11,17 @@
 // The upstream is chosen by the model the request names — "model" in a JSON object body
 // (/v1/embeddings, ...) or the {model} of /v1/models/{model} — with the upstreams' model globs;
 // a request that names none (or a model no upstream serves) goes to the first upstream
-// configured. Runs on the request's worker loop.
+// configured. The endpoint is picked in that upstream's pool as for the OpenAI routes
+// (upstream_attempts.h), and a failure before anything went to the client is retried on another
+// endpoint when that is safe (retry_is_safe: any method when no connection was made, GET, HEAD
+// and OPTIONS after a reset or a 5xx). Runs on the request's worker loop.
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "cutline/gateway/upstream_attempts.h"
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http_client.h"
 #include "cutline/proto/server_stream.h"
@@ -38,7 +43,12 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   void on_body(std::string_view data);
   void on_complete(proto::HttpHeaders& trailers);
   void on_error(const proto::ClientError& error);
-  void respond_error(const Error& error, int status = 0);
+  void watch_client();
+  void send_upstream(proto::ClientRequest up);
+  bool retry_elsewhere(EndpointOutcome failure, std::optional<proto::ClientErrorKind> error);
+  // Answers `error` (status: its own unless given); `operator_message`, when set, replaces the
+  // client's message in the record the access log gets.
+  void respond_error(const Error& error, int status = 0, std::string operator_message = {});
   proto::StopRecord make_record() const;
   void done();
 
@@ -57,6 +67,10 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   bool auth_failed_ = false;  // 401
   bool upstream_failed_ = false;
   bool upstream_answered_ = false;
+  // The endpoints of upstream_'s pool it went to (upstream_attempts.h), and the request as sent
+  // while a retry on another one may follow.
+  UpstreamAttempts attempts_;
+  std::unique_ptr<proto::ClientRequest> retry_req_;
   proto::ClientHandle call_;
   int status_ = 0;
   int64_t bytes_in_ = 0;

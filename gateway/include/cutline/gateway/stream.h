@@ -25,6 +25,7 @@
 #include "cutline/gateway/relay.h"
 #include "cutline/gateway/responses_relay.h"
 #include "cutline/gateway/token_timing.h"
+#include "cutline/gateway/upstream_attempts.h"
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/budget.h"
 #include "cutline/policy/decision.h"
@@ -211,30 +212,24 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void on_pool_reserved(bool tenant, const policy::PoolAsk& ask, AsyncReservation r);
   std::string clamp_rule_;  // set when the policy lowered max_tokens
   const policy::Upstream* upstream_ = nullptr;
-  // The endpoint of upstream_'s pool this request went to (endpoint_pool.h): picked at route,
-  // reported when the upstream exchange ends (unreported: cancelled, at destruction).
-  EndpointLease lease_;
+  // The endpoints of upstream_'s pool this request went to (upstream_attempts.h): picked at
+  // route, reported when the upstream exchange ends (unreported: cancelled, at destruction).
+  UpstreamAttempts attempts_;
   // route: picks the endpoint (stream_endpoint.cc) and points `req` at it; an error when the
   // pool has none available.
   Status pick_endpoint(proto::ClientRequest& req, std::string& base_path);
   // The upstream exchange failed: tells the pool how (connect failure, disconnect, ...).
-  void report_endpoint_failure(proto::ClientErrorKind kind);
+  void report_endpoint_failure(proto::ClientErrorKind kind) { attempts_.report_error(kind); }
   // Before the first byte went to the client (phase kRoute: no 200 head yet), an exchange that
   // failed (connect failure, reset before the head, a 5xx) is sent again to an endpoint of the
-  // pool it has not failed on, at most kMaxUpstreamAttempts in all. Reports the failure to the
-  // pool; false when no retry was started (the caller ends the stream as before).
+  // pool it has not failed on, at most UpstreamAttempts::kMaxAttempts in all. Reports the failure
+  // to the pool; false when no retry was started (the caller ends the stream as before).
   bool retry_elsewhere(EndpointOutcome failure);
-  void note_pick(const EndpointPool& pool);
   // Sends `req` upstream with the relay callbacks (route, and every retry).
   void start_upstream(proto::ClientRequest req);
   // The record's attempts, endpoints and routed_cold (absent without a pool).
-  void fill_pool_record(proto::StopRecord& record) const;
-  static constexpr size_t kMaxUpstreamAttempts = 3;
+  void fill_pool_record(proto::StopRecord& record) const { attempts_.fill_record(record); }
   std::unique_ptr<proto::ClientRequest> retry_req_;  // as sent; kept while a retry may follow
-  size_t pool_size_ = 0;                             // endpoints in the pool at route
-  std::vector<uint64_t> tried_;                      // endpoint ids it failed on
-  std::vector<std::string> endpoints_tried_;         // every endpoint it was sent to, in order
-  std::optional<bool> routed_cold_;                  // the last pick's (proto's routed_cold)
 
   // Upstream exchange and relay state.
   proto::ClientHandle upstream_call_;
