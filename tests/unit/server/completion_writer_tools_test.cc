@@ -7,70 +7,13 @@
 #include "cutline/proto/completion_assembler.h"
 #include "cutline/proto/sse_parser.h"
 #include "cutline/server/completion_writer.h"
+#include "writer_test_support.h"
 
 namespace cutline::server {
 namespace {
 
-// Records what a writer sends; never closed.
-class RecordingStream final : public proto::ServerStream {
- public:
-  proto::HttpRequest& request() override { return request_; }
-  proto::EventLoop& loop() const override { std::abort(); }
-  std::string_view protocol() const override { return "HTTP/1.1"; }
-  std::string peer_address() const override { return "127.0.0.1:1"; }
-  bool send_head(int status, const proto::HttpHeaders&, proto::BodyFraming) override {
-    status_ = status;
-    return true;
-  }
-  bool send_body(std::string_view data) override {
-    body_.append(data);
-    return true;
-  }
-  bool finish(const proto::HttpHeaders& trailers) override {
-    trailers_ = trailers;
-    finished_ = true;
-    return true;
-  }
-  bool send_simple(int status, const proto::HttpHeaders&, std::string_view body) override {
-    status_ = status;
-    body_.assign(body);
-    finished_ = true;
-    return true;
-  }
-  void reset() override {}
-  void on_writable(std::function<void()>) override {}
-  void on_close(std::function<void()>) override {}
-  bool closed() const override { return false; }
-  bool head_sent() const override { return status_ != 0; }
-  bool finished() const override { return finished_; }
-  size_t buffered_bytes() const override { return 0; }
-
-  int status_ = 0;
-  std::string body_;
-  proto::HttpHeaders trailers_;
-  bool finished_ = false;
-
- private:
-  proto::HttpRequest request_;
-};
-
-// Ids 0..255 are bytes.
-class ByteTokenizer : public model::Tokenizer {
- public:
-  ByteTokenizer() {
-    for (int i = 0; i < 256; ++i) bytes_.emplace_back(1, static_cast<char>(i));
-  }
-  int32_t vocab_size() const override { return 256; }
-  std::vector<int32_t> encode(std::string_view, bool) const override { return {}; }
-  std::string_view token_bytes(int32_t id) const override { return bytes_[id]; }
-  int32_t special_token_id(std::string_view) const override { return -1; }
-  int32_t bos_id() const override { return -1; }
-  std::span<const int32_t> eos_ids() const override { return {}; }
-  bool is_control(int32_t) const override { return false; }
-
- private:
-  std::vector<std::string> bytes_;
-};
+using test::ByteTokenizer;
+using test::RecordingStream;
 
 std::vector<std::string> data_of(const std::string& body) {
   proto::SseParser p;
@@ -182,8 +125,11 @@ TEST(CompletionWriterTools, MalformedCallIsPlainContentWithStop) {
   // Streaming: the held block goes out as content before the last chunk.
   const std::string streamed = run(tool_params(true), {text}, proto::Cause::kEos);
   proto::CompletionAssembler assembler;
-  for (const std::string& c : data_of(streamed))
-    if (c != "[DONE]") ASSERT_TRUE(assembler.add(c).ok());
+  for (const std::string& c : data_of(streamed)) {
+    if (c != "[DONE]") {
+      ASSERT_TRUE(assembler.add(c).ok());
+    }
+  }
   EXPECT_EQ(assembler.choices()[0].content, text);
   EXPECT_EQ(assembler.choices()[0].finish_reason, "stop");
 }
