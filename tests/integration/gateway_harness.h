@@ -59,6 +59,21 @@ inline std::vector<std::string> sse_payloads(const std::string& sse_body, bool* 
   return out;
 }
 
+// Starts a cutline-fake-upstream on a free port, its output in DIR/NAME.out and .err; returns the
+// port, 0 when it did not start.
+inline uint16_t start_fake_upstream(Process& fake, const std::string& dir,
+                                    const std::string& name) {
+  const std::string out = dir + "/" + name + ".out";
+  fake.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, out, dir + "/" + name + ".err");
+  if (!wait_for([&] {
+        const std::string text = read_file(out);
+        return text.rfind("PORT ", 0) == 0 && text.find('\n') != std::string::npos;
+      })) {
+    return 0;
+  }
+  return static_cast<uint16_t>(std::atoi(read_file(out).c_str() + 5));
+}
+
 // A fake upstream and a gateway in front of it, in a fresh temp dir. `yaml` writes the policy
 // given the fake's port and the access-log path.
 struct GatewayEnv {
@@ -75,15 +90,11 @@ struct GatewayEnv {
 
   bool start(const std::function<std::string(uint16_t, const std::string&)>& yaml) {
     dir = make_temp_dir();
-    fake.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, dir + "/fake.out", dir + "/fake.err");
-    if (!wait_for([&] {
-          const std::string out = read_file(dir + "/fake.out");
-          return out.rfind("PORT ", 0) == 0 && out.find('\n') != std::string::npos;
-        })) {
+    fake_port = start_fake_upstream(fake, dir, "fake");
+    if (fake_port == 0) {
       error = "fake upstream did not start: " + read_file(dir + "/fake.err");
       return false;
     }
-    fake_port = static_cast<uint16_t>(std::atoi(read_file(dir + "/fake.out").c_str() + 5));
     log_path = dir + "/access.log";
     config_path = dir + "/cutline.yaml";
     std::ofstream(config_path) << yaml(fake_port, log_path);

@@ -41,11 +41,8 @@ int requests_seen(uint16_t port) {
 TEST(GatewayPool, SpreadsOverEndpointsAndEjectsOneThatGoesAway) {
   const std::string dir = make_temp_dir();
   Process second;
-  second.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, dir + "/second.out",
-               dir + "/second.err");
-  ASSERT_TRUE(wait_for([&] { return read_file(dir + "/second.out").rfind("PORT ", 0) == 0; }));
-  const auto second_port =
-      static_cast<uint16_t>(std::atoi(read_file(dir + "/second.out").c_str() + 5));
+  const uint16_t second_port = start_fake_upstream(second, dir, "second");
+  ASSERT_NE(second_port, 0) << read_file(dir + "/second.err");
   GatewayEnv env;
   ASSERT_TRUE(env.start([&](uint16_t port, const std::string& log) {
     return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
@@ -221,11 +218,8 @@ TEST(GatewayPool, RetriesOnAnotherEndpointWhenOneFailsBeforeTheAnswerBegins) {
 TEST(GatewayPool, NeverRetriesAfterTokensWentOut) {
   const std::string dir = make_temp_dir();
   Process second;
-  second.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, dir + "/second.out",
-               dir + "/second.err");
-  ASSERT_TRUE(wait_for([&] { return read_file(dir + "/second.out").rfind("PORT ", 0) == 0; }));
-  const auto second_port =
-      static_cast<uint16_t>(std::atoi(read_file(dir + "/second.out").c_str() + 5));
+  const uint16_t second_port = start_fake_upstream(second, dir, "second");
+  ASSERT_NE(second_port, 0) << read_file(dir + "/second.err");
   GatewayEnv env;
   ASSERT_TRUE(env.start([&](uint16_t port, const std::string& log) {
     return pool_yaml(log, port, second_port);

@@ -24,6 +24,7 @@
 #include "../support/redis_server.h"
 #include "backend_harness.h"
 #include "gateway_harness.h"
+#include "shared_pool_check.h"
 
 namespace cutline::test {
 namespace {
@@ -72,11 +73,8 @@ class GatewayScaleOutBackends : public ::testing::Test {
         {"--model", "model-b=" + b, "--model", "model-a=" + a, "--weights-memory", budget}))
         << backends_[1].stderr_text();
     const std::string dir = backends_[0].dir();
-    other_.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, dir + "/other.out",
-                 dir + "/other.err");
-    ASSERT_TRUE(
-        wait_for([&] { return read_file(dir + "/other.out").find('\n') != std::string::npos; }));
-    other_port_ = static_cast<uint16_t>(std::atoi(read_file(dir + "/other.out").c_str() + 5));
+    other_port_ = start_fake_upstream(other_, dir, "other");
+    ASSERT_NE(other_port_, 0) << read_file(dir + "/other.err");
   }
 
   // Both replicas on one policy: pool "pool" of the three endpoints (least_request, residency
@@ -209,44 +207,13 @@ TEST_F(GatewayScaleOutBackends, TheGlobalPoolIsNeverOverspentAcrossReplicas) {
                      "      global_tokens_per_minute: 600\n"
                      "      on_pool_exhausted: reject\n"))
       << error_;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::atomic<int> served{0}, refused{0}, other{0};
-  std::atomic<int64_t> tokens{0};
-  std::vector<std::thread> clients;
-  for (int i = 0; i < 16; ++i) {
-    clients.emplace_back([&, i] {
-      GatewayEnv& g = i % 2 ? b_ : a_;
-      auto r = proto::http_fetch(
-          g.url("/v1/chat/completions"), "POST", {{"Content-Type", "application/json"}},
-          chat_body(i % 4 < 2 ? "model-a" : "model-b", "pool " + std::to_string(i), false, 100),
-          30000);
-      if (!r.ok()) {
-        ++other;
-      } else if (r->status == 200) {
-        ++served;
-        const size_t at = r->body.find("\"output_tokens\":");
-        if (at != std::string::npos) tokens += std::atoll(r->body.c_str() + at + 16);
-      } else if (r->status == 429 &&
-                 r->body.find("global_tokens_per_minute") != std::string::npos) {
-        ++refused;
-      } else {
-        ++other;
-      }
-    });
-  }
-  for (auto& t : clients) t.join();
-  const double elapsed_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // What the bucket can have given: its 600 plus the refill (10 per second) meanwhile.
-  const double budget = 600 + 10 * elapsed_s;
-  std::printf("%d served (%lld tokens), %d refused in %.1f s; the pool could give %.0f\n",
-              served.load(), static_cast<long long>(tokens.load()), refused.load(), elapsed_s,
-              budget);
-  EXPECT_EQ(other.load(), 0);
-  EXPECT_EQ(served + refused, 16);
-  EXPECT_GE(served.load(), 5);  // the pool was shared, not refused wholesale
-  EXPECT_LE(served * 100, budget) << served << " served in " << elapsed_s << " s";
-  EXPECT_LE(static_cast<double>(tokens.load()), budget);
+  expect_global_pool_held(
+      a_, b_, 16,
+      [](int i) {
+        return chat_body(i % 4 < 2 ? "model-a" : "model-b", "pool " + std::to_string(i), false,
+                         100);
+      },
+      {{"Content-Type", "application/json"}}, 30000);
   a_.stop();
   b_.stop();
 }

@@ -23,6 +23,7 @@
 #include "../support/ci.h"
 #include "../support/redis_server.h"
 #include "gateway_harness.h"
+#include "shared_pool_check.h"
 
 namespace cutline::test {
 namespace {
@@ -267,44 +268,10 @@ TEST_F(GatewayScaleOut, TheGlobalPoolIsNeverOverspentAcrossReplicas) {
                      "      global_tokens_per_minute: 600\n"
                      "      on_pool_exhausted: reject\n"))
       << error_;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::atomic<int> served{0}, refused{0}, other{0};
-  std::atomic<int64_t> tokens{0};
-  std::vector<std::thread> clients;
-  for (int i = 0; i < 20; ++i) {
-    clients.emplace_back([&, i] {
-      GatewayEnv& g = i % 2 ? b_ : a_;
-      auto r = proto::http_fetch(
-          g.url("/v1/chat/completions"), "POST",
-          {{"Content-Type", "application/json"}, {"X-Fake-Script", "tokens=100,interval_ms=5"}},
-          chat_body("shared", "pool " + std::to_string(i), false, 100), 20000);
-      if (!r.ok()) {
-        ++other;
-      } else if (r->status == 200) {
-        ++served;
-        const size_t at = r->body.find("\"output_tokens\":");
-        if (at != std::string::npos) tokens += std::atoll(r->body.c_str() + at + 16);
-      } else if (r->status == 429 &&
-                 r->body.find("global_tokens_per_minute") != std::string::npos) {
-        ++refused;
-      } else {
-        ++other;
-      }
-    });
-  }
-  for (auto& t : clients) t.join();
-  const double elapsed_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // What the bucket can have given: its 600 plus the refill (10 per second) meanwhile.
-  const double budget = 600 + 10 * elapsed_s;
-  std::printf("%d served (%lld tokens), %d refused in %.1f s; the pool could give %.0f\n",
-              served.load(), static_cast<long long>(tokens.load()), refused.load(), elapsed_s,
-              budget);
-  EXPECT_EQ(other.load(), 0);
-  EXPECT_EQ(served + refused, 20);
-  EXPECT_GE(served.load(), 5);  // the pool was shared, not refused wholesale
-  EXPECT_LE(served * 100, budget) << served << " served in " << elapsed_s << " s";
-  EXPECT_LE(static_cast<double>(tokens.load()), budget);
+  expect_global_pool_held(
+      a_, b_, 20,
+      [](int i) { return chat_body("shared", "pool " + std::to_string(i), false, 100); },
+      {{"Content-Type", "application/json"}, {"X-Fake-Script", "tokens=100,interval_ms=5"}}, 20000);
   a_.stop();
   b_.stop();
 }
