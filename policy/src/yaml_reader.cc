@@ -114,14 +114,18 @@ void YamlReader::error(const YAML::Node& at, std::string_view path, std::string 
   error(ref(at, std::string(path)), std::move(message));
 }
 
-void YamlReader::error(const YamlRef& at, std::string message) {
+Diagnostic YamlReader::diagnostic(const YamlRef& at, std::string message) const {
   Diagnostic d;
   d.file = file_;
   d.line = at.line;
   d.column = at.column;
   d.path = at.path;
   d.message = std::move(message);
-  errors_->push_back(std::move(d));
+  return d;
+}
+
+void YamlReader::error(const YamlRef& at, std::string message) {
+  errors_->push_back(diagnostic(at, std::move(message)));
 }
 
 void YamlReader::warn(const YAML::Node& at, std::string_view path, std::string message) {
@@ -130,12 +134,7 @@ void YamlReader::warn(const YAML::Node& at, std::string_view path, std::string m
 
 void YamlReader::warn(const YamlRef& at, std::string message) {
   if (!warnings_) return;
-  Diagnostic d;
-  d.file = file_;
-  d.line = at.line;
-  d.column = at.column;
-  d.path = at.path;
-  d.message = std::move(message);
+  Diagnostic d = diagnostic(at, std::move(message));
   d.warning = true;
   warnings_->push_back(std::move(d));
 }

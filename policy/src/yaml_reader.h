@@ -79,6 +79,9 @@ class YamlReader {
                                                       const std::string& path);
 
  private:
+  // A Diagnostic for `at` in this file.
+  Diagnostic diagnostic(const YamlRef& at, std::string message) const;
+
   std::string file_;
   std::vector<Diagnostic>* errors_;
   std::vector<Diagnostic>* warnings_;

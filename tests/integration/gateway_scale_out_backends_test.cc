@@ -24,7 +24,7 @@
 #include "../support/redis_server.h"
 #include "backend_harness.h"
 #include "gateway_harness.h"
-#include "shared_pool_check.h"
+#include "scale_out_harness.h"
 
 namespace cutline::test {
 namespace {
@@ -95,29 +95,8 @@ class GatewayScaleOutBackends : public ::testing::Test {
              "policies:\n  - name: default\n    match: {}\n" +
              budget;
     };
-    for (auto* g : {&a_, &b_}) {
-      g->gateway_args = {"--upstream-error-detail"};  // answers name their endpoints
-      if (!g->start(yaml)) {
-        error_ = g->error;
-        return false;
-      }
-    }
     // Both replicas have both backends' reports (the other upstream has none to give).
-    return wait_for(
-        [&] {
-          for (auto* g : {&a_, &b_}) {
-            auto r = proto::http_fetch(g->admin_url("/v1/cutline/upstreams"), "GET", {}, "", 2000);
-            if (!r.ok()) return false;
-            size_t n = 0;
-            for (size_t at = r->body.find("\"resident_models\""); at != std::string::npos;
-                 at = r->body.find("\"resident_models\"", at + 1)) {
-              ++n;
-            }
-            if (n < 2) return false;
-          }
-          return true;
-        },
-        10000);
+    return start_replicas(a_, b_, yaml, 2, error_);
   }
 
   // True when `label` is ejected or failing health checks in both replicas.

@@ -23,7 +23,7 @@
 #include "../support/ci.h"
 #include "../support/redis_server.h"
 #include "gateway_harness.h"
-#include "shared_pool_check.h"
+#include "scale_out_harness.h"
 
 namespace cutline::test {
 namespace {
@@ -108,30 +108,8 @@ class GatewayScaleOut : public ::testing::Test {
              "policies:\n  - name: default\n    match: {}\n" +
              budget;
     };
-    for (auto* g : {&a_, &b_}) {
-      // The answers name the endpoints they were sent to (the tests read them).
-      g->gateway_args = {"--upstream-error-detail"};
-      if (!g->start(yaml)) {
-        error_ = g->error;
-        return false;
-      }
-    }
-    // Every endpoint reported its resident models to both replicas.
-    return wait_for(
-        [&] {
-          for (auto* g : {&a_, &b_}) {
-            auto r = proto::http_fetch(g->admin_url("/v1/cutline/upstreams"), "GET", {}, "", 2000);
-            if (!r.ok()) return false;
-            size_t n = 0;
-            for (size_t at = r->body.find("\"resident_models\""); at != std::string::npos;
-                 at = r->body.find("\"resident_models\"", at + 1)) {
-              ++n;
-            }
-            if (n < 6) return false;  // 3 endpoints in each of the 2 pools
-          }
-          return true;
-        },
-        10000);
+    // Every endpoint reports its resident models to both replicas: 3 in each of the 2 pools.
+    return start_replicas(a_, b_, yaml, 6, error_);
   }
 
   // True when `label` is ejected or unhealthy in both replicas' pool "pool".

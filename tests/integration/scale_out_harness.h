@@ -1,6 +1,7 @@
 #pragma once
-// The check two scale-out suites share: gateway replicas with one global token pool in Redis
-// never give out more than the pool holds, wherever the requests arrive.
+// What the two scale-out suites share: starting two gateway replicas in front of one upstream pool,
+// and the check that replicas with one global token pool in Redis never give out more than the
+// pool holds, wherever the requests arrive.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,39 @@
 #include "gateway_harness.h"
 
 namespace cutline::test {
+
+// Starts replicas `a` and `b` on the policy `yaml` writes, with --upstream-error-detail (answers
+// name the endpoints they were sent to; the tests read them), and waits until each lists
+// `reports` resident-model reports in /v1/cutline/upstreams. False, with `error` set, when a
+// replica did not start or the reports did not come within 10 s.
+inline bool start_replicas(GatewayEnv& a, GatewayEnv& b,
+                           const std::function<std::string(uint16_t, const std::string&)>& yaml,
+                           size_t reports, std::string& error) {
+  for (GatewayEnv* g : {&a, &b}) {
+    g->gateway_args = {"--upstream-error-detail"};
+    if (!g->start(yaml)) {
+      error = g->error;
+      return false;
+    }
+  }
+  const bool reported = wait_for(
+      [&] {
+        for (GatewayEnv* g : {&a, &b}) {
+          auto r = proto::http_fetch(g->admin_url("/v1/cutline/upstreams"), "GET", {}, "", 2000);
+          if (!r.ok()) return false;
+          size_t n = 0;
+          for (size_t at = r->body.find("\"resident_models\""); at != std::string::npos;
+               at = r->body.find("\"resident_models\"", at + 1)) {
+            ++n;
+          }
+          if (n < reports) return false;
+        }
+        return true;
+      },
+      10000);
+  if (!reported) error = "the replicas did not get " + std::to_string(reports) + " reports";
+  return reported;
+}
 
 // Sends `requests` concurrent non-streaming chat requests, alternately to replicas `a` and `b`,
 // whose rule has `global_tokens_per_minute: 600` (refilled at 10 per second), max_output_tokens
