@@ -126,6 +126,16 @@ inline std::optional<proto::StopRecord> cutline_of(const std::string& json) {
   return std::move(rec).value();
 }
 
+// The string at a JSON pointer in `json`; "<absent>" when there is none, "<invalid json>".
+inline std::string json_string(const std::string& json, const std::string& pointer) {
+  simdjson::dom::parser parser;
+  auto doc = parser.parse(json);
+  if (doc.error()) return "<invalid json>";
+  std::string_view s;
+  if (doc.at_pointer(pointer).get_string().get(s) != simdjson::SUCCESS) return "<absent>";
+  return std::string(s);
+}
+
 // A numeric field of a flat JSON path like {"a":{"b":N}} read with simdjson's DOM API.
 inline double json_number(const std::string& json, const std::string& pointer) {
   simdjson::dom::parser parser;

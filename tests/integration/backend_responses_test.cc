@@ -28,15 +28,6 @@ class BackendResponses : public ::testing::Test {
 };
 Backend* BackendResponses::backend_ = nullptr;
 
-std::string json_string(const std::string& json, const std::string& pointer) {
-  simdjson::dom::parser parser;
-  auto doc = parser.parse(json);
-  if (doc.error()) return "<invalid json>";
-  std::string_view s;
-  if (doc.at_pointer(pointer).get_string().get(s) != simdjson::SUCCESS) return "<absent>";
-  return std::string(s);
-}
-
 bool json_is_null(const std::string& json, const std::string& pointer) {
   simdjson::dom::parser parser;
   auto doc = parser.parse(json);

@@ -22,16 +22,6 @@ const std::string kConversation =
     R"("function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},)"
     R"({"role":"tool","tool_call_id":"call_1","content":"18C"}])";
 
-// A string at a JSON pointer; "<absent>" when missing, "<invalid json>".
-std::string json_string(const std::string& json, const std::string& pointer) {
-  simdjson::dom::parser parser;
-  auto doc = parser.parse(json);
-  if (doc.error()) return "<invalid json>";
-  std::string_view s;
-  if (doc.at_pointer(pointer).get_string().get(s) != simdjson::SUCCESS) return "<absent>";
-  return std::string(s);
-}
-
 std::string request(const std::string& extra) {
   return R"({"model":"tiny",)" + kTools + "," + kConversation + R"(,"max_tokens":10,"seed":3)" +
          extra + "}";

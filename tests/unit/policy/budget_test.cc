@@ -11,14 +11,8 @@ namespace {
 using testing::load_ok;
 using testing::with_policies;
 
-const char* kTenants =
-    "tenants:\n"
-    "  - {name: alice, api_keys: [\"env:A\"]}\n"
-    "  - {name: bob, api_keys: [\"env:B\"]}\n";
-
-LoadOptions env() {
-  return LoadOptions{[](const std::string& n) -> std::optional<std::string> { return "k" + n; }};
-}
+using testing::env;
+using testing::kTenants;
 
 Decision decide_for(const Policy& p, std::string_view tenant, std::optional<int64_t> max) {
   RequestFacts f;

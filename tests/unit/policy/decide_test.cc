@@ -13,14 +13,8 @@ namespace {
 using testing::load_ok;
 using testing::with_policies;
 
-const char* kTenants =
-    "tenants:\n"
-    "  - {name: alice, api_keys: [\"env:A\"]}\n"
-    "  - {name: bob, api_keys: [\"env:B\"]}\n";
-
-LoadOptions env() {
-  return LoadOptions{[](const std::string& n) -> std::optional<std::string> { return "k" + n; }};
-}
+using testing::env;
+using testing::kTenants;
 
 RequestFacts facts(std::string_view tenant, std::string_view model,
                    std::string_view route = "/v1/chat/completions") {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cutline/policy/loader.h"
@@ -14,6 +15,17 @@ inline std::string with_policies(const std::string& policies, const std::string&
   return "listen:\n  - address: 127.0.0.1:8080\n"
          "upstreams:\n  - name: local\n    url: http://127.0.0.1:8081\n" +
          tenants + "policies:\n" + policies;
+}
+
+// Two tenants for with_policies(): alice (key env:A) and bob (env:B).
+inline constexpr const char* kTenants =
+    "tenants:\n"
+    "  - {name: alice, api_keys: [\"env:A\"]}\n"
+    "  - {name: bob, api_keys: [\"env:B\"]}\n";
+
+// Load options under which every env: secret is set (VAR reads as "kVAR").
+inline LoadOptions env() {
+  return LoadOptions{[](const std::string& n) -> std::optional<std::string> { return "k" + n; }};
 }
 
 inline std::shared_ptr<const Policy> load_ok(const std::string& yaml, const LoadOptions& o = {}) {

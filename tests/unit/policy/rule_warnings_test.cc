@@ -13,14 +13,8 @@ namespace {
 
 using testing::with_policies;
 
-const char* kTenants =
-    "tenants:\n"
-    "  - {name: alice, api_keys: [\"env:A\"]}\n"
-    "  - {name: bob, api_keys: [\"env:B\"]}\n";
-
-LoadOptions env() {
-  return LoadOptions{[](const std::string& n) -> std::optional<std::string> { return "k" + n; }};
-}
+using testing::env;
+using testing::kTenants;
 
 // Loads `yaml` (which must be valid) and returns its warnings, one per line.
 std::string warnings_of(const std::string& yaml) {
