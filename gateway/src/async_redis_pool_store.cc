@@ -1,8 +1,6 @@
-// Token pools in Redis over hiredis' libevent adapter (async_redis_pool_store.h).
+// Token pools in Redis, over RedisConnection on the worker's loop (async_redis_pool_store.h).
 #include "cutline/gateway/async_redis_pool_store.h"
 
-#include <hiredis/adapters/libevent.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
 #include <unistd.h>
@@ -12,8 +10,10 @@
 #include <string_view>
 
 #include "cutline/gateway/dns_resolver.h"
+#include "cutline/gateway/redis_connection.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/timer.h"
+#include "cutline/proto/tls_context.h"
 
 namespace cutline::gateway {
 
@@ -130,8 +130,8 @@ std::string random_instance_id() {
 }  // namespace
 
 // One EVALSHA/EVAL in flight or waiting for the connection. Owned by the store while waiting,
-// by hiredis (privdata) once sent: on_reply deletes it, also when the reply never comes (hiredis
-// calls every callback with a null reply when the connection goes away).
+// by the connection's reply callback once sent: on_reply gets it back, also when the reply never
+// comes (the connection calls every waiting callback with a null reply when it ends).
 struct AsyncRedisPoolStore::Command {
   AsyncRedisPoolStore* store = nullptr;
   std::shared_ptr<bool> alive;
@@ -171,11 +171,12 @@ AsyncRedisPoolStore::AsyncRedisPoolStore(proto::EventLoop& loop, AsyncRedisOptio
 AsyncRedisPoolStore::~AsyncRedisPoolStore() {
   *alive_ = false;
   waiting_.clear();
-  if (ctx_) {
-    redisAsyncContext* c = ctx_;
-    ctx_ = nullptr;
-    redisAsyncFree(c);  // runs every pending callback with a null reply; they do nothing now
-  }
+  conn_.reset();  // drops the commands still waiting for a reply, without running them
+}
+
+std::string AsyncRedisPoolStore::where() const {
+  return (options_.tls ? "rediss://" : "redis://") + options_.host + ":" +
+         std::to_string(options_.port);
 }
 
 bool AsyncRedisPoolStore::marked_down() const { return clock_.now_ns() < down_until_ns_; }
@@ -186,15 +187,14 @@ void AsyncRedisPoolStore::fail(const std::string& what, bool connection_failed) 
   if (connection_failed) down_until_ns_ = now + options_.retry_after_failure_ms * 1000000;
   if (last_log_ns_ >= 0 && now - last_log_ns_ < options_.log_interval_ms * 1000000) return;
   last_log_ns_ = now;
-  options_.log("budget_store redis://" + options_.host + ":" + std::to_string(options_.port) +
-               ": " + what +
+  options_.log("budget_store " + where() + ": " + what +
                (options_.fail_closed ? "; requests that need a token pool are refused (fail closed)"
                                      : "; token pools fall back to this process's memory (fail "
                                        "open)"));
 }
 
 void AsyncRedisPoolStore::connect() {
-  if (connecting_ || ctx_) return;
+  if (connecting_ || conn_) return;
   connecting_ = true;
   std::weak_ptr<bool> alive = alive_;
   resolver_->resolve(options_.host, [this, alive](Result<std::vector<std::string>> r) {
@@ -203,70 +203,59 @@ void AsyncRedisPoolStore::connect() {
       on_connected(false, r.error().message);
       return;
     }
-    redisAsyncContext* c = redisAsyncConnect(r->front().c_str(), options_.port);
-    if (!c || c->err) {
-      const std::string e = c ? c->errstr : "out of memory";
-      if (c) redisAsyncFree(c);
-      on_connected(false, "cannot connect: " + e);
-      return;
-    }
-    c->data = this;
-    redisLibeventAttach(c, loop_.base());
-    redisAsyncSetConnectCallback(c, &AsyncRedisPoolStore::on_connect_cb);
-    redisAsyncSetDisconnectCallback(c, &AsyncRedisPoolStore::on_disconnect_cb);
-    ctx_ = c;
-    // No answer to the connect within the timeout: give up on this context. One timer, owned by
-    // the store and re-armed per attempt (a self-owning timer per attempt leaked when the loop
-    // stopped, or the store went away, before it fired).
-    if (!connect_timer_) {
-      connect_timer_ = std::make_unique<proto::Timer>(loop_, [this]() {
-        if (ctx_ == nullptr || ready_) return;
-        redisAsyncContext* stale = ctx_;
-        ctx_ = nullptr;
-        redisAsyncFree(stale);
-        on_connected(false,
-                     "connect timed out after " + std::to_string(options_.timeout_ms) + " ms");
-      });
-    }
-    connect_timer_->arm(options_.timeout_ms);
+    start_connection(r->front());
   });
 }
 
-void AsyncRedisPoolStore::on_connect_cb(const redisAsyncContext* c, int status) {
-  auto* self = static_cast<AsyncRedisPoolStore*>(c->data);
-  if (!self || self->ctx_ != c) return;
-  if (status != REDIS_OK) {
-    self->ctx_ = nullptr;  // hiredis frees the context after this callback
-    self->on_connected(false, std::string("cannot connect: ") + c->errstr);
+void AsyncRedisPoolStore::start_connection(const std::string& address) {
+  RedisConnection::Events events;
+  events.connected = [this]() { on_connected(true, ""); };
+  events.closed = [this](const std::string& why) {
+    // Runs from inside the connection: it is destroyed on the next loop turn, not here.
+    auto gone = std::shared_ptr<RedisConnection>(std::move(conn_));
+    loop_.post([gone]() {});
+    const bool was_ready = ready_;
+    ready_ = false;
+    if (connecting_ && !was_ready) {
+      on_connected(false, why);
+    } else {
+      on_disconnected(why);
+    }
+  };
+  conn_ = std::make_unique<RedisConnection>(loop_, std::move(events));
+  SSL* ssl = nullptr;
+  if (options_.tls) {
+    ssl = options_.tls->new_client_ssl(options_.tls_server_name.empty() ? options_.host
+                                                                        : options_.tls_server_name);
+    if (ssl == nullptr) {
+      conn_.reset();
+      on_connected(false, "cannot start TLS: out of memory");
+      return;
+    }
+  }
+  std::string error;
+  if (!conn_->connect(address, options_.port, options_.timeout_ms, ssl, error)) {
+    conn_.reset();
+    on_connected(false, error);
     return;
   }
-  self->on_connected(true, "");
+  // Connected and, over TLS, the handshake done within the timeout, or this attempt is over.
+  if (!connect_timer_) {
+    connect_timer_ = std::make_unique<proto::Timer>(loop_, [this]() {
+      if (!conn_ || ready_) return;
+      conn_.reset();
+      on_connected(false, "connect timed out after " + std::to_string(options_.timeout_ms) + " ms");
+    });
+  }
+  connect_timer_->arm(options_.timeout_ms);
 }
-
-void AsyncRedisPoolStore::on_disconnect_cb(const redisAsyncContext* c, int status) {
-  auto* self = static_cast<AsyncRedisPoolStore*>(c->data);
-  if (!self || self->ctx_ != c) return;
-  self->ctx_ = nullptr;
-  self->ready_ = false;
-  self->on_disconnected(status == REDIS_OK ? "" : std::string(c->errstr));
-}
-
-namespace {
-// Replies to AUTH and SELECT: an error there makes every later command fail too (NOAUTH), and
-// each of those is counted; the AUTH or SELECT error itself is what the log line shows.
-void on_setup_reply(redisAsyncContext* c, void* reply, void* /*privdata*/) {
-  auto* r = static_cast<redisReply*>(reply);
-  if (!r || r->type != REDIS_REPLY_ERROR || !c->data) return;
-  static_cast<AsyncRedisPoolStore*>(c->data)->setup_failed(std::string(r->str, r->len));
-}
-}  // namespace
 
 void AsyncRedisPoolStore::setup_failed(const std::string& error) {
   // The commands pipelined behind a refused AUTH may still run (as the default user): their
   // replies are treated as failures, and the connection is closed once they are in.
   setup_failed_ = true;
   fail("AUTH/SELECT: " + error, /*connection_failed=*/true);
-  if (ctx_) redisAsyncDisconnect(ctx_);
+  if (conn_) conn_->close_when_answered();
 }
 
 void AsyncRedisPoolStore::on_connected(bool ok, const std::string& error) {
@@ -276,19 +265,25 @@ void AsyncRedisPoolStore::on_connected(bool ok, const std::string& error) {
     flush_waiting(error);
     return;
   }
+  if (connect_timer_) connect_timer_->cancel();
   ready_ = true;
   setup_failed_ = false;
-  // Pipelined ahead of every command: AUTH, then SELECT.
+  // Pipelined ahead of every command: AUTH, then SELECT. An error there makes every later
+  // command fail too (NOAUTH), and each of those is counted; the AUTH or SELECT error itself is
+  // what the log line shows.
+  std::weak_ptr<bool> alive = alive_;
+  auto on_setup_reply = [this, alive](const redisReply* r) {
+    if (alive.expired() || !*alive.lock()) return;
+    if (r != nullptr && r->type == REDIS_REPLY_ERROR) setup_failed(std::string(r->str, r->len));
+  };
   if (!options_.password.empty()) {
     if (options_.user.empty()) {
-      redisAsyncCommand(ctx_, on_setup_reply, nullptr, "AUTH %b", options_.password.data(),
-                        options_.password.size());
+      conn_->command({"AUTH", options_.password}, on_setup_reply);
     } else {
-      redisAsyncCommand(ctx_, on_setup_reply, nullptr, "AUTH %b %b", options_.user.data(),
-                        options_.user.size(), options_.password.data(), options_.password.size());
+      conn_->command({"AUTH", options_.user, options_.password}, on_setup_reply);
     }
   }
-  if (options_.db != 0) redisAsyncCommand(ctx_, on_setup_reply, nullptr, "SELECT %d", options_.db);
+  if (options_.db != 0) conn_->command({"SELECT", std::to_string(options_.db)}, on_setup_reply);
   std::vector<std::unique_ptr<Command>> queued;
   queued.swap(waiting_);
   for (auto& cmd : queued) {
@@ -307,49 +302,38 @@ void AsyncRedisPoolStore::flush_waiting(const std::string& error) {
 }
 
 void AsyncRedisPoolStore::send(std::unique_ptr<Command> cmd) {
-  if (!ctx_ || !ready_) {
+  if (!conn_ || !ready_ || setup_failed_) {
     waiting_.push_back(std::move(cmd));
     connect();
     return;
   }
   const Script& s = script(cmd->script);
   const std::string rkey = cmd->key + ":r";
-  std::vector<const char*> argv = {cmd->use_eval ? "EVAL" : "EVALSHA",
-                                   cmd->use_eval ? s.source.c_str() : s.sha.c_str(), "2",
-                                   cmd->key.c_str(), rkey.c_str()};
-  std::vector<size_t> lens = {cmd->use_eval ? 4u : 7u,
-                              cmd->use_eval ? s.source.size() : s.sha.size(), 1, cmd->key.size(),
-                              rkey.size()};
-  for (const auto& a : cmd->args) {
-    argv.push_back(a.c_str());
-    lens.push_back(a.size());
-  }
-  Command* raw = cmd.release();
-  if (redisAsyncCommandArgv(ctx_, &AsyncRedisPoolStore::on_reply, raw,
-                            static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
-    std::unique_ptr<Command> back(raw);
-    back->finish(false, {}, "cannot send the command");
-    return;
-  }
+  std::vector<std::string_view> args = {cmd->use_eval ? "EVAL" : "EVALSHA",
+                                        cmd->use_eval ? s.source : s.sha, "2", cmd->key, rkey};
+  for (const auto& a : cmd->args) args.push_back(a);
+  // The callback owns the command until its reply (or the connection's end) comes back.
+  auto owned = std::make_shared<std::unique_ptr<Command>>(std::move(cmd));
+  conn_->command(args, [this, owned](const redisReply* r) {
+    std::unique_ptr<Command> mine = std::move(*owned);
+    if (!mine || !*mine->alive) return;
+    on_reply(std::move(mine), r);
+  });
   ++in_flight_;
 }
 
-void AsyncRedisPoolStore::on_reply(redisAsyncContext* /*c*/, void* reply, void* privdata) {
-  std::unique_ptr<Command> cmd(static_cast<Command*>(privdata));
-  if (!*cmd->alive) return;
-  AsyncRedisPoolStore* self = cmd->store;
-  --self->in_flight_;
-  auto* r = static_cast<redisReply*>(reply);
+void AsyncRedisPoolStore::on_reply(std::unique_ptr<Command> cmd, const redisReply* r) {
+  --in_flight_;
   if (is_noscript(r) && !cmd->use_eval) {  // Redis restarted or flushed its scripts
     cmd->use_eval = true;
-    self->send(std::move(cmd));
+    send(std::move(cmd));
     return;
   }
   std::string error;
   std::vector<int64_t> values;
   if (!r) {
     error = "no reply (connection closed)";
-  } else if (self->setup_failed_) {
+  } else if (setup_failed_) {
     error = "not authenticated";
   } else if (r->type == REDIS_REPLY_ERROR) {
     error = std::string(r->str, r->len);
@@ -368,7 +352,7 @@ void AsyncRedisPoolStore::on_reply(redisAsyncContext* /*c*/, void* reply, void* 
     if (error.empty() && cmd->late) cmd->late(true, std::move(values), "");
     return;
   }
-  if (!error.empty()) self->fail(error, /*connection_failed=*/r == nullptr);
+  if (!error.empty()) fail(error, /*connection_failed=*/r == nullptr);
   cmd->finish(error.empty(), std::move(values), error);
 }
 
@@ -455,6 +439,87 @@ void AsyncRedisPoolStore::settle(const AsyncReservation& r, int64_t used_tokens)
        {std::to_string(r.spec().tokens_per_minute), r.id() + ":" + std::to_string(r.tokens()),
         std::to_string(r.tokens()), std::to_string(used_tokens)},
        [](bool, std::vector<int64_t>, std::string) {}, {});
+}
+
+Result<std::shared_ptr<const proto::TlsContext>> redis_tls_context(
+    const policy::BudgetStore& store) {
+  if (store.kind != policy::BudgetStoreKind::kRedis || !store.use_tls) {
+    return std::shared_ptr<const proto::TlsContext>();
+  }
+  proto::TlsClientConfig config;
+  config.ca_file = store.tls.ca_file;
+  config.cert_file = store.tls.cert_file;
+  config.key_file = store.tls.key_file;
+  config.verify = store.tls.verify;
+  config.alpn.clear();  // Redis speaks RESP only
+  auto context = proto::TlsContext::client(config);
+  if (!context.ok()) {
+    return make_error(context.error().kind, "budget_store " + store.url + " (policy line " +
+                                                std::to_string(store.ref.line) +
+                                                "): " + context.error().message);
+  }
+  return std::move(context).value();
+}
+
+AsyncRedisOptions redis_options(const policy::BudgetStore& store,
+                                std::shared_ptr<const proto::TlsContext> tls) {
+  AsyncRedisOptions o;
+  o.host = store.host;
+  o.port = store.port;
+  o.db = store.db;
+  o.user = store.user;
+  o.password = store.password;
+  o.fail_closed = store.fail_closed;
+  o.timeout_ms = store.timeout_ms;
+  o.reservation_ttl_ms = store.reservation_ttl_ms;
+  o.tls = std::move(tls);
+  o.tls_server_name = store.tls.server_name;
+  return o;
+}
+
+bool redis_answers(const AsyncRedisOptions& o) {
+  proto::EventLoop loop;
+  DnsResolver resolver(loop);
+  std::unique_ptr<RedisConnection> conn;
+  bool answered = false;
+  bool refused = false;  // AUTH refused: PING may still answer, as the default user
+  auto finish = [&](bool ok) {
+    answered = ok && !refused;
+    loop.stop();
+  };
+  proto::Timer deadline(loop, [&]() { finish(false); });
+  loop.post([&]() {
+    resolver.resolve(o.host, [&](Result<std::vector<std::string>> r) {
+      if (!r.ok()) return finish(false);
+      RedisConnection::Events events;
+      events.closed = [&](const std::string&) { finish(false); };
+      conn = std::make_unique<RedisConnection>(loop, std::move(events));
+      SSL* ssl = nullptr;
+      if (o.tls) {
+        ssl = o.tls->new_client_ssl(o.tls_server_name.empty() ? o.host : o.tls_server_name);
+        if (ssl == nullptr) return finish(false);
+      }
+      std::string error;
+      if (!conn->connect(r->front(), o.port, o.timeout_ms, ssl, error)) return finish(false);
+      // Sent now, they leave once connected (and, over TLS, once the handshake is done).
+      auto on_auth = [&](const redisReply* reply) {
+        refused = reply == nullptr || reply->type == REDIS_REPLY_ERROR;
+      };
+      if (!o.password.empty()) {
+        if (o.user.empty()) {
+          conn->command({"AUTH", o.password}, on_auth);
+        } else {
+          conn->command({"AUTH", o.user, o.password}, on_auth);
+        }
+      }
+      conn->command({"PING"}, [&](const redisReply* reply) {
+        finish(reply != nullptr && reply->type != REDIS_REPLY_ERROR);
+      });
+    });
+  });
+  deadline.arm(2 * o.timeout_ms);  // the connect, then the commands
+  loop.run();
+  return answered;
 }
 
 }  // namespace cutline::gateway

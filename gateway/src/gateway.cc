@@ -1,6 +1,5 @@
 #include "cutline/gateway/gateway.h"
 
-#include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -76,34 +75,6 @@ std::vector<std::string> fields_needing_restart(const policy::Policy& started,
 }
 
 // PING with the store's timeout and credentials; true when Redis answered PONG.
-bool redis_answers(const policy::BudgetStore& store) {
-  const timeval tv{static_cast<time_t>(store.timeout_ms / 1000),
-                   static_cast<suseconds_t>(store.timeout_ms % 1000 * 1000)};
-  redisContext* c = redisConnectWithTimeout(store.host.c_str(), store.port, tv);
-  if (c == nullptr) return false;
-  bool ok = c->err == 0 && redisSetTimeout(c, tv) == REDIS_OK;
-  auto run = [&](std::vector<std::string> args) {
-    if (!ok) return;
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.c_str());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(
-        redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    ok = r != nullptr && r->type != REDIS_REPLY_ERROR;
-    if (r) freeReplyObject(r);
-  };
-  if (!store.password.empty()) {
-    run(store.user.empty() ? std::vector<std::string>{"AUTH", store.password}
-                           : std::vector<std::string>{"AUTH", store.user, store.password});
-  }
-  run({"PING"});
-  redisFree(c);
-  return ok;
-}
-
 double unix_now_s() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
@@ -152,9 +123,13 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options) {
   if (const auto& store = loaded.policy->budget_store;
       store.kind == policy::BudgetStoreKind::kRedis) {
     // Token pools shared by every replica, reached asynchronously from each worker's loop
-    // (async_redis_pool_store.h). One blocking PING here, before any loop runs, only to say at
-    // start whether Redis answers. Changing budget_store takes a restart.
-    const bool answered = redis_answers(store);
+    // (async_redis_pool_store.h). rediss:// files (CA, client certificate) are read now: a bad
+    // one stops the start. One PING here, before the workers run, only to say at start whether
+    // Redis answers. Changing budget_store takes a restart.
+    auto tls = redis_tls_context(store);
+    if (!tls.ok()) return tls.error();
+    gw->redis_tls_ = std::move(tls).value();
+    const bool answered = redis_answers(redis_options(store, gw->redis_tls_));
     std::fprintf(stderr, "cutline-gateway: token pools in %s%s\n", store.url.c_str(),
                  answered ? ""
                  : store.fail_closed
@@ -185,17 +160,9 @@ std::unique_ptr<AsyncPoolStore> Gateway::make_pool_store(proto::EventLoop& loop,
   if (store.kind != policy::BudgetStoreKind::kRedis) {
     return std::make_unique<AsyncMemoryStore>(loop, *pools_);
   }
-  AsyncRedisOptions o;
-  o.host = store.host;
-  o.port = store.port;
-  o.db = store.db;
-  o.user = store.user;
-  o.password = store.password;
-  o.fail_closed = store.fail_closed;
-  o.timeout_ms = store.timeout_ms;
-  o.reservation_ttl_ms = store.reservation_ttl_ms;
   // The process's own pools serve fail-open calls (shared by every worker).
-  return std::make_unique<AsyncRedisPoolStore>(loop, std::move(o), clock_, *pools_);
+  return std::make_unique<AsyncRedisPoolStore>(loop, redis_options(store, redis_tls_), clock_,
+                                               *pools_);
 }
 
 uint64_t Gateway::budget_store_errors() const {

@@ -16,8 +16,8 @@ constexpr std::string_view kAdminAddressPattern =
     "^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:/@?#\\[\\]]*):[0-9]{1,5}$";
 // parse_endpoint_url: a scheme, an authority without credentials, no query or fragment.
 constexpr std::string_view kUrlPattern = "^(http|https|h2c)://[^/@?#\\s]+(/[^?#]*)?$";
-// parse_budget_store_url: "memory" or redis://HOST[:PORT][/DB].
-constexpr std::string_view kBudgetStoreUrlPattern = "^(memory|redis://[^/@\\s]+(/[0-9]{1,2})?)$";
+// parse_budget_store_url: "memory", redis://HOST[:PORT][/DB] or rediss://... (TLS).
+constexpr std::string_view kBudgetStoreUrlPattern = "^(memory|rediss?://[^/@\\s]+(/[0-9]{1,2})?)$";
 // A match route: a path or a glob.
 constexpr std::string_view kRoutePattern = "^[/*]";
 // An HTTP token (header names).
@@ -55,8 +55,8 @@ constexpr KeySpec kAdminKeys[] = {
      .description = "Bearer token every admin path but /healthz then needs."},
 };
 
-constexpr KeySpec kUpstreamTlsKeys[] = {
-    {.name = "ca_file", .description = "CA bundle to verify the upstream (default: system CAs)."},
+constexpr KeySpec kClientTlsKeys[] = {
+    {.name = "ca_file", .description = "CA bundle to verify the server (default: system CAs)."},
     {.name = "cert", .description = "Client certificate for mTLS (with key)."},
     {.name = "key", .description = "Client private key for mTLS (with cert)."},
     {.name = "server_name", .description = "SNI and the name verified (default: the URL's host)."},
@@ -178,7 +178,9 @@ constexpr KeySpec kLoadReportMap = {.name = "load_report",
                                     .object = &kLoadReport};
 constexpr KeySpec kBudgetStoreUrl = {
     .name = "budget_store",
-    .description = "memory (this process) or redis://HOST[:PORT][/DB] (shared by replicas).",
+    .description =
+        "memory (this process), or redis://HOST[:PORT][/DB] or rediss://... (TLS) "
+        "shared by replicas.",
     .default_value = "memory",
     .pattern = kBudgetStoreUrlPattern};
 
@@ -210,7 +212,7 @@ constexpr KeySpec kUpstreamKeys[] = {
     {.name = "tls",
      .type = Type::kObject,
      .description = "TLS to an https:// upstream.",
-     .object = &kUpstreamTls},
+     .object = &kClientTls},
     {.name = "spawn",
      .type = Type::kObject,
      .description = "A process the gateway starts and supervises (co-located backend).",
@@ -415,7 +417,7 @@ constexpr KeySpec kRuleKeys[] = {
 constexpr KeySpec kBudgetStoreKeys[] = {
     {.name = "url",
      .required = true,
-     .description = "memory or redis://HOST[:PORT][/DB].",
+     .description = "memory, redis://HOST[:PORT][/DB] or rediss://... (TLS).",
      .pattern = kBudgetStoreUrlPattern},
     {.name = "user", .type = Type::kName, .description = "Redis ACL user (needs password)."},
     {.name = "password", .type = Type::kSecret, .description = "Redis AUTH password."},
@@ -432,6 +434,10 @@ constexpr KeySpec kBudgetStoreKeys[] = {
      .type = Type::kDuration,
      .description = "How long an unsettled reservation is held (at least 1s).",
      .default_value = "15m"},
+    {.name = "tls",
+     .type = Type::kObject,
+     .description = "rediss:// only: the CA, client certificate and name to verify.",
+     .object = &kClientTls},
 };
 
 constexpr KeySpec kLimitsKeys[] = {
@@ -549,7 +555,9 @@ const MapSpec kListener{"listener", "A client listener.", kListenerKeys};
 const MapSpec kListenerTls{"listener_tls", "HTTPS on a listener.", kListenerTlsKeys};
 const MapSpec kAdmin{"admin", "The admin listener.", kAdminKeys};
 const MapSpec kUpstream{"upstream", "An upstream: one URL or a pool of endpoints.", kUpstreamKeys};
-const MapSpec kUpstreamTls{"upstream_tls", "TLS to an https:// upstream.", kUpstreamTlsKeys};
+const MapSpec kClientTls{"client_tls",
+                         "TLS to a server: an https:// upstream, a rediss:// budget store.",
+                         kClientTlsKeys};
 const MapSpec kSpawn{"spawn", "A process the gateway supervises.", kSpawnKeys};
 const MapSpec kDnsEndpoints{"dns_endpoints", "Every address a DNS name resolves to.",
                             kDnsEndpointsKeys};

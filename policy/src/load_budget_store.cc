@@ -1,6 +1,7 @@
 // Loader section: budget_store's map form (load_sections.h). The string form is
-// `budget_store: memory | redis://HOST[:PORT][/DB]` (load_network.cc); the map form adds what a
-// shared Redis needs: credentials from the environment, the failure policy and the timeouts.
+// `budget_store: memory | redis://HOST[:PORT][/DB] | rediss://...` (load_network.cc); the map form
+// adds what a shared Redis needs: credentials from the environment, the failure policy, the
+// timeouts and, for rediss://, how its certificate is verified.
 #include <utility>
 
 #include "load_sections.h"
@@ -69,6 +70,14 @@ void load_budget_store_map(YamlReader& r, const YAML::Node& node, const LoadOpti
         ok = false;
       }
     } else {
+      ok = false;
+    }
+  }
+  if (auto* e = f->get("tls")) {
+    only_redis(e);
+    ok = load_client_tls(r, e->value, key_path(path, "tls"), b.tls) && ok;
+    if (redis && !b.use_tls) {
+      r.error(e->key, key_path(path, "tls"), "applies to rediss:// stores only");
       ok = false;
     }
   }

@@ -303,7 +303,19 @@ bool load_spawn(YamlReader& r, const YAML::Node& node, const std::string& path, 
 
 bool load_upstream_tls(YamlReader& r, const YAML::Node& node, const std::string& path,
                        Upstream& u) {
-  auto f = r.map(node, path, keys::kUpstreamTls);
+  bool ok = load_client_tls(r, node, path, u.tls);
+  if (u.scheme != UpstreamScheme::kHttps) {
+    r.error(node, path, "tls applies to https:// upstreams only");
+    ok = false;
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool load_client_tls(YamlReader& r, const YAML::Node& node, const std::string& path,
+                     ClientTls& tls) {
+  auto f = r.map(node, path, keys::kClientTls);
   if (!f) return false;
   bool ok = true;
   auto str = [&](std::string_view key, std::string& out) {
@@ -314,28 +326,22 @@ bool load_upstream_tls(YamlReader& r, const YAML::Node& node, const std::string&
         ok = false;
     }
   };
-  str("ca_file", u.tls.ca_file);
-  str("cert", u.tls.cert_file);
-  str("key", u.tls.key_file);
-  str("server_name", u.tls.server_name);
+  str("ca_file", tls.ca_file);
+  str("cert", tls.cert_file);
+  str("key", tls.key_file);
+  str("server_name", tls.server_name);
   if (auto* e = f->get("verify")) {
     if (auto b = r.boolean(e->value, key_path(path, "verify")))
-      u.tls.verify = *b;
+      tls.verify = *b;
     else
       ok = false;
   }
-  if (u.tls.cert_file.empty() != u.tls.key_file.empty()) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
     r.error(node, path, "cert and key must be given together (client certificate)");
-    ok = false;
-  }
-  if (u.scheme != UpstreamScheme::kHttps) {
-    r.error(node, path, "tls applies to https:// upstreams only");
     ok = false;
   }
   return ok;
 }
-
-}  // namespace
 
 bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& options, Policy& p) {
   const std::string base = "upstreams";
@@ -451,15 +457,14 @@ bool parse_budget_store_url(YamlReader& r, const YAML::Node& node, const std::st
     p_store = std::move(b);
     return true;
   }
-  const std::string_view kPrefix = "redis://";
+  std::string_view kPrefix = "redis://";
   if (s->compare(0, 9, "rediss://") == 0) {
-    r.error(node, path,
-            "TLS to Redis (rediss://) is not supported by this build's hiredis; reach Redis "
-            "over a private network or a local TLS tunnel");
-    return false;
-  }
-  if (s->compare(0, kPrefix.size(), kPrefix) != 0) {
-    r.error(node, path, "expected \"memory\" or redis://HOST:PORT[/DB], got " + quote(*s));
+    kPrefix = "rediss://";
+    b.use_tls = true;
+  } else if (s->compare(0, kPrefix.size(), kPrefix) != 0) {
+    r.error(
+        node, path,
+        "expected \"memory\", redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB], got " + quote(*s));
     return false;
   }
   std::string_view rest = std::string_view(*s).substr(kPrefix.size());

@@ -43,6 +43,9 @@ void load_budget_store(YamlReader& r, const YAML::Node& node, const LoadOptions&
 // budget_store's map form (load_budget_store.cc) and the URL both forms share.
 void load_budget_store_map(YamlReader& r, const YAML::Node& node, const LoadOptions& options,
                            Policy& p);
+// A `tls:` map of a client connection (upstreams[i].tls, budget_store.tls): files, name, verify.
+bool load_client_tls(YamlReader& r, const YAML::Node& node, const std::string& path,
+                     ClientTls& tls);
 bool parse_budget_store_url(YamlReader& r, const YAML::Node& node, const std::string& path,
                             const std::string& url, BudgetStore& out);
 void load_access_log(YamlReader& r, const YAML::Node& node, Policy& p);

@@ -4,7 +4,8 @@
 // second. With `budget_store: memory` (the control) each replica has its own pool and the
 // second request passes. Redis unreachable at start: the gateway still serves (fail open), or
 // refuses with a labeled 503 (on_error: closed). Redis slow: the pool step waits for it off the
-// event loop, and a stream already relaying on the same worker keeps its token timing.
+// event loop, and a stream already relaying on the same worker keeps its token timing. The
+// same pool shared over TLS (`rediss://`, Redis's certificate verified against a CA file).
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 
 #include "../support/ci.h"
 #include "../support/redis_server.h"
+#include "../unit/proto/tls_test_util.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {
@@ -70,15 +72,21 @@ void hold_the_pool(RawClient& client) {
 
 class GatewaySharedPool : public ::testing::Test {
  protected:
+  // Redis listens on a plain port and, with its own self-signed certificate, a TLS port.
   static void SetUpTestSuite() {
+    certs_dir_ = new proto::testing::TempDir();
+    redis_cert_ = proto::testing::make_self_signed(*certs_dir_, "redis");
+    const RedisTls tls{redis_cert_.cert, redis_cert_.key, redis_cert_.cert};
     redis_ = new RedisServer();
-    if (!redis_->start()) {
+    if (!redis_->start(0, &tls)) {
       skip_why_ = new std::string(redis_->error());
     }
   }
   static void TearDownTestSuite() {
     delete redis_;
     redis_ = nullptr;
+    delete certs_dir_;
+    certs_dir_ = nullptr;
     delete skip_why_;
     skip_why_ = nullptr;
   }
@@ -89,11 +97,18 @@ class GatewaySharedPool : public ::testing::Test {
     redis_->command({"FLUSHALL"});
   }
   static std::string redis_url() { return "redis://127.0.0.1:" + std::to_string(redis_->port()); }
+  static std::string rediss_url() {
+    return "rediss://127.0.0.1:" + std::to_string(redis_->tls_port());
+  }
   static RedisServer* redis_;
   static std::string* skip_why_;
+  static proto::testing::TempDir* certs_dir_;
+  static proto::testing::CertFiles redis_cert_;
 };
 RedisServer* GatewaySharedPool::redis_ = nullptr;
 std::string* GatewaySharedPool::skip_why_ = nullptr;
+proto::testing::TempDir* GatewaySharedPool::certs_dir_ = nullptr;
+proto::testing::CertFiles GatewaySharedPool::redis_cert_;
 
 TEST_F(GatewaySharedPool, ASecondReplicaSeesWhatTheFirstTookAndGaveBack) {
   GatewayEnv a, b;
@@ -123,6 +138,37 @@ TEST_F(GatewaySharedPool, ASecondReplicaSeesWhatTheFirstTookAndGaveBack) {
         return served;
       },
       5000));
+  a.stop();
+  b.stop();
+}
+
+TEST_F(GatewaySharedPool, ReplicasShareThePoolOverTls) {
+  GatewayEnv a, b;
+  const std::string store =
+      "{url: \"" + rediss_url() + "\", tls: {ca_file: \"" + redis_cert_.cert + "\"}}";
+  auto yaml = [&](uint16_t port, const std::string& log) { return policy_yaml(port, log, store); };
+  ASSERT_TRUE(a.start(yaml)) << a.error;
+  ASSERT_TRUE(b.start(yaml)) << b.error;
+  // At start each replica asked Redis over TLS, and it answered.
+  const std::string started = read_file(a.dir + "/gateway.err");
+  EXPECT_NE(started.find("token pools in " + rediss_url() + "\n"), std::string::npos) << started;
+
+  RawClient holder(a.port);
+  ASSERT_TRUE(holder.connected());
+  hold_the_pool(holder);
+  proto::HttpResponse refused = post(b, "tokens=5");
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_NE(refused.body.find("tenant_tokens_per_minute"), std::string::npos) << refused.body;
+  // The bucket is in Redis (read over its plain port), and nothing fell back to a local pool.
+  auto keys = redis_->command({"KEYS", "cutline:pool:*"});
+  ASSERT_TRUE(keys);
+  EXPECT_GE(keys->elements, 1u);
+  for (GatewayEnv* env : {&a, &b}) {
+    auto metrics = proto::http_fetch(env->admin_url("/metrics"), "GET", {}, "", 5000);
+    ASSERT_TRUE(metrics.ok());
+    EXPECT_NE(metrics->body.find("\ncutline_budget_store_errors_total 0"), std::string::npos);
+  }
+  holder.close();
   a.stop();
   b.stop();
 }

@@ -46,6 +46,15 @@ struct RedisReplyDeleter {
 };
 using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyDeleter>;
 
+// TLS for RedisServer::start(): the server's certificate and key, the CA its clients' certificates
+// are checked against, and whether a client must present one (tls-auth-clients).
+struct RedisTls {
+  std::string cert_file;
+  std::string key_file;
+  std::string ca_file;
+  bool require_client_cert = false;
+};
+
 class RedisServer {
  public:
   RedisServer() = default;
@@ -60,8 +69,9 @@ class RedisServer {
   }
 
   // Starts redis-server on `port` (0: a free one) and waits until it answers PING. False with
-  // error() when it is not installed or did not come up.
-  bool start(uint16_t port = 0) {
+  // error() when it is not installed or did not come up. With `tls`, it also listens for TLS on
+  // tls_port() (the plain port stays, for the test's own commands).
+  bool start(uint16_t port = 0, const RedisTls* tls = nullptr) {
     const std::string bin = find_redis_server();
     if (bin.empty()) {
       error_ = "redis-server is not installed (apt-get install redis-server)";
@@ -78,21 +88,31 @@ class RedisServer {
     // A port picked free may be taken by someone else before redis binds it: try a few.
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = port != 0 ? port : free_port();
-      const std::vector<std::string> argv = {bin,
-                                             "--port",
-                                             std::to_string(port_),
-                                             "--bind",
-                                             "127.0.0.1",
-                                             "--save",
-                                             "",
-                                             "--appendonly",
-                                             "no",
-                                             "--dir",
-                                             dir_,
-                                             "--logfile",
-                                             dir_ + "/redis.log",
-                                             "--protected-mode",
-                                             "no"};
+      std::vector<std::string> argv = {bin,
+                                       "--port",
+                                       std::to_string(port_),
+                                       "--bind",
+                                       "127.0.0.1",
+                                       "--save",
+                                       "",
+                                       "--appendonly",
+                                       "no",
+                                       "--dir",
+                                       dir_,
+                                       "--logfile",
+                                       dir_ + "/redis.log",
+                                       "--protected-mode",
+                                       "no"};
+      if (tls != nullptr) {
+        tls_port_ = free_port();
+        for (const std::string& a :
+             {std::string("--tls-port"), std::to_string(tls_port_), std::string("--tls-cert-file"),
+              tls->cert_file, std::string("--tls-key-file"), tls->key_file,
+              std::string("--tls-ca-cert-file"), tls->ca_file, std::string("--tls-auth-clients"),
+              std::string(tls->require_client_cert ? "yes" : "no")}) {
+          argv.push_back(a);
+        }
+      }
       pid_ = fork();
       if (pid_ == 0) {
         // Never outlive the test (a crashed test must not leave a server behind), and keep
@@ -124,6 +144,7 @@ class RedisServer {
   }
 
   uint16_t port() const { return port_; }
+  uint16_t tls_port() const { return tls_port_; }
   const std::string& error() const { return error_; }
 
   // One command on a fresh connection (argv form); null when Redis did not answer.
@@ -167,6 +188,7 @@ class RedisServer {
   std::string error_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
+  uint16_t tls_port_ = 0;
 };
 
 }  // namespace cutline::test

@@ -1,8 +1,9 @@
 // AsyncRedisPoolStore against a private redis-server: reservations atomic across two stores,
 // refunded by expiry when never settled, AUTH with an ACL user, EVALSHA's fallback to EVAL,
-// fail open / fail closed, and — the point of it — an event loop that keeps running while Redis
-// is slow (a script keeps Redis busy, as DEBUG SLEEP would). Without redis-server the tests are
-// skipped, except under CI=true where they fail.
+// fail open / fail closed, TLS (rediss://: the server's certificate verified, a client
+// certificate when Redis asks for one), and — the point of it — an event loop that keeps running
+// while Redis is slow (a script keeps Redis busy, as DEBUG SLEEP would). Without redis-server the
+// tests are skipped, except under CI=true where they fail.
 #include "cutline/gateway/async_redis_pool_store.h"
 
 #include <gtest/gtest.h>
@@ -12,13 +13,17 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../../support/ci.h"
 #include "../../support/redis_server.h"
+#include "../proto/tls_test_util.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/timer.h"
+#include "cutline/proto/tls_context.h"
 
 namespace cutline::gateway {
 namespace {
@@ -80,7 +85,8 @@ class StoreThread {
   StoreThread(AsyncRedisOptions o, policy::PoolStore& fallback) {
     o.log = [this](const std::string& line) {
       log_lines.fetch_add(1);
-      (void)line;
+      std::lock_guard lock(log_mu_);
+      last_log_ = line;
     };
     store_ = lt_.call(
         [&] { return std::make_unique<AsyncRedisPoolStore>(lt_.loop(), o, clock_, fallback); });
@@ -128,8 +134,14 @@ class StoreThread {
   }
   LoopThread& loop() { return lt_; }
   std::atomic<int> log_lines{0};
+  std::string last_log() {
+    std::lock_guard lock(log_mu_);
+    return last_log_;
+  }
 
  private:
+  std::mutex log_mu_;
+  std::string last_log_;
   proto::SystemClock clock_;
   LoopThread lt_;
   std::unique_ptr<AsyncRedisPoolStore> store_;
@@ -318,6 +330,107 @@ TEST_F(AsyncRedisTest, AuthenticatesAsAnAclUserAndScriptsSurviveAFlush) {
   EXPECT_EQ(bad.reserve(spec, 5, 5).source, ReservationSource::kLocal);
   EXPECT_GE(bad.errors(), 1u);
   server_->command({"ACL", "DELUSER", "cutline"});
+}
+
+// A redis-server that also listens for TLS, with its own self-signed certificate (its own CA).
+class AsyncRedisTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_cert_ = proto::testing::make_self_signed(dir_, "redis");
+    client_cert_ = proto::testing::make_self_signed(dir_, "gateway");
+    test::RedisTls tls{server_cert_.cert, server_cert_.key, client_cert_.cert,
+                       /*require_client_cert=*/false};
+    if (!server_.start(0, &tls)) {
+      if (test::running_in_ci()) FAIL() << "CI needs redis-server: " << server_.error();
+      GTEST_SKIP() << server_.error();
+    }
+  }
+  // A rediss:// store's options as the gateway builds them from the policy.
+  AsyncRedisOptions tls_options(const std::string& ca_file, const std::string& cert = "",
+                                const std::string& key = "") {
+    policy::BudgetStore store;
+    store.kind = policy::BudgetStoreKind::kRedis;
+    store.url = "rediss://127.0.0.1:" + std::to_string(server_.tls_port());
+    store.host = "127.0.0.1";
+    store.port = server_.tls_port();
+    store.use_tls = true;
+    store.tls.ca_file = ca_file;
+    store.tls.cert_file = cert;
+    store.tls.key_file = key;
+    store.timeout_ms = 2000;
+    auto context = redis_tls_context(store);
+    EXPECT_TRUE(context.ok()) << (context.ok() ? "" : context.error().message);
+    return redis_options(store, context.ok() ? context.value() : nullptr);
+  }
+
+  proto::testing::TempDir dir_;
+  proto::testing::CertFiles server_cert_;
+  proto::testing::CertFiles client_cert_;
+  RedisServer server_;
+  proto::SystemClock clock_;
+  policy::MemoryPoolStore local_{clock_};
+};
+
+TEST_F(AsyncRedisTlsTest, ReservesOverTlsWithTheServersCertificateVerified) {
+  const policy::PoolSpec spec{"global/tls", 100};
+  StoreThread store(tls_options(server_cert_.cert), local_);
+  Outcome a = store.reserve(spec, 30, 30);
+  EXPECT_EQ(a.source, ReservationSource::kShared);
+  EXPECT_EQ(a.take.granted_tokens, 30);
+  // The bucket lives in that Redis (read over its plain port): 100 - 30 left.
+  auto left = server_.command({"HGET", "cutline:pool:global/tls", "t"});
+  ASSERT_TRUE(left && left->type == REDIS_REPLY_STRING);
+  EXPECT_NEAR(std::stod(std::string(left->str, left->len)), 70.0, 1.0);
+  store.settle_all(10);
+  EXPECT_EQ(store.errors(), 0u);
+  EXPECT_TRUE(redis_answers(tls_options(server_cert_.cert)));
+}
+
+TEST_F(AsyncRedisTlsTest, AnUnverifiableCertificateIsAFailureNotAPlainConnection) {
+  // The gateway's own certificate is not the CA of Redis's: the handshake fails, the store
+  // serves from this process's pools (fail open), counts the error and says why.
+  const policy::PoolSpec spec{"global/tls-bad-ca", 100};
+  StoreThread store(tls_options(client_cert_.cert), local_);
+  Outcome a = store.reserve(spec, 30, 30);
+  EXPECT_EQ(a.source, ReservationSource::kLocal);
+  EXPECT_GE(store.errors(), 1u);
+  EXPECT_NE(store.last_log().find("certificate verify failed"), std::string::npos)
+      << store.last_log();
+  EXPECT_NE(store.last_log().find("rediss://127.0.0.1:"), std::string::npos) << store.last_log();
+  EXPECT_FALSE(redis_answers(tls_options(client_cert_.cert)));
+  // Nothing reached Redis.
+  auto left = server_.command({"EXISTS", "cutline:pool:global/tls-bad-ca"});
+  ASSERT_TRUE(left);
+  EXPECT_EQ(left->integer, 0);
+}
+
+TEST_F(AsyncRedisTlsTest, PresentsAClientCertificateWhenRedisAsksForOne) {
+  server_.command({"CONFIG", "SET", "tls-auth-clients", "yes"});
+  const policy::PoolSpec spec{"global/mtls", 100};
+  StoreThread without(tls_options(server_cert_.cert), local_);
+  EXPECT_EQ(without.reserve(spec, 5, 5).source, ReservationSource::kLocal);
+  EXPECT_GE(without.errors(), 1u);
+  StoreThread with(tls_options(server_cert_.cert, client_cert_.cert, client_cert_.key), local_);
+  EXPECT_EQ(with.reserve(spec, 5, 5).source, ReservationSource::kShared);
+  EXPECT_EQ(with.errors(), 0u);
+}
+
+TEST(RedisTlsContext, AnUnreadableCaFileIsAnErrorNamingItAndThePolicyLine) {
+  policy::BudgetStore store;
+  store.kind = policy::BudgetStoreKind::kRedis;
+  store.url = "rediss://redis:6379";
+  store.use_tls = true;
+  store.tls.ca_file = "/nonexistent/redis-ca.pem";
+  store.ref.line = 12;
+  auto context = redis_tls_context(store);
+  ASSERT_FALSE(context.ok());
+  EXPECT_NE(context.error().message.find("/nonexistent/redis-ca.pem"), std::string::npos)
+      << context.error().message;
+  EXPECT_NE(context.error().message.find("line 12"), std::string::npos) << context.error().message;
+  store.use_tls = false;  // redis:// needs no context
+  auto plain = redis_tls_context(store);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain.value(), nullptr);
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ TEST(PolicyKeys, EveryKeyOfEveryMapIsSetInTheFile) {
   });
   const MapSpec* all[] = {
       &keys::kDocument,       &keys::kListener,     &keys::kListenerTls, &keys::kAdmin,
-      &keys::kUpstream,       &keys::kUpstreamTls,  &keys::kSpawn,       &keys::kDnsEndpoints,
+      &keys::kUpstream,       &keys::kClientTls,    &keys::kSpawn,       &keys::kDnsEndpoints,
       &keys::kPrefixAffinity, &keys::kHealth,       &keys::kOutlier,     &keys::kLoadReport,
       &keys::kTenant,         &keys::kRule,         &keys::kMatch,       &keys::kBudget,
       &keys::kAdaptiveStep,   &keys::kAdaptiveWhen, &keys::kAdmission,   &keys::kOnCut,

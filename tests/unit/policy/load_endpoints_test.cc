@@ -196,7 +196,44 @@ TEST(LoadBudgetStore, TheMapFormReadsCredentialsFromTheEnvironment) {
   EXPECT_EQ(plain->budget_store.reservation_ttl_ms, 900000);
 }
 
-TEST(LoadBudgetStore, SecretsAreNeverEchoedAndTlsIsRefusedClearly) {
+TEST(LoadBudgetStore, RedissIsTlsWithItsOwnVerificationSettings) {
+  auto plain = load_ok(with_upstream("    url: http://a:1\n") + "budget_store: rediss://r:6380\n");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->budget_store.kind, BudgetStoreKind::kRedis);
+  EXPECT_TRUE(plain->budget_store.use_tls);
+  EXPECT_EQ(plain->budget_store.port, 6380);
+  EXPECT_TRUE(plain->budget_store.tls.ca_file.empty());  // the system's CAs
+  EXPECT_TRUE(plain->budget_store.tls.verify);
+
+  auto p = load_ok(with_upstream("    url: http://a:1\n") +
+                   "budget_store:\n"
+                   "  url: rediss://redis.internal/2\n"
+                   "  tls: {ca_file: /etc/ssl/redis-ca.pem, cert: /etc/ssl/gw.pem, key: "
+                   "/etc/ssl/gw.key, server_name: redis-0.redis}\n");
+  ASSERT_TRUE(p);
+  const BudgetStore& b = p->budget_store;
+  EXPECT_TRUE(b.use_tls);
+  EXPECT_EQ(b.host, "redis.internal");
+  EXPECT_EQ(b.port, 6379);
+  EXPECT_EQ(b.db, 2);
+  EXPECT_EQ(b.tls.ca_file, "/etc/ssl/redis-ca.pem");
+  EXPECT_EQ(b.tls.cert_file, "/etc/ssl/gw.pem");
+  EXPECT_EQ(b.tls.key_file, "/etc/ssl/gw.key");
+  EXPECT_EQ(b.tls.server_name, "redis-0.redis");
+
+  std::string out = load_errors(with_upstream("    url: http://a:1\n") +
+                                "budget_store: {url: \"redis://r\", tls: {ca_file: /ca.pem}}\n");
+  EXPECT_NE(out.find("budget_store.tls: applies to rediss:// stores only"), std::string::npos)
+      << out;
+  out = load_errors(with_upstream("    url: http://a:1\n") +
+                    "budget_store: {url: \"rediss://r\", tls: {cert: /gw.pem}}\n");
+  EXPECT_NE(out.find("cert and key must be given together"), std::string::npos) << out;
+  out = load_errors(with_upstream("    url: http://a:1\n") +
+                    "budget_store: {url: \"rediss://r\", tls: {verify: maybe}}\n");
+  EXPECT_NE(out.find("budget_store.tls.verify"), std::string::npos) << out;
+}
+
+TEST(LoadBudgetStore, SecretsAreNeverEchoed) {
   LoadOptions o;
   o.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
   std::string out = load_errors(with_upstream("    url: http://a:1\n") +
@@ -211,9 +248,6 @@ TEST(LoadBudgetStore, SecretsAreNeverEchoedAndTlsIsRefusedClearly) {
                     o);
   EXPECT_NE(out.find("budget_store.password: environment variable NOPE is not set"),
             std::string::npos)
-      << out;
-  out = load_errors(with_upstream("    url: http://a:1\n") + "budget_store: rediss://r:6380\n");
-  EXPECT_NE(out.find("budget_store: TLS to Redis (rediss://) is not supported"), std::string::npos)
       << out;
   out = load_errors(with_upstream("    url: http://a:1\n") +
                     "budget_store: {url: memory, on_error: closed}\n");

@@ -1,6 +1,6 @@
 #pragma once
 // AsyncRedisPoolStore: token pools shared by gateway replicas in Redis, spoken to
-// asynchronously on the worker's own event loop (hiredis' libevent adapter). Nothing here
+// asynchronously on the worker's own event loop (RedisConnection, plain or TLS). Nothing here
 // blocks the loop: connecting (the host name resolved by DnsResolver), AUTH, SELECT, and every
 // command are callbacks; a command not answered within timeout_ms completes from the fallback
 // (see below) while the loop keeps serving every other stream.
@@ -25,10 +25,9 @@
 // A reserve whose answer arrives after it timed out is given back at once (settled with 0
 // used), so a slow Redis never leaks tokens.
 //
-// TLS: Debian 12's hiredis (0.14.1) has no TLS support, so neither has this store; `rediss://`
-// is refused by the policy loader. A Redis reached over an untrusted network is fronted by a
-// local TLS tunnel (stunnel or a sidecar) that this store talks plain RESP to on loopback
-// (gateway/README.md, "Shared token pools").
+// Transport: RedisConnection (Cutline's own connection with hiredis' RESP reader and formatter),
+// plain TCP for redis://, TLS for rediss:// (the certificate verified against budget_store.tls'
+// CA, or the system's; an optional client certificate for Redis' tls-auth-clients).
 //
 // Threading: one store per EventLoop; every call on that loop's thread.
 
@@ -40,20 +39,23 @@
 #include <vector>
 
 #include "cutline/gateway/async_pool_store.h"
+#include "cutline/policy/policy.h"
 #include "cutline/policy/token_pool.h"
 #include "cutline/proto/clock.h"
+#include "cutline/proto/result.h"
 
-struct redisAsyncContext;
 struct redisReply;
 
 namespace cutline::proto {
 class EventLoop;
+class TlsContext;
 class Timer;
 }  // namespace cutline::proto
 
 namespace cutline::gateway {
 
 class DnsResolver;
+class RedisConnection;
 
 struct AsyncRedisOptions {
   std::string host = "127.0.0.1";
@@ -66,11 +68,26 @@ struct AsyncRedisOptions {
   int64_t reservation_ttl_ms = 900000;
   int64_t retry_after_failure_ms = 1000;
   int64_t log_interval_ms = 10000;
+  // rediss://: the client context (CA, client certificate) and the name to verify (and send as
+  // SNI); null = plain TCP.
+  std::shared_ptr<const proto::TlsContext> tls;
+  std::string tls_server_name;
   std::string key_prefix = "cutline:pool:";
   // A prefix for reservation ids, unique per gateway process (default: random).
   std::string instance_id;
   std::function<void(const std::string&)> log;  // default: stderr
 };
+
+// The client TLS context a rediss:// budget_store needs (its files read now: a bad one is an
+// error that names it); null for redis:// and memory.
+Result<std::shared_ptr<const proto::TlsContext>> redis_tls_context(
+    const policy::BudgetStore& store);
+// The store's options from the policy's budget_store and its TLS context.
+AsyncRedisOptions redis_options(const policy::BudgetStore& store,
+                                std::shared_ptr<const proto::TlsContext> tls);
+// Whether Redis answers AUTH (when configured) and PING within the timeout, asked over the
+// store's own transport on a private event loop: for the line the gateway logs at start.
+bool redis_answers(const AsyncRedisOptions& options);
 
 class AsyncRedisPoolStore final : public AsyncPoolStore {
  public:
@@ -90,13 +107,14 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
   // Commands sent and not answered yet (tests).
   size_t in_flight() const { return in_flight_; }
 
-  struct Command;                               // implementation detail
-  void setup_failed(const std::string& error);  // AUTH or SELECT refused (hiredis callback)
+  struct Command;  // implementation detail
 
  private:
   void connect();
+  void start_connection(const std::string& address);
   void on_connected(bool ok, const std::string& error);
   void on_disconnected(const std::string& error);
+  void setup_failed(const std::string& error);  // AUTH or SELECT refused
   // Sends `script` (EVALSHA, falling back to EVAL on NOSCRIPT) with two keys and `args`;
   // `done` gets the integer array reply, or an error message.
   using EvalDone = std::function<void(bool ok, std::vector<int64_t> values, std::string error)>;
@@ -107,9 +125,8 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
   void flush_waiting(const std::string& error);
   void fail(const std::string& what, bool connection_failed);
   bool marked_down() const;
-  static void on_reply(redisAsyncContext* c, void* reply, void* privdata);
-  static void on_connect_cb(const redisAsyncContext* c, int status);
-  static void on_disconnect_cb(const redisAsyncContext* c, int status);
+  void on_reply(std::unique_ptr<Command> cmd, const redisReply* r);
+  std::string where() const;  // "rediss://host:port", for log lines
 
   proto::EventLoop& loop_;
   AsyncRedisOptions options_;
@@ -117,8 +134,8 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
   policy::PoolStore& fallback_;
   std::unique_ptr<DnsResolver> resolver_;
 
-  redisAsyncContext* ctx_ = nullptr;
-  std::unique_ptr<proto::Timer> connect_timer_;    // the connect timeout of ctx_
+  std::unique_ptr<RedisConnection> conn_;
+  std::unique_ptr<proto::Timer> connect_timer_;    // connect and TLS handshake of conn_
   bool ready_ = false;                             // connected, AUTH and SELECT sent
   bool connecting_ = false;                        // resolving or connecting
   bool setup_failed_ = false;                      // AUTH or SELECT refused on this connection
@@ -128,7 +145,7 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
   std::atomic<uint64_t> errors_total_{0};  // written on the loop, read by /metrics
   int64_t down_until_ns_ = 0;
   int64_t last_log_ns_ = -1;
-  std::shared_ptr<bool> alive_;  // false once destroyed: late hiredis callbacks do nothing
+  std::shared_ptr<bool> alive_;  // false once destroyed: late callbacks do nothing
 };
 
 }  // namespace cutline::gateway

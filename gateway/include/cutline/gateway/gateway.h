@@ -153,6 +153,7 @@ class Gateway {
   std::unique_ptr<policy::PoolStore> pools_;
   std::unique_ptr<AsyncPoolStore> make_pool_store(proto::EventLoop& loop,
                                                   const policy::BudgetStore& store);
+  std::shared_ptr<const proto::TlsContext> redis_tls_;  // rediss:// budget_store; read at start
   proto::WorkerThreads workers_;
   std::vector<std::unique_ptr<Worker>> per_loop_;
   std::vector<std::unique_ptr<proto::HttpServer>> servers_;  // one per listen[] entry

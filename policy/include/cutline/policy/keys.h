@@ -81,7 +81,7 @@ extern const MapSpec kListener;
 extern const MapSpec kListenerTls;
 extern const MapSpec kAdmin;
 extern const MapSpec kUpstream;
-extern const MapSpec kUpstreamTls;
+extern const MapSpec kClientTls;
 extern const MapSpec kSpawn;
 extern const MapSpec kDnsEndpoints;
 extern const MapSpec kPrefixAffinity;

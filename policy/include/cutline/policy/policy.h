@@ -73,8 +73,9 @@ enum class UpstreamProtocol : uint8_t {
   kHttp2,  // force HTTP/2 (h2 over TLS, h2c on cleartext)
 };
 
-// upstreams[i].tls: verification of an https:// upstream and an optional client certificate.
-struct UpstreamTls {
+// TLS to a server the gateway connects to (upstreams[i].tls for https://, budget_store.tls for
+// rediss://): how its certificate is verified, and an optional client certificate.
+struct ClientTls {
   std::string ca_file;      // empty = the system CA store
   std::string cert_file;    // client certificate (mTLS); empty = none
   std::string key_file;     // its key; set together with cert_file
@@ -185,7 +186,7 @@ struct Upstream {
                                     // "http://h:1/v1" is kept: requests go to base_path + route)
   std::vector<std::string> models;  // globs; default ["*"]
   UpstreamProtocol protocol = UpstreamProtocol::kAuto;
-  UpstreamTls tls;
+  ClientTls tls;
   std::optional<Spawn> spawn;
   int64_t connect_timeout_ms = 5000;  // default 5s
   // Sent on every request to this upstream: api_key as `Authorization: Bearer <key>` (it
@@ -328,7 +329,7 @@ struct AdmissionGroup {
 enum class BudgetStoreKind : uint8_t { kMemory, kRedis };
 struct BudgetStore {
   BudgetStoreKind kind = BudgetStoreKind::kMemory;
-  std::string url;  // as written ("memory" or "redis://host:port[/db]")
+  std::string url;  // as written ("memory", "redis://host:port[/db]" or "rediss://...")
   std::string host;
   uint16_t port = 6379;
   int db = 0;
@@ -339,6 +340,8 @@ struct BudgetStore {
   int64_t timeout_ms = 200;  // connect and per-command timeout (asynchronous store)
   // A reservation not settled within this time (a gateway that crashed) is refunded by Redis.
   int64_t reservation_ttl_ms = 900000;  // default 15m
+  bool use_tls = false;                 // rediss://
+  ClientTls tls;                        // budget_store.tls (rediss:// only)
   YamlRef ref;
 };
 
