@@ -5,8 +5,10 @@
 // resident (room for one only), reported in its /v1/cutline/state: a request for model-b goes to
 // the backend where model-b is resident; the backend killed mid-stream ends its stream
 // upstream_disconnect (labeled, not retried) and the next requests go elsewhere; and the global
-// token pool is never overspent across the two replicas. Fails under CI=true when redis-server
-// is missing.
+// token pool is never overspent across the two replicas. Without load reports, prompts that
+// share a system prompt land on one backend from either replica, whose prefix cache then hits,
+// and concurrent streams spread over the pool by requests in flight. Fails under CI=true when
+// redis-server is missing.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -79,7 +82,8 @@ class GatewayScaleOutBackends : public ::testing::Test {
 
   // Both replicas on one policy: pool "pool" of the three endpoints (least_request, residency
   // from the backends' reports, health checks, outlier ejection), `budget` as the rule's section.
-  bool start_gateways(const std::string& budget) {
+  // `balance` replaces the load reports (then nothing is known of residency).
+  bool start_gateways(const std::string& budget, const std::string& balance = "") {
     const std::string endpoints = "[\"http://" + label_of(backends_[0].port()) + "\", \"http://" +
                                   label_of(backends_[1].port()) + "\", \"http://" +
                                   label_of(other_port_) + "\"]";
@@ -89,14 +93,26 @@ class GatewayScaleOutBackends : public ::testing::Test {
              log + "\nbudget_store: redis://127.0.0.1:" + std::to_string(redis_.port()) +
              "\nupstreams:\n  - name: pool\n    models: [\"model-*\"]\n    endpoints: " +
              endpoints +
-             "\n    load_report: {from: cutline, interval: 100ms, stale_after: 2s}\n"
+             (balance.empty()
+                  ? "\n    load_report: {from: cutline, interval: 100ms, stale_after: 2s}\n"
+                  : "\n" + balance) +
              "    health: {path: /healthz, interval: 200ms, timeout: 150ms}\n"
              "    outlier: {consecutive_failures: 1, base_ejection: 5s}\n"
              "policies:\n  - name: default\n    match: {}\n" +
              budget;
     };
     // Both replicas have both backends' reports (the other upstream has none to give).
-    return start_replicas(a_, b_, yaml, 2, error_);
+    return start_replicas(a_, b_, yaml, balance.empty() ? 2 : 0, error_);
+  }
+
+  // A backend's prefix-cache lookups that reused at least one KV block, from its /metrics.
+  int64_t prefix_hits(const Backend& backend) {
+    auto r =
+        proto::http_fetch("http://" + label_of(backend.port()) + "/metrics", "GET", {}, "", 5000);
+    if (!r.ok()) return -1;
+    const std::string key = "\ncutline_backend_prefix_cache_hits_total ";
+    const size_t at = r->body.find(key);
+    return at == std::string::npos ? -1 : std::atoll(r->body.c_str() + at + key.size());
   }
 
   // True when `label` is ejected or failing health checks in both replicas.
@@ -175,6 +191,77 @@ TEST_F(GatewayScaleOutBackends, ResidentModelChoosesTheBackendAndAKilledOneIsLef
   std::printf("model-b after the kill: %d of 8 routed cold, %d to the surviving backend\n", cold,
               survivor);
   EXPECT_GE(cold, 1);
+  a_.stop();
+  b_.stop();
+}
+
+TEST_F(GatewayScaleOutBackends, SharedPrefixesLandOnOneBackendWhosePrefixCacheHits) {
+  ASSERT_TRUE(start_gateways("", "    prefix_affinity: {bytes: 256}\n")) << error_;
+  // A long system prompt (many KV blocks) and different questions. The ring decides where a
+  // prefix lives; take the first of a few system prompts whose home is a Cutline backend (the
+  // third endpoint has no prefix cache to show).
+  std::string system, home;
+  Backend* backend = nullptr;
+  for (int attempt = 0; attempt < 12 && backend == nullptr; ++attempt) {
+    system = "You are assistant number " + std::to_string(attempt) + ". ";
+    while (system.size() < 600) system += "Answer briefly and cite the policy you follow. ";
+    home = endpoints_of(ask(a_, "model-a", system + "first question"));
+    for (Backend& b : backends_) {
+      if (home.find(label_of(b.port())) != std::string::npos) backend = &b;
+    }
+  }
+  ASSERT_NE(backend, nullptr) << "no system prompt of 12 had a backend as its home";
+  Backend& other = backend == &backends_[0] ? backends_[1] : backends_[0];
+  const int64_t hits_before = prefix_hits(*backend);
+  const int64_t other_before = prefix_hits(other);
+  ASSERT_GE(hits_before, 0);
+  for (int i = 0; i < 6; ++i) {
+    const std::string body =
+        ask(i % 2 ? b_ : a_, "model-a", system + "question " + std::to_string(i));
+    EXPECT_EQ(endpoints_of(body), home) << body;
+  }
+  // Every one of the six found the system prompt's blocks already there; the other backend saw
+  // none of them.
+  EXPECT_GE(prefix_hits(*backend) - hits_before, 6);
+  EXPECT_EQ(prefix_hits(other), other_before);
+  a_.stop();
+  b_.stop();
+}
+
+TEST_F(GatewayScaleOutBackends, ConcurrentStreamsSpreadByRequestsInFlight) {
+  ASSERT_TRUE(start_gateways("", "    balance: least_request\n")) << error_;
+  // Six streams held open at once (each client reads its first token, then nothing until all
+  // six started), alternately through each replica. least_request compares two endpoints by
+  // requests in flight, so a replica's second stream never joins its first one's endpoint, and
+  // no endpoint takes more than two of a replica's three.
+  std::vector<std::unique_ptr<RawClient>> streams;
+  for (int i = 0; i < 6; ++i) {
+    GatewayEnv& g = i % 2 ? b_ : a_;
+    streams.push_back(std::make_unique<RawClient>(g.port));
+    ASSERT_TRUE(streams.back()->connected());
+    streams.back()->post("/v1/chat/completions",
+                         chat_body("model-a", "stream " + std::to_string(i), true, 1000));
+    ASSERT_NE(streams.back()->read_until("\"content\":\"", 20000).find("\"content\":\""),
+              std::string::npos);
+  }
+  std::vector<std::string> where;
+  std::map<std::string, int> per_endpoint;
+  for (auto& s : streams) {
+    const std::string got = s->read_until("[DONE]", 60000);
+    ASSERT_NE(got.find("[DONE]"), std::string::npos) << got.substr(0, 300);
+    EXPECT_NE(got.rfind("\"cutline\":"), std::string::npos) << got.substr(0, 300);
+    where.push_back(endpoints_of(got));
+    ++per_endpoint[where.back()];
+  }
+  std::string spread;
+  for (const auto& [endpoints, n] : per_endpoint) {
+    spread += endpoints + "]: " + std::to_string(n) + "  ";
+  }
+  std::printf("six concurrent streams: %s\n", spread.c_str());
+  EXPECT_NE(where[0], where[2]) << spread;  // replica a's first two
+  EXPECT_NE(where[1], where[3]) << spread;  // replica b's first two
+  EXPECT_GE(per_endpoint.size(), 2u) << spread;
+  for (const auto& [endpoints, n] : per_endpoint) EXPECT_LE(n, 4) << spread;
   a_.stop();
   b_.stop();
 }
