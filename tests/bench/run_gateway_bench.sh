@@ -29,7 +29,10 @@
 # "16same", has 16 endpoints that are all one fake upstream (127.0.0.1..16, the fake bound to
 # 0.0.0.0): the upstream side is then the same process as with 1 endpoint, so its difference from
 # 1 is the gateway's own cost of a 16-endpoint pool, while "16" also includes what 16 upstream
-# processes sharing the cores do to the gateway (fewer responses per wake-up). SWITCHES=1 counts
+# processes sharing the cores do to the gateway (fewer responses per wake-up). nginx (1 worker
+# process, proxy_pass to an upstream block of 1 and of 16 servers, least_conn, keep-alive) runs
+# the same two ways in the same rounds: its 16-to-1 ratio is what 16 upstream processes cost a
+# proxy that does no picking of its own worth measuring, the baseline for the gateway's. SWITCHES=1 counts
 # the gateway's context switches per request (perf stat, a software counter that does not slow
 # it); SYSCALLS=1 also its connect() and epoll_wait() calls and all its system calls (syscall
 # tracepoints: every system call gets slower, which changes the batching being measured).
@@ -70,6 +73,39 @@ if [[ "${POOL_CPU:-0}" = 1 ]]; then
   for i in $(seq 2 16); do SAME="$SAME, \"http://127.0.0.$i:$FAKE_PORT\""; done
   CONFIGS="1 16 16same"
   declare -A GW_PORT GW_PID
+  # nginx with one worker, two servers: upstream of 1 endpoint, upstream of the 16.
+  NG1=$(python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])")
+  NG16=$(python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])")
+  mkdir -p "$WORK/nginx/logs"
+  SERVERS16=$(echo "$ENDPOINTS" | tr -d '"' | tr ',' '\n' | sed -E 's#^ *http://##; s#^(.*)$#server \1;#' | tr '\n' ' ')
+  cat >"$WORK/nginx/nginx.conf" <<CONF
+worker_processes 1;
+worker_rlimit_nofile 20000;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 20000; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  upstream one { server 127.0.0.1:$FAKE_PORT; keepalive 64; }
+  upstream sixteen { least_conn; $SERVERS16 keepalive 64; }
+  server {
+    listen 127.0.0.1:$NG1;
+    location / { proxy_pass http://one; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
+  }
+  server {
+    listen 127.0.0.1:$NG16;
+    location / { proxy_pass http://sixteen; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
+  }
+}
+CONF
+  "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+  NGINX_PID=$!; PIDS+=($NGINX_PID)
+  sleep 0.5
+  NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -1)
+  GW_PORT[nginx1]=$NG1; GW_PID[nginx1]=$NGINX_WORKER
+  GW_PORT[nginx16]=$NG16; GW_PID[nginx16]=$NGINX_WORKER
   for n in $CONFIGS; do
     case $n in
       1) UP="url: http://127.0.0.1:$FAKE_PORT" ;;
@@ -98,9 +134,9 @@ YAML
   done
   echo '{"model":"fake-tokens=1","messages":[{"role":"user","content":"hi"}]}' >"$WORK/pool_body.json"
   cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-  echo "endpoints  requests  ok  gateway cpu us/request  [per request: connects syscalls epoll_waits context_switches]"
+  echo "endpoints  requests  ok  proxy cpu us/request  [per request: connects syscalls epoll_waits context_switches]"
   for round in $(seq "$ROUNDS"); do
-    order="1 16 16same"; (( round % 2 == 0 )) && order="16same 16 1"
+    order="1 16 16same nginx1 nginx16"; (( round % 2 == 0 )) && order="nginx16 nginx1 16same 16 1"
     for n in $order; do
       perf_pid=""
       if [[ "${SYSCALLS:-0}" = 1 || "${SWITCHES:-0}" = 1 ]]; then
@@ -151,6 +187,12 @@ for n, label in (("16", "16 endpoints (16 processes)"), ("16same", "16 endpoints
     m = statistics.median(by[n])
     print(f"median gateway CPU per request: 1 endpoint {one:.1f} us, {label} {m:.1f} us "
           f"(difference {m - one:+.1f} us, ratio {m / one:.3f})")
+ng1, ng16 = statistics.median(by["nginx1"]), statistics.median(by["nginx16"])
+print(f"median nginx CPU per request: 1 endpoint {ng1:.1f} us, 16 endpoints (16 processes) "
+      f"{ng16:.1f} us (difference {ng16 - ng1:+.1f} us, ratio {ng16 / ng1:.3f})")
+gw = statistics.median(by["16"]) / one
+print(f"16-to-1 ratio, gateway {gw:.3f} vs nginx {ng16 / ng1:.3f}: "
+      f"the gateway's own share {gw / (ng16 / ng1):.3f}")
 names = ["connects", "syscalls", "epoll_waits", "context switches"]
 for n, rows in counts.items():
     med = [statistics.median(col) if "-" not in col else None
