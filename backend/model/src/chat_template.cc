@@ -32,6 +32,7 @@ constexpr NamedKind kNames[] = {
     {"qwen3-no-think", ChatTemplateKind::kQwen3NoThink},
     {"qwen2.5", ChatTemplateKind::kQwen25},
     {"qwen-2.5", ChatTemplateKind::kQwen25},
+    {"hermes", ChatTemplateKind::kHermes},
 };
 
 constexpr std::string_view kQwen25DefaultSystem =
@@ -387,6 +388,83 @@ void render_phi4_mini(std::span<const ChatMessage> messages, bool gen, Builder& 
   if (gen) b.special("<|assistant|>");
 }
 
+// Hermes 2 Pro / Hermes 3 with tools, as their `tool_use` template writes it, quirks included:
+// the parameter lines of a description follow each other without a newline, the object around
+// each tool is left open, and a run of tool results ends with <|im_end|> and no newline.
+void render_hermes_tools(std::span<const ChatMessage> messages, const ChatRenderOptions& o,
+                         Builder& b) {
+  if (!o.bos_token.empty()) b.special(o.bos_token);
+  b.special("<|im_start|>");
+  std::string text =
+      "system\nYou are a function calling AI model. You are provided with function signatures "
+      "within <tools></tools> XML tags. You may call one or more functions to assist with the "
+      "user query. Don't make assumptions about what values to plug into functions. Here are the "
+      "available tools: <tools> ";
+  for (size_t t = 0; t < o.tool_signatures.size(); ++t) {
+    const ChatToolSignature& tool = o.tool_signatures[t];
+    text += "{\"type\": \"function\", \"function\": {\"name\": \"" + tool.name +
+            "\", \"description\": \"" + tool.name + "(";
+    for (size_t i = 0; i < tool.params.size(); ++i) {
+      if (i > 0) text += ", ";
+      text += tool.params[i].name + ": " + tool.params[i].python_type;
+    }
+    text += ")";
+    if (tool.has_return) text += " -> " + tool.return_type;
+    text += " - " + tool.description + "\n\n";
+    for (size_t i = 0; i < tool.params.size(); ++i) {
+      if (i == 0) text += "    Args:\n";
+      const ChatToolSignature::Param& p = tool.params[i];
+      text += "        " + p.name + "(" + p.python_type + "): " + p.description;
+    }
+    if (tool.has_return && !tool.return_description.empty())
+      text += "\n    Returns:\n        " + tool.return_description;
+    text += "\", \"parameters\": " + tool.parameters_json + "}";
+    if (t + 1 < o.tool_signatures.size()) text += "\n";
+  }
+  text +=
+      " </tools>Use the following pydantic model json schema for each tool call you will make: "
+      "{\"properties\": {\"name\": {\"title\": \"Name\", \"type\": \"string\"}, "
+      "\"arguments\": {\"title\": \"Arguments\", \"type\": \"object\"}}, \"required\": "
+      "[\"name\", \"arguments\"], \"title\": \"FunctionCall\", \"type\": \"object\"}}\nFor "
+      "each function call return a json object with function name and arguments within "
+      "<tool_call></tool_call> XML tags as follows:\n<tool_call>\n{\"name\": <function-name>, "
+      "\"arguments\": <args-dict>}\n</tool_call>";
+  b.text(text);
+  b.special("<|im_end|>");
+  b.text("\n");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const bool last = i + 1 == messages.size();
+    if (m.role == "tool") {
+      if (i > 0 && messages[i - 1].role != "tool") {
+        b.special("<|im_start|>");
+        b.text("tool\n");
+      }
+      b.text("<tool_response>\n" + m.content +
+             (last ? "\n</tool_response>" : "\n</tool_response>\n"));
+      if (last || messages[i + 1].role != "tool") b.special("<|im_end|>");
+      continue;
+    }
+    b.special("<|im_start|>");
+    if (m.role == "assistant" && !m.tool_calls.empty()) {
+      std::string calls = "assistant";
+      for (const ChatToolCall& call : m.tool_calls) {
+        calls += "\n<tool_call>\n{\"name\": \"" + call.name +
+                 "\", \"arguments\": " + call.arguments + "}\n</tool_call>";
+      }
+      b.text(calls);
+    } else {
+      b.text(m.role + "\n" + m.content);
+    }
+    b.special("<|im_end|>");
+    b.text("\n");
+  }
+  if (o.add_generation_prompt) {
+    b.special("<|im_start|>");
+    b.text("assistant\n");
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(ChatTemplateKind kind) {
@@ -408,7 +486,7 @@ std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name) {
 
 bool supports_tools(ChatTemplateKind kind) {
   return kind == ChatTemplateKind::kQwen25 || kind == ChatTemplateKind::kQwen3 ||
-         kind == ChatTemplateKind::kQwen3NoThink;
+         kind == ChatTemplateKind::kQwen3NoThink || kind == ChatTemplateKind::kHermes;
 }
 
 ChatTemplateKind with_thinking(ChatTemplateKind kind, bool enable_thinking) {
@@ -425,6 +503,8 @@ DetectedChatTemplate detect_chat_template(std::string_view src) {
   if (has("<|start_header_id|>")) return {ChatTemplateKind::kLlama3, {}};
   if (has("<|im_sep|>")) return {ChatTemplateKind::kPhi4, {}};
   if (has("<|im_start|>") && has("</think>")) return {ChatTemplateKind::kQwen3, {}};
+  if (has("<|im_start|>") && has("You are a function calling AI model"))
+    return {ChatTemplateKind::kHermes, {}};
   if (has("<|im_start|>") && has("You are Qwen, created by Alibaba Cloud"))
     return {ChatTemplateKind::kQwen25, {}};
   if (has("<|im_start|>")) return {ChatTemplateKind::kChatMl, {}};
@@ -439,6 +519,13 @@ DetectedChatTemplate detect_chat_template(std::string_view src) {
   }
   return {ChatTemplateKind::kChatMl,
           "unrecognized chat template; falling back to chatml (override with --chat-template)"};
+}
+
+ChatTemplateKind with_tool_use_template(ChatTemplateKind base, std::string_view jinja_source) {
+  if (base != ChatTemplateKind::kChatMl && base != ChatTemplateKind::kHermes) return base;
+  return detect_chat_template(jinja_source).kind == ChatTemplateKind::kHermes
+             ? ChatTemplateKind::kHermes
+             : base;
 }
 
 std::string RenderedChat::text() const {
@@ -497,9 +584,25 @@ Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMess
     case ChatTemplateKind::kQwen25:
       render_qwen25(messages, options, b);
       break;
+    case ChatTemplateKind::kHermes:
+      // Without tools the model's default template applies: ChatML.
+      if (options.tools.empty()) {
+        render_chatml(messages, add_generation_prompt, b);
+      } else {
+        render_hermes_tools(messages, options, b);
+      }
+      break;
   }
   if (add_generation_prompt) b.text(options.generation_prefix);
   return b.take();
+}
+
+std::string bos_token_text(const Tokenizer& tokenizer) {
+  const int32_t bos = tokenizer.bos_id();
+  for (const SpecialToken& t : tokenizer.special_tokens()) {
+    if (bos >= 0 && t.id == bos) return std::string(t.text);
+  }
+  return {};
 }
 
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const RenderedChat& chat) {

@@ -76,7 +76,7 @@ std::unique_ptr<CLI::App> make_backend_app(BackendOptions& o, std::vector<std::s
       ->check(CLI::Range(1, 4096));
   app->add_option("--chat-template", o.chat_template,
                   "Override the chat template (llama3, chatml, mistral, gemma, phi3, phi4, "
-                  "phi4-mini, qwen3, qwen3-no-think, qwen2.5)");
+                  "phi4-mini, qwen3, qwen3-no-think, qwen2.5, hermes)");
   app->add_flag_function(
       "--no-parse-special", [&o](int64_t) { o.parse_special = false; },
       "Keep special-token text (\"<|im_start|>\", \"<s>\") in a completions or /tokenize prompt "

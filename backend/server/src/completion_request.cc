@@ -54,9 +54,10 @@ Status apply_tools(const proto::ParsedRequest& r, const ToolRequest& tools,
     return fail(detail, ErrorKind::kUnsupported, "tools",
                 "model '" + r.model + "' has no tool calling: its chat template (" +
                     std::string(model::to_string(kind)) +
-                    ") has no tool syntax; tools need a Qwen2.5 or Qwen3 template "
-                    "(--chat-template qwen2.5 or qwen3)");
+                    ") has no tool syntax; tools need a Qwen2.5, Qwen3 or Hermes template "
+                    "(--chat-template qwen2.5, qwen3 or hermes)");
   render.tools = tools.tools;
+  render.tool_signatures = tools.signatures;
   render.generation_prefix = tools.forced_prefix();
   if (out != nullptr) {
     out->parse = true;
@@ -68,7 +69,8 @@ Status apply_tools(const proto::ParsedRequest& r, const ToolRequest& tools,
 
 Result<std::vector<int32_t>> chat_tokens(const proto::ParsedRequest& r, const ModelTextInfo& m,
                                          ToolCallOptions* tool_calls, RequestErrorDetail& detail) {
-  auto rendered = render_chat_request(r, m.chat_template, tool_calls, detail);
+  auto rendered = render_chat_request(r, m.chat_template, tool_calls, detail,
+                                      model::bos_token_text(*m.tokenizer));
   if (!rendered.ok()) return std::move(rendered).error();
   return model::encode_chat(*m.tokenizer, *rendered);
 }
@@ -130,7 +132,8 @@ bool ignore_eos_requested(std::string_view body) {
 Result<model::RenderedChat> render_chat_request(const proto::ParsedRequest& r,
                                                 model::ChatTemplateKind kind,
                                                 ToolCallOptions* tool_calls,
-                                                RequestErrorDetail& detail) {
+                                                RequestErrorDetail& detail,
+                                                std::string_view bos_token) {
   auto thinking = enable_thinking_of(r.body, detail);
   if (!thinking.ok()) return std::move(thinking).error();
   if (thinking->has_value()) kind = model::with_thinking(kind, **thinking);
@@ -138,6 +141,7 @@ Result<model::RenderedChat> render_chat_request(const proto::ParsedRequest& r,
   auto tools = parse_tool_request(r.body, r.messages.size(), param);
   if (!tools.ok()) return fail(detail, tools.error().kind, param, tools.error().message);
   model::ChatRenderOptions render;
+  render.bos_token = bos_token;
   if (auto s = apply_tools(r, *tools, kind, render, tool_calls, detail); !s)
     return std::move(s).error();
   std::vector<model::ChatMessage> messages;

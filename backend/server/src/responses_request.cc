@@ -231,15 +231,17 @@ Result<engine::AddRequest> build_responses_add_request(const ResponsesRequest& r
                                                        RequestErrorDetail& detail,
                                                        ToolCallOptions* tool_calls) {
   model::ChatRenderOptions render;
+  render.bos_token = model::bos_token_text(*model.tokenizer);
   if (r.tools.choice != ToolChoice::kNone && !r.tools.tools.empty()) {
     if (!model::supports_tools(model.chat_template))
       return refuse(detail, "tools",
                     "model '" + r.model + "' has no tool calling: its chat template (" +
                         std::string(model::to_string(model.chat_template)) +
-                        ") has no tool syntax; tools need a Qwen2.5 or Qwen3 template "
-                        "(--chat-template qwen2.5 or qwen3)",
+                        ") has no tool syntax; tools need a Qwen2.5, Qwen3 or Hermes template "
+                        "(--chat-template qwen2.5, qwen3 or hermes)",
                     ErrorKind::kUnsupported);
     render.tools = r.tools.tools;
+    render.tool_signatures = r.tools.signatures;
     render.generation_prefix = r.tools.forced_prefix();
     if (tool_calls != nullptr) {
       tool_calls->parse = true;

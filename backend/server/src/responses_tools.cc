@@ -77,7 +77,10 @@ Status read_responses_tools(dom::object request, ToolRequest& out, RequestErrorD
         return refuse(detail, where + ".name", where + ".name must be a string");
       auto json = chat_tool_json(object);
       if (!json.ok()) return refuse(detail, where, where + " is " + json.error().message);
+      auto signature = tool_signature_of(simdjson::minify(object));
+      if (!signature.ok()) return refuse(detail, where, where + " is " + signature.error().message);
       out.tools.push_back(std::move(json).value());
+      out.signatures.push_back(std::move(signature).value());
       out.names.emplace_back(name);
     }
   }

@@ -224,12 +224,29 @@ TEST(ChatTemplate, TemplatesWithoutToolSyntaxRefuseTools) {
             "message 1 has tool_calls, which chat template gemma cannot render");
 }
 
+// Hermes 2 Pro / Hermes 3 GGUFs carry ChatML as tokenizer.chat_template and the tool-use template
+// as tokenizer.chat_template.tool_use: the model is kHermes (ChatML without tools).
+TEST(ChatTemplate, HermesToolUseTemplateMakesAChatMlModelHermes) {
+  const char* tool_use =
+      "{{- bos_token }}{{- '<|im_start|>system\n' }}{{- \"You are a function calling AI model. "
+      "You are provided with function signatures within <tools></tools> XML tags.\" }}{%- for "
+      "message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + "
+      "'<|im_end|>' + '\n' }}{%- endfor %}{{- '<tool_call>' }}";
+  EXPECT_EQ(detect_chat_template(tool_use).kind, ChatTemplateKind::kHermes);
+  EXPECT_EQ(with_tool_use_template(ChatTemplateKind::kChatMl, tool_use), ChatTemplateKind::kHermes);
+  // Another family's tool-use template, or none, changes nothing.
+  EXPECT_EQ(with_tool_use_template(ChatTemplateKind::kChatMl, ""), ChatTemplateKind::kChatMl);
+  EXPECT_EQ(with_tool_use_template(ChatTemplateKind::kLlama3, tool_use), ChatTemplateKind::kLlama3);
+  EXPECT_EQ(with_tool_use_template(ChatTemplateKind::kChatMl, "{{ '<|start_header_id|>' }}"),
+            ChatTemplateKind::kChatMl);
+}
+
 TEST(ChatTemplate, NamesForTheOverride) {
   for (ChatTemplateKind k :
        {ChatTemplateKind::kChatMl, ChatTemplateKind::kLlama3, ChatTemplateKind::kLlama2,
         ChatTemplateKind::kMistral, ChatTemplateKind::kGemma, ChatTemplateKind::kPhi3,
         ChatTemplateKind::kPhi4, ChatTemplateKind::kPhi4Mini, ChatTemplateKind::kQwen3,
-        ChatTemplateKind::kQwen3NoThink, ChatTemplateKind::kQwen25}) {
+        ChatTemplateKind::kQwen3NoThink, ChatTemplateKind::kQwen25, ChatTemplateKind::kHermes}) {
     EXPECT_EQ(chat_template_from_name(to_string(k)), k);
   }
   EXPECT_EQ(chat_template_from_name("Llama-3"), ChatTemplateKind::kLlama3);

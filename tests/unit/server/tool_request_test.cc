@@ -1,7 +1,8 @@
 // Tool calling on the request side: the prompt a chat request with tools, tool calls and tool
 // results renders to is the one the model's reference Jinja template gives (compared byte for
-// byte with python3-jinja2 rendering templates written to behave as Qwen2.5's and Qwen3's), and
-// what cannot be honoured is refused naming the field.
+// byte with python3-jinja2 rendering templates written to behave as Qwen2.5's, Qwen3's and
+// Hermes 2 Pro / Hermes 3's tool-use template), and what cannot be honoured is refused naming the
+// field.
 #include "cutline/server/tool_request.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +41,8 @@ Rendered render(const std::string& body, ChatTemplateKind kind) {
     out.chat = parsed.error();
     return out;
   }
-  out.chat = render_chat_request(*parsed, kind, &out.tools, out.detail);
+  // The BOS of a Llama-3-based model, as the reference renderer passes it.
+  out.chat = render_chat_request(*parsed, kind, &out.tools, out.detail, "<|begin_of_text|>");
   return out;
 }
 
@@ -61,10 +63,11 @@ int render_reference(const std::string& template_name, const std::string& body, 
 
 TEST(ToolPrompt, MatchesTheReferenceTemplatesByteForByte) {
   const std::vector<std::string> bodies = conversations();
-  ASSERT_EQ(bodies.size(), 6u);
+  ASSERT_EQ(bodies.size(), 7u);
   const std::pair<ChatTemplateKind, std::string> templates[] = {
       {ChatTemplateKind::kQwen25, "qwen25_tools.jinja"},
-      {ChatTemplateKind::kQwen3, "qwen3_tools.jinja"}};
+      {ChatTemplateKind::kQwen3, "qwen3_tools.jinja"},
+      {ChatTemplateKind::kHermes, "hermes_tools.jinja"}};
   for (const auto& [kind, file] : templates) {
     for (size_t i = 0; i < bodies.size(); ++i) {
       SCOPED_TRACE(file + ", conversation " + std::to_string(i + 1));
@@ -93,6 +96,32 @@ TEST(ToolPrompt, TemplateMarkersAreSpecialPiecesAndToolTextIsPlain) {
   EXPECT_TRUE(r.tools.parse);
   EXPECT_TRUE(r.tools.parallel);
   EXPECT_EQ(r.tools.forced_prefix, "");
+}
+
+TEST(ToolPrompt, HermesDescribesEachToolAsAPythonSignature) {
+  Rendered r = render(conversations()[6], ChatTemplateKind::kHermes);
+  ASSERT_TRUE(r.chat.ok()) << r.chat.error().message;
+  const std::string text = r.chat->text();
+  EXPECT_TRUE(text.starts_with("<|begin_of_text|><|im_start|>system\nYou are a function calling"));
+  EXPECT_NE(text.find("book(guests: int, names: list[Union[]], prefs: dict[str, bool], when: "
+                      "Union[str,int], note: Union[]) - Book a table.\n\n    Args:\n"
+                      "        guests(int): how many        names(list[Union[]]): who comes"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"description\": \"ping() - Liveness.\n\n\", \"parameters\": {}}"),
+            std::string::npos)
+      << text;
+  // The first piece is the BOS token, then the template's markers; the rest is plain text.
+  ASSERT_FALSE(r.chat->pieces.empty());
+  EXPECT_TRUE(r.chat->pieces[0].special);
+  EXPECT_EQ(r.chat->pieces[0].text, "<|begin_of_text|>");
+  EXPECT_TRUE(r.tools.parse);
+  // Without tools the model's default template applies: ChatML, no tool section, no BOS.
+  Rendered plain = render(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})",
+                          ChatTemplateKind::kHermes);
+  ASSERT_TRUE(plain.chat.ok());
+  EXPECT_EQ(plain.chat->text(), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_FALSE(plain.tools.parse);
 }
 
 TEST(ToolPrompt, ToolChoiceRequiredAndNamedOpenTheCall) {

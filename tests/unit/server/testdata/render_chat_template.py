@@ -40,7 +40,9 @@ def main():
     env.filters["tojson"] = tojson
     template = env.get_template(os.path.basename(template_path))
     kwargs = body.get("chat_template_kwargs") or {}
-    out = template.render(messages=messages, tools=tools, add_generation_prompt=True, **kwargs)
+    # bos_token as a Llama-3-based model's (Hermes 2 Pro, Hermes 3); templates without it ignore it.
+    out = template.render(messages=messages, tools=tools, add_generation_prompt=True,
+                          bos_token="<|begin_of_text|>", **kwargs)
     sys.stdout.buffer.write(out.encode("utf-8"))
 
 

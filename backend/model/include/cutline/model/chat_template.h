@@ -54,10 +54,13 @@ enum class ChatTemplateKind {
   kQwen3,
   kQwen3NoThink,
   kQwen25,
+  // Hermes 2 Pro / Hermes 3: ChatML, and with tools the GGUF's `tool_use` template (a system turn
+  // listing each tool's signature, <tool_call> blocks, a `tool` turn of <tool_response> blocks).
+  kHermes,
 };
 
 // "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "phi4", "phi4-mini", "qwen3",
-// "qwen3-no-think", "qwen2.5".
+// "qwen3-no-think", "qwen2.5", "hermes".
 std::string_view to_string(ChatTemplateKind kind);
 // Parses a name as to_string() writes it (also "qwen" -> chatml, "llama-3" -> llama3,
 // "phi-3" -> phi3); nullopt for an unknown name.
@@ -68,7 +71,7 @@ std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name);
 // a Jinja template ignores a variable it does not use.
 ChatTemplateKind with_thinking(ChatTemplateKind kind, bool enable_thinking);
 
-// Whether the template renders tools, tool calls and tool results (the Hermes-style Qwen ones).
+// Whether the template renders tools, tool calls and tool results (Qwen2.5, Qwen3, Hermes).
 bool supports_tools(ChatTemplateKind kind);
 
 struct DetectedChatTemplate {
@@ -79,6 +82,10 @@ struct DetectedChatTemplate {
 };
 // Detects the template from `tokenizer.chat_template` (empty when the file has none).
 DetectedChatTemplate detect_chat_template(std::string_view jinja_source);
+// The kind a GGUF's `tokenizer.chat_template.tool_use` (the template for requests with tools)
+// makes of a model whose default template is `base`: kHermes for Hermes' tool-use template over
+// ChatML, otherwise `base` unchanged.
+ChatTemplateKind with_tool_use_template(ChatTemplateKind base, std::string_view jinja_source);
 
 // One call in an assistant message's tool_calls.
 struct ChatToolCall {
@@ -96,10 +103,33 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls = {};  // assistant messages only
 };
 
+// A function tool as Hermes' tool-use template describes it in its system turn: a Python-style
+// signature built from the JSON schema of its parameters.
+struct ChatToolSignature {
+  struct Param {
+    std::string name;
+    std::string python_type;  // "str", "int", "list[...]", "dict[str, ...]", "Union[...]", "Any"
+    std::string description;  // trimmed; empty when absent
+  };
+  std::string name;
+  std::string description;
+  std::vector<Param> params;  // the schema's `properties`, in order
+  // `parameters` as `tojson` prints it, or "{}" when it has no properties.
+  std::string parameters_json;
+  bool has_return = false;  // the tool has a `return` schema (not an OpenAI field; Hermes reads it)
+  std::string return_type;
+  std::string return_description;
+};
+
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
   // The request's tool definitions, each as `tojson` prints it; empty renders no tool section.
   std::vector<std::string> tools;
+  // The same tools as signatures (kHermes), in the same order.
+  std::vector<ChatToolSignature> tool_signatures;
+  // The text of the model's BOS token, for templates that write `bos_token` (kHermes with tools);
+  // empty when the model has none.
+  std::string bos_token;
   // Text appended after the generation prompt as if the model had written it (the opening of a
   // forced tool call); plain text, so "<tool_call>" becomes its token where the vocabulary has
   // it as a user-defined token.
@@ -126,6 +156,9 @@ Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMess
 // tool support.
 Result<RenderedChat> render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                  const ChatRenderOptions& options);
+
+// What a template's `bos_token` is for this tokenizer: its BOS token's text, "" without one.
+std::string bos_token_text(const Tokenizer& tokenizer);
 
 // Tokens of a rendered chat: special pieces become their token (via special_token_id; a special
 // the vocabulary lacks is encoded as plain text), plain pieces are encoded without BOS.

@@ -54,11 +54,13 @@ Result<engine::AddRequest> build_add_request(const proto::ParsedRequest& request
 
 // The prompt a chat request renders to with template `kind` (before tokenization): messages,
 // tools, tool calls and results, a forced call's opening, chat_template_kwargs.enable_thinking.
-// `tool_calls`, when given, says how to read the output.
+// `tool_calls`, when given, says how to read the output. `bos_token` is what the template's
+// `bos_token` writes (model::bos_token_text).
 Result<model::RenderedChat> render_chat_request(const proto::ParsedRequest& request,
                                                 model::ChatTemplateKind kind,
                                                 ToolCallOptions* tool_calls,
-                                                RequestErrorDetail& detail);
+                                                RequestErrorDetail& detail,
+                                                std::string_view bos_token = {});
 
 // The pieces build_add_request is made of, for the other request shapes (the Responses API):
 // chat messages rendered with the model's template and encoded (errors name `param`) ...

@@ -25,7 +25,8 @@ enum class ToolChoice {
 
 struct ToolRequest {
   std::vector<std::string> tools;  // each definition as the template's tojson prints it
-  std::vector<std::string> names;  // their function names, in order
+  std::vector<model::ChatToolSignature> signatures;  // the same as Hermes' template describes them
+  std::vector<std::string> names;                    // their function names, in order
   ToolChoice choice = ToolChoice::kAuto;
   std::string function;  // kFunction: the function's name
   bool parallel_tool_calls = true;
@@ -42,6 +43,10 @@ struct ToolRequest {
 // arguments that are not JSON).
 Result<ToolRequest> parse_tool_request(std::string_view body, size_t message_count,
                                        std::string& param);
+
+// A function tool's definition (`{"name", "description", "parameters"}`, the `function` of a chat
+// tool or a Responses API tool) as Hermes' tool-use template describes it.
+Result<model::ChatToolSignature> tool_signature_of(std::string_view function_json);
 
 // What the writer does with the model's text (completion_writer.h).
 struct ToolCallOptions {
