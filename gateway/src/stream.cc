@@ -114,7 +114,7 @@ Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerSt
       route_(route),
       endpoint_(route == Route::kCompletions ? proto::Endpoint::kCompletions
                                              : proto::Endpoint::kChatCompletions),
-      timing_(gateway.clock().now_ns()),
+      hot_(gateway.clock().now_ns()),
       deadline_timer_(worker.loop, [this] { on_deadline(); }),
       ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
       idle_timer_(worker.loop, [this] { on_idle_timeout(); }),
@@ -123,7 +123,7 @@ Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerSt
 Stream::~Stream() = default;
 
 int64_t Stream::now_ns() const { return gw_.clock().now_ns(); }
-double Stream::elapsed_ms() const { return timing_.elapsed_ms(now_ns()); }
+double Stream::elapsed_ms() const { return hot_.timing.elapsed_ms(now_ns()); }
 
 void Stream::start() {
   accept();
@@ -139,7 +139,7 @@ void Stream::accept() {
   arrival_unix_s_ = unix_now_s();
   request_id_ = request_id_for(client_->request().headers);
   body_ = std::move(client_->request().body);
-  bytes_in_ = static_cast<int64_t>(body_.size());
+  hot_.bytes_in = static_cast<int64_t>(body_.size());
   std::weak_ptr<Stream> weak = weak_from_this();
   client_->on_close([weak] {
     if (auto self = weak.lock()) self->on_client_close();
@@ -238,8 +238,8 @@ bool Stream::classify() {
                      "model"));
     return false;
   }
-  relay_ = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
-                              model_, &worker_.chunk_parser});
+  hot_.relay = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
+                                  model_, &worker_.chunk_parser});
   return true;
 }
 
@@ -353,7 +353,7 @@ bool Stream::on_admitted(int64_t queue_wait_ns) {
     gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   }
   (void)queue_wait_ns;  // measured here on the gateway's clock, arrival -> slot
-  timing_.on_admitted(now_ns());
+  hot_.timing.on_admitted(now_ns());
   reserve_pools();  // then route (stream_budget.cc)
   return true;
 }
@@ -440,9 +440,7 @@ void Stream::start_upstream(proto::ClientRequest req) {
   cb.on_complete = [this](proto::HttpHeaders&) { on_upstream_complete(); };
   cb.on_error = [this](const proto::ClientError& e) { on_upstream_error(e); };
   // What relaying a token touches: the relay state here, the client stream and its socket.
-  const char* hot_begin = reinterpret_cast<const char*>(&upstream_status_);
-  const char* hot_end = reinterpret_cast<const char*>(&bytes_in_ + 1);
-  cb.prefetch = {proto::PrefetchSpan{hot_begin, static_cast<uint32_t>(hot_end - hot_begin)},
+  cb.prefetch = {proto::PrefetchSpan{&hot_, static_cast<uint32_t>(sizeof hot_)},
                  proto::PrefetchSpan{client_.get(), 64},
                  proto::PrefetchSpan{client_->send_path_hint(), 96}};
   upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
@@ -469,7 +467,7 @@ void Stream::start_client_head() {
 }
 
 void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
-  upstream_status_ = status;
+  hot_.upstream_status = status;
   if (status >= 500 && retry_elsewhere(EndpointOutcome::kServerError)) return;
   if (status != 200) {
     // The error body is collected, then passed on with these headers (finish).
@@ -484,39 +482,39 @@ void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
 
 void Stream::send_client_bytes(std::string& out) {
   if (out.empty()) return;
-  bytes_out_ += static_cast<int64_t>(out.size());
+  hot_.bytes_out += static_cast<int64_t>(out.size());
   const bool more = client_->send_body(out);
   out.clear();
-  if (!more && !client_->closed() && !upstream_paused_) {
+  if (!more && !client_->closed() && !hot_.upstream_paused) {
     // Back-pressure: the client reads slower than the upstream writes. Stop reading the upstream
     // (its sends back up into the socket buffers); the timers keep running.
-    upstream_paused_ = true;
-    client_held_bytes_ = client_->buffered_bytes();
+    hot_.upstream_paused = true;
+    hot_.client_held_bytes = client_->buffered_bytes();
     upstream_call_.pause();
   }
 }
 
 void Stream::on_client_writable() {
-  if (upstream_paused_ && phase_ == Phase::kRelay) {
+  if (hot_.upstream_paused && phase_ == Phase::kRelay) {
     // The client took what was waiting: progress, as a token is (the idle timer counts from it).
-    client_drained_ns_ = now_ns();
-    upstream_paused_ = false;
+    hot_.client_drained_ns = now_ns();
+    hot_.upstream_paused = false;
     upstream_call_.resume();
   }
 }
 
 void Stream::on_upstream_body(std::string_view data) {
-  if (upstream_status_ != 200) {
-    if (upstream_error_body_.size() < kMaxUpstreamErrorBody) {
-      upstream_error_body_.append(data.substr(0, kMaxUpstreamErrorBody));
+  if (hot_.upstream_status != 200) {
+    if (hot_.upstream_error_body.size() < kMaxUpstreamErrorBody) {
+      hot_.upstream_error_body.append(data.substr(0, kMaxUpstreamErrorBody));
     }
     return;
   }
   if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return on_route_body(data);
-  const bool had_first = timing_.has_first_token();
+  const bool had_first = hot_.timing.has_first_token();
   std::string& out = client_out();
-  auto fed = relay_.feed(data, now_ns(), timing_, out);
-  if (!had_first && timing_.has_first_token()) {
+  auto fed = hot_.relay.feed(data, now_ns(), hot_.timing, out);
+  if (!had_first && hot_.timing.has_first_token()) {
     ttft_timer_.release();  // fires at most once: free its event for the rest of the stream
     if (decision_.idle_timeout.ms) idle_timer_.arm(*decision_.idle_timeout.ms);
   }
@@ -529,13 +527,13 @@ void Stream::on_upstream_body(std::string_view data) {
 }
 
 void Stream::on_upstream_complete() {
-  attempts_.report(upstream_status_ >= 500 ? EndpointOutcome::kServerError
-                                           : EndpointOutcome::kSuccess);
-  if (upstream_status_ != 200) {
-    relay_.on_error_status(upstream_status_, upstream_error_body_);
-    gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(upstream_status_));
+  attempts_.report(hot_.upstream_status >= 500 ? EndpointOutcome::kServerError
+                                               : EndpointOutcome::kSuccess);
+  if (hot_.upstream_status != 200) {
+    hot_.relay.on_error_status(hot_.upstream_status, hot_.upstream_error_body);
+    gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(hot_.upstream_status));
   }
-  if (route_ == Route::kEmbeddings && upstream_status_ == 200) {
+  if (route_ == Route::kEmbeddings && hot_.upstream_status == 200) {
     json_complete_ = true;
     embed_input_tokens_ = embeddings_prompt_tokens(json_body_);
   }
@@ -549,7 +547,7 @@ void Stream::on_upstream_error(const proto::ClientError& error) {
       retry_elsewhere(EndpointOutcome::kConnectFailure)) {
     return;
   }
-  if (error.kind == proto::ClientErrorKind::kClosedMidBody && upstream_status_ == 200) {
+  if (error.kind == proto::ClientErrorKind::kClosedMidBody && hot_.upstream_status == 200) {
     return end_from_upstream(true);
   }
   Ending e;
@@ -592,11 +590,11 @@ void Stream::end_from_upstream(bool transport_closed) {
                     ? (transport_closed ? "upstream closed the stream without a finish_reason"
                                         : "upstream ended the stream without a finish_reason")
                     : upstream_error_message();
-    if (relay_.error_status() != 0 && !client_->head_sent()) {
+    if (hot_.relay.error_status() != 0 && !client_->head_sent()) {
       // Nothing was sent: the upstream's status and error body reach the client unchanged (its
       // codes, e.g. context_length_exceeded, included); the stop record goes in the header.
       e.upstream_error_body = true;
-      e.status = relay_.error_status();
+      e.status = hot_.relay.error_status();
     }
   }
   finish(std::move(e));
