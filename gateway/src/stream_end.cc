@@ -1,6 +1,6 @@
 // Stream, second half: the timers that cut a stream, and `finish` (the stop record, the client's
 // last bytes, slot and pool release, access log, metrics). The phases up to relay are in
-// stream.cc.
+// stream_intake.cc and stream.cc.
 
 #include <algorithm>
 #include <cmath>

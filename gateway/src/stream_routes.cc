@@ -1,8 +1,8 @@
 // Stream, the routes besides chat and completions: /v1/responses (the Responses API's event
 // stream, ResponsesRelay) and /v1/embeddings (one JSON answer). They run the same phases as chat
-// (stream.cc) — authenticate, classify, decide, admit, route, relay, finish — and end in the
-// same finish (stream_end.cc); this file holds what differs: the request's fields, the relay
-// of the upstream's body, and the client's last bytes.
+// (stream_intake.cc, stream.cc) — authenticate, classify, decide, admit, route, relay, finish — and
+// end in the same finish (stream_end.cc); this file holds what differs: the request's fields, the
+// relay of the upstream's body, and the client's last bytes.
 
 #include <charconv>
 
