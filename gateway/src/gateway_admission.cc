@@ -65,10 +65,9 @@ void Gateway::dispatch_admitted(policy::AdmissionQueue& queue,
       give_back();
       continue;
     }
-    const int64_t wait = d.queue_wait_ns;
-    w.loop->post([stream = w.stream, wait, give_back] {
+    w.loop->post([stream = w.stream, give_back] {
       auto s = stream.lock();
-      if (!s || !s->on_admitted(wait)) give_back();
+      if (!s || !s->on_admitted()) give_back();
     });
   }
 }

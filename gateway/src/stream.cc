@@ -121,10 +121,10 @@ void Stream::admit() {
     return;
   }
   admitted_ = true;
-  on_admitted(0);
+  on_admitted();
 }
 
-bool Stream::on_admitted(int64_t queue_wait_ns) {
+bool Stream::on_admitted() {
   if (phase_ != Phase::kAdmit) return false;
   if (queued_) {
     queued_ = false;
@@ -133,7 +133,6 @@ bool Stream::on_admitted(int64_t queue_wait_ns) {
     admitted_ = true;
     gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   }
-  (void)queue_wait_ns;  // measured here on the gateway's clock, arrival -> slot
   hot_.timing.on_admitted(now_ns());
   reserve_pools();  // then route (stream_budget.cc)
   return true;

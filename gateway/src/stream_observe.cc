@@ -43,7 +43,7 @@ void Stream::admit_observed() {
                      "requests");
     }
   }
-  on_admitted(0);
+  on_admitted();
 }
 
 void Stream::note_would_cut(Cause cause, std::string_view rule, double limit, double observed,

@@ -96,7 +96,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void start();
   // The admission queue gave this stream a slot (posted onto its loop). Returns false when the
   // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
-  bool on_admitted(int64_t queue_wait_ns);
+  bool on_admitted();
 
   // The gateway is shutting down and its drain timeout has passed: ends the stream now with
   // cause gateway_deadline, rule "shutdown.drain_timeout", limit = the drain timeout, observed =
