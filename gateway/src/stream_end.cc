@@ -214,6 +214,16 @@ void Stream::release_admission() {
   }
 }
 
+// What the client is sent last: nothing (it is gone), an error answer (the gateway's, or the
+// upstream's passed on), the end of an event stream, or a whole JSON body.
+struct Stream::LastBytes {
+  enum class Kind { kNone, kError, kUpstreamError, kStreamEnd, kBody };
+  Kind kind = Kind::kNone;
+  int status = 200;
+  std::string error_body;
+  std::string out;  // the last bytes of a completion
+};
+
 void Stream::finish(Ending e) {
   if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
   phase_ = Phase::kFinish;
@@ -243,66 +253,80 @@ void Stream::finish(Ending e) {
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
   // /metrics or reads the log right after its answer must find its request counted.
-  enum class LastBytes { kNone, kError, kUpstreamError, kStreamEnd, kBody };
-  LastBytes last = LastBytes::kNone;
-  int status = 200;
-  std::string error_body;
-  std::string out;  // the last bytes of a completion
-  if (e.cause != Cause::kClientCancel && !client_->closed()) {
-    if (e.upstream_error_body && !client_->head_sent()) {
-      last = LastBytes::kUpstreamError;
-      status = e.status;
-      hot_.bytes_out += static_cast<int64_t>(hot_.upstream_error_body.size());
-    } else if (e.error && !client_->head_sent()) {
-      last = LastBytes::kError;
-      status = e.status != 0 ? e.status : e.error->status();
-      proto::ErrorBodyFields fields;
-      fields.param = e.param;
-      fields.cutline = &record;
-      error_body = proto::error_body(*e.error, fields);
-      hot_.bytes_out += static_cast<int64_t>(error_body.size());
-    } else if (route_ == Route::kResponses || route_ == Route::kEmbeddings) {
-      last = client_stream_ ? LastBytes::kStreamEnd : LastBytes::kBody;
-      write_route_end(e, record, out);
-      hot_.bytes_out += static_cast<int64_t>(out.size());
-    } else if (client_stream_ && parsed_ok_) {
-      last = LastBytes::kStreamEnd;
-      if (e.error) {
-        hot_.relay.write_error_event(*e.error, record, out);
-      } else {
-        const auto reason = client_finish_reason(e);
-        hot_.relay.write_end(record,
-                             reason ? std::optional<std::string_view>(*reason) : std::nullopt, out);
-      }
-      hot_.bytes_out += static_cast<int64_t>(out.size());
+  LastBytes last = prepare_last_bytes(e, record);
+  if (!endpoints.empty()) record.endpoints = std::move(endpoints);
+  if (!e.operator_message.empty()) record.message = e.operator_message;
+  record_outcome(record, last.status);
+  send_last_bytes(e, last, stop_header);
+
+  phase_ = Phase::kDone;
+  // Drop the worker's reference later, never inside a callback of this stream.
+  Worker* w = &worker_;
+  const uint64_t id = id_;
+  worker_.loop.post([w, id] { w->streams.erase(id); });
+}
+
+// Builds the client's last bytes for `e` (counted in bytes_out); status 499 when the client is
+// gone.
+Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopRecord& record) {
+  using Kind = LastBytes::Kind;
+  LastBytes last;
+  if (e.cause == Cause::kClientCancel || client_->closed()) {
+    last.status = 499;  // nginx's "client closed request"
+    return last;
+  }
+  std::string& out = last.out;
+  if (e.upstream_error_body && !client_->head_sent()) {
+    last.kind = Kind::kUpstreamError;
+    last.status = e.status;
+    hot_.bytes_out += static_cast<int64_t>(hot_.upstream_error_body.size());
+  } else if (e.error && !client_->head_sent()) {
+    last.kind = Kind::kError;
+    last.status = e.status != 0 ? e.status : e.error->status();
+    proto::ErrorBodyFields fields;
+    fields.param = e.param;
+    fields.cutline = &record;
+    last.error_body = proto::error_body(*e.error, fields);
+    hot_.bytes_out += static_cast<int64_t>(last.error_body.size());
+  } else if (route_ == Route::kResponses || route_ == Route::kEmbeddings) {
+    last.kind = client_stream_ ? Kind::kStreamEnd : Kind::kBody;
+    write_route_end(e, record, out);
+    hot_.bytes_out += static_cast<int64_t>(out.size());
+  } else if (client_stream_ && parsed_ok_) {
+    last.kind = Kind::kStreamEnd;
+    if (e.error) {
+      hot_.relay.write_error_event(*e.error, record, out);
     } else {
-      last = LastBytes::kBody;
       const auto reason = client_finish_reason(e);
       hot_.relay.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
                            out);
-      hot_.bytes_out += static_cast<int64_t>(out.size());
     }
+    hot_.bytes_out += static_cast<int64_t>(out.size());
   } else {
-    status = 499;  // nginx's "client closed request"
+    last.kind = Kind::kBody;
+    const auto reason = client_finish_reason(e);
+    hot_.relay.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
+                         out);
+    hot_.bytes_out += static_cast<int64_t>(out.size());
   }
+  return last;
+}
 
-  if (!endpoints.empty()) record.endpoints = std::move(endpoints);
-  if (!e.operator_message.empty()) record.message = e.operator_message;
-  record_outcome(record, status);
-
-  switch (last) {
-    case LastBytes::kNone:
+// Sends what prepare_last_bytes() built, the stop record in the Cutline-Stop header or trailer.
+void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string& stop_header) {
+  switch (last.kind) {
+    case LastBytes::Kind::kNone:
       break;
-    case LastBytes::kError: {
+    case LastBytes::Kind::kError: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
                            {"Cutline-Request-Id", request_id_},
                            {"X-Request-Id", request_id_}};
       if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
-      client_->send_simple(status, h, error_body);
+      client_->send_simple(last.status, h, last.error_body);
       break;
     }
-    case LastBytes::kUpstreamError: {
+    case LastBytes::Kind::kUpstreamError: {
       proto::HttpHeaders h{
           {"Content-Type",
            upstream_error_type_.empty() ? std::string("application/json") : upstream_error_type_},
@@ -310,29 +334,23 @@ void Stream::finish(Ending e) {
           {"Cutline-Request-Id", request_id_},
           {"X-Request-Id", request_id_}};
       if (!upstream_retry_after_.empty()) h.add("Retry-After", upstream_retry_after_);
-      client_->send_simple(status, h, hot_.upstream_error_body);
+      client_->send_simple(last.status, h, hot_.upstream_error_body);
       break;
     }
-    case LastBytes::kStreamEnd:
+    case LastBytes::Kind::kStreamEnd:
       start_client_head();
-      if (!out.empty()) client_->send_body(out);
+      if (!last.out.empty()) client_->send_body(last.out);
       client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
       break;
-    case LastBytes::kBody: {
+    case LastBytes::Kind::kBody: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
                            {"Cutline-Request-Id", request_id_},
                            {"X-Request-Id", request_id_}};
-      client_->send_simple(200, h, out);
+      client_->send_simple(200, h, last.out);
       break;
     }
   }
-
-  phase_ = Phase::kDone;
-  // Drop the worker's reference later, never inside a callback of this stream.
-  Worker* w = &worker_;
-  const uint64_t id = id_;
-  worker_.loop.post([w, id] { w->streams.erase(id); });
 }
 
 // The access-log line and the metrics of a finished stream (once, from finish, before the

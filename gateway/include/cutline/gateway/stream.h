@@ -170,6 +170,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void start_client_head();
   void release_admission();
   void record_outcome(const proto::StopRecord& record, int status);
+  // finish: the client's last bytes, prepared before the stream is recorded and sent after.
+  struct LastBytes;
+  LastBytes prepare_last_bytes(const Ending& ending, const proto::StopRecord& record);
+  void send_last_bytes(const Ending& ending, LastBytes& last, const std::string& stop_header);
   int64_t now_ns() const;
   double elapsed_ms() const;
   Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
