@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,13 +76,17 @@ void print_started(const cutline::gateway::Gateway& gateway) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  namespace cli = cutline::cli;
+// The command line: the gateway's options plus what main() itself does with the process.
+struct Args {
   cutline::gateway::GatewayOptions options;
   std::string ready_file;
   int64_t drain_timeout_ms = 30000;
+};
+
+// Fills `args`; an exit code when main() should return at once (--help, --version, a bad flag).
+std::optional<int> parse_args(int argc, char** argv, Args& args) {
+  namespace cli = cutline::cli;
+  cutline::gateway::GatewayOptions& options = args.options;
   auto app = cli::make_app("cutline-gateway",
                            "The labeling OpenAI-compatible gateway: applies the policy in --config "
                            "to every request and labels every cut.");
@@ -96,14 +101,136 @@ int main(int argc, char** argv) {
   app->add_option("--admin-port", options.admin_port_override,
                   "Admin listen port, overriding the policy's (0 = any free port)")
       ->check(CLI::Range(0, 65535));
-  app->add_option("--ready-file", ready_file,
+  app->add_option("--ready-file", args.ready_file,
                   "Once serving, write {\"port\":P,\"ports\":[...],\"admin_port\":A} here");
   app->add_flag("--upstream-error-detail", options.upstream_error_detail,
                 "Tell clients the gateway's own upstream connect errors whole (addresses, DNS "
                 "names); by default only their kind");
-  cli::add_duration(*app, "--drain-timeout", drain_timeout_ms,
+  cli::add_duration(*app, "--drain-timeout", args.drain_timeout_ms,
                     "On SIGINT/SIGTERM, let streams finish this long");
-  if (auto rc = cli::parse(*app, argc, argv)) return *rc;
+  return cli::parse(*app, argc, argv);
+}
+
+// {"port":P,"ports":[...],"admin_port":A}, written beside the path and renamed over it so that a
+// reader never sees half of it.
+void write_ready_file(const std::string& ready_file, const cutline::gateway::Gateway& gateway) {
+  const std::string tmp = ready_file + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) return;
+  // "port" first and "admin_port" last: scripts and tests read them by position too.
+  std::string ports;
+  for (uint16_t p : gateway.ports()) ports += (ports.empty() ? "" : ",") + std::to_string(p);
+  std::fprintf(f, "{\"port\":%u,\"ports\":[%s],\"admin_port\":%u}\n", gateway.port(), ports.c_str(),
+               gateway.admin_port());
+  std::fclose(f);
+  std::rename(tmp.c_str(), ready_file.c_str());
+}
+
+// The policy file's directory under inotify (fd < 0 when inotify is unavailable): editors that
+// replace the file are seen, and so is a ConfigMap update.
+struct ConfigWatch {
+  int fd = -1;
+  std::string base;  // the file's name within the directory
+};
+
+ConfigWatch watch_config(const std::string& config_path) {
+  ConfigWatch w;
+  w.fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  std::string dir = ".";
+  w.base = config_path;
+  if (auto slash = config_path.rfind('/'); slash != std::string::npos) {
+    dir = config_path.substr(0, slash == 0 ? 1 : slash);
+    w.base = config_path.substr(slash + 1);
+  }
+  if (w.fd >= 0) inotify_add_watch(w.fd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
+  return w;
+}
+
+// Reads every pending event; true when one concerns the policy file.
+bool config_changed(const ConfigWatch& w) {
+  alignas(inotify_event) char buf[4096];
+  bool changed = false;
+  ssize_t n;
+  while ((n = read(w.fd, buf, sizeof buf)) > 0) {
+    for (char* p = buf; p < buf + n;) {
+      auto* ev = reinterpret_cast<inotify_event*>(p);
+      // The file itself, or Kubernetes' "..data" symlink: a mounted ConfigMap is updated by
+      // renaming a new "..data" over the old one, and the file is a link through it.
+      if (ev->len > 0 && (w.base == ev->name || std::strcmp(ev->name, "..data") == 0)) {
+        changed = true;
+      }
+      p += sizeof(inotify_event) + ev->len;
+    }
+  }
+  return changed;
+}
+
+// Until SIGINT / SIGTERM: SIGHUP and a changed policy file reload, SIGUSR1 reopens the log.
+void serve_until_stopped(cutline::gateway::Gateway& gateway, int sfd, const ConfigWatch& watch) {
+  for (bool running = true; running;) {
+    pollfd fds[2] = {{sfd, POLLIN, 0}, {watch.fd, POLLIN, 0}};
+    if (poll(fds, watch.fd >= 0 ? 2 : 1, -1) < 0) continue;
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo si{};
+      if (read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGHUP) {
+          (void)gateway.reload();
+        } else if (si.ssi_signo == SIGUSR1) {
+          reopen_logs(gateway);
+        } else {
+          running = false;
+        }
+      }
+    }
+    if (watch.fd >= 0 && (fds[1].revents & POLLIN) && config_changed(watch)) {
+      (void)gateway.reload();
+    }
+  }
+}
+
+// Graceful shutdown: stop accepting, let streams finish up to the drain timeout, cut the rest.
+void drain(cutline::gateway::Gateway& gateway, int sfd, int64_t drain_timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  const auto drain_start = Clock::now();
+  gateway.begin_drain();
+  size_t open = gateway.open_streams();
+  std::fprintf(stderr, "cutline-gateway: shutting down; draining %zu stream(s) for up to %lld ms\n",
+               open, static_cast<long long>(drain_timeout_ms));
+  auto drained_ms = [&] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - drain_start).count();
+  };
+  while (open > 0 && drained_ms() < static_cast<double>(drain_timeout_ms)) {
+    pollfd fd{sfd, POLLIN, 0};
+    if (poll(&fd, 1, 50) > 0 && (fd.revents & POLLIN)) {
+      signalfd_siginfo si{};
+      if (read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGUSR1) {
+          reopen_logs(gateway);
+        } else if (si.ssi_signo != SIGHUP) {
+          break;
+        }
+      }
+    }
+    open = gateway.open_streams();
+  }
+  if (open > 0) {
+    std::fprintf(stderr,
+                 "cutline-gateway: ending %zu stream(s) still open (gateway_deadline, "
+                 "shutdown.drain_timeout)\n",
+                 open);
+    gateway.cut_remaining(drain_timeout_ms, drained_ms());
+    // Let the workers flush the labeled last chunks before the connections close.
+    for (int i = 0; i < 100 && gateway.open_streams() > 0; ++i) {
+      poll(nullptr, 0, 10);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (auto rc = parse_args(argc, argv, args)) return *rc;
 
   // Signals are taken synchronously through a signalfd: block them before any thread starts.
   sigset_t mask;
@@ -116,7 +243,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   cutline::proto::raise_descriptor_limit_and_log("cutline-gateway");  // soft -> hard, logged
-  auto created = cutline::gateway::Gateway::create(options);
+  auto created = cutline::gateway::Gateway::create(args.options);
   if (!created.ok()) {
     std::fprintf(stderr, "cutline-gateway: %s\n", created.error().message.c_str());
     return 1;
@@ -129,96 +256,11 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "cutline-gateway: serving on port %u, admin on port %u\n", gateway->port(),
                gateway->admin_port());
   print_started(*gateway);
-  if (!ready_file.empty()) {
-    const std::string tmp = ready_file + ".tmp";
-    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-      // "port" first and "admin_port" last: scripts and tests read them by position too.
-      std::string ports;
-      for (uint16_t p : gateway->ports()) ports += (ports.empty() ? "" : ",") + std::to_string(p);
-      std::fprintf(f, "{\"port\":%u,\"ports\":[%s],\"admin_port\":%u}\n", gateway->port(),
-                   ports.c_str(), gateway->admin_port());
-      std::fclose(f);
-      std::rename(tmp.c_str(), ready_file.c_str());
-    }
-  }
+  if (!args.ready_file.empty()) write_ready_file(args.ready_file, *gateway);
 
   const int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-  const int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  std::string dir = ".", base = options.config_path;
-  if (auto slash = options.config_path.rfind('/'); slash != std::string::npos) {
-    dir = options.config_path.substr(0, slash == 0 ? 1 : slash);
-    base = options.config_path.substr(slash + 1);
-  }
-  if (ifd >= 0) inotify_add_watch(ifd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
-
-  for (bool running = true; running;) {
-    pollfd fds[2] = {{sfd, POLLIN, 0}, {ifd, POLLIN, 0}};
-    if (poll(fds, ifd >= 0 ? 2 : 1, -1) < 0) continue;
-    if (fds[0].revents & POLLIN) {
-      signalfd_siginfo si{};
-      if (read(sfd, &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGHUP) {
-          (void)gateway->reload();
-        } else if (si.ssi_signo == SIGUSR1) {
-          reopen_logs(*gateway);
-        } else {
-          running = false;
-        }
-      }
-    }
-    if (ifd >= 0 && (fds[1].revents & POLLIN)) {
-      alignas(inotify_event) char buf[4096];
-      bool changed = false;
-      ssize_t n;
-      while ((n = read(ifd, buf, sizeof buf)) > 0) {
-        for (char* p = buf; p < buf + n;) {
-          auto* ev = reinterpret_cast<inotify_event*>(p);
-          // The file itself, or Kubernetes' "..data" symlink: a mounted ConfigMap is updated by
-          // renaming a new "..data" over the old one, and the file is a link through it.
-          if (ev->len > 0 && (base == ev->name || std::strcmp(ev->name, "..data") == 0)) {
-            changed = true;
-          }
-          p += sizeof(inotify_event) + ev->len;
-        }
-      }
-      if (changed) (void)gateway->reload();
-    }
-  }
-  // Graceful shutdown: stop accepting, let streams finish up to the drain timeout, cut the rest.
-  using Clock = std::chrono::steady_clock;
-  const auto drain_start = Clock::now();
-  gateway->begin_drain();
-  size_t open = gateway->open_streams();
-  std::fprintf(stderr, "cutline-gateway: shutting down; draining %zu stream(s) for up to %lld ms\n",
-               open, static_cast<long long>(drain_timeout_ms));
-  auto drained_ms = [&] {
-    return std::chrono::duration<double, std::milli>(Clock::now() - drain_start).count();
-  };
-  while (open > 0 && drained_ms() < static_cast<double>(drain_timeout_ms)) {
-    pollfd fd{sfd, POLLIN, 0};
-    if (poll(&fd, 1, 50) > 0 && (fd.revents & POLLIN)) {
-      signalfd_siginfo si{};
-      if (read(sfd, &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGUSR1) {
-          reopen_logs(*gateway);
-        } else if (si.ssi_signo != SIGHUP) {
-          break;
-        }
-      }
-    }
-    open = gateway->open_streams();
-  }
-  if (open > 0) {
-    std::fprintf(stderr,
-                 "cutline-gateway: ending %zu stream(s) still open (gateway_deadline, "
-                 "shutdown.drain_timeout)\n",
-                 open);
-    gateway->cut_remaining(drain_timeout_ms, drained_ms());
-    // Let the workers flush the labeled last chunks before the connections close.
-    for (int i = 0; i < 100 && gateway->open_streams() > 0; ++i) {
-      poll(nullptr, 0, 10);
-    }
-  }
+  serve_until_stopped(*gateway, sfd, watch_config(args.options.config_path));
+  drain(*gateway, sfd, args.drain_timeout_ms);
   gateway->stop();
   return 0;
 }

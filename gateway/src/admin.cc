@@ -9,6 +9,7 @@
 #include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
+#include "cutline/policy/policy_json.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/json_writer.h"
 #include "cutline/proto/timer.h"
@@ -17,11 +18,6 @@ namespace cutline::gateway {
 namespace {
 
 const proto::HttpHeaders kJson{{"Content-Type", "application/json"}};
-
-void write_limit(proto::JsonWriter& w, std::string_view key,
-                 const std::optional<policy::Limit>& limit) {
-  if (limit) w.field(key, limit->value);
-}
 
 }  // namespace
 
@@ -265,42 +261,15 @@ std::string Admin::policy_json() const {
   std::string out;
   proto::JsonWriter w(out);
   w.begin_object();
-  w.field("source_file", policy->source_file);
   w.field("generation", static_cast<int64_t>(gw_.policy_generation()));
   w.field("loaded_at_unix_s", gw_.policy_loaded_unix_s());
   // Changed in the file but not applied by a reload (listeners, admin, spawn, access log).
   w.key("restart_required").begin_array();
   for (const std::string& field : gw_.restart_required()) w.value(field);
   w.end_array();
-  w.key("upstreams").begin_array();
-  for (const auto& u : policy->upstreams) {
-    w.begin_object().field("name", u.name).field("url", u.url).key("models").begin_array();
-    for (const auto& m : u.models) w.value(m);
-    w.end_array().end_object();
-  }
-  w.end_array();
-  w.key("tenants").begin_array();
-  for (const auto& t : policy->tenants) w.value(t.name);
-  w.end_array();
-  w.key("policies").begin_array();
-  for (const auto& r : policy->rules) {
-    w.begin_object().field("name", r.name).field("path", r.ref.path);
-    write_limit(w, "max_output_tokens", r.budget.max_output_tokens);
-    write_limit(w, "tenant_tokens_per_minute", r.budget.tenant_tokens_per_minute);
-    write_limit(w, "global_tokens_per_minute", r.budget.global_tokens_per_minute);
-    write_limit(w, "deadline_ms", r.deadline_ms);
-    write_limit(w, "ttft_timeout_ms", r.ttft_timeout_ms);
-    write_limit(w, "idle_timeout_ms", r.idle_timeout_ms);
-    w.key("admission").begin_object().field("group", r.admission.group);
-    write_limit(w, "max_concurrent", r.admission.max_concurrent);
-    w.field("queue_depth", r.admission.queue_depth.value);
-    w.field("queue_timeout_ms", r.admission.queue_timeout_ms.value);
-    w.field("priority", policy::to_string(r.admission.priority)).end_object();
-    w.key("on_cut").begin_object().field("mode", policy::to_string(r.on_cut.mode));
-    w.field("finish_reason", policy::to_string(r.on_cut.finish_reason)).end_object();
-    w.end_object();
-  }
-  w.end_array();
+  // The same rendering as `cutline policy check --format json`.
+  w.key("policy");
+  policy::write_policy_json(w, *policy);
   w.end_object();
   return out;
 }

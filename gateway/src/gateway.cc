@@ -88,6 +88,32 @@ void log_policy_warnings(const policy::LoadResult& loaded) {
   }
 }
 
+// The TLS contexts a policy names: its https:// upstreams' and, by listen[] index, its
+// listeners' (null for a cleartext listener).
+struct TlsContexts {
+  std::shared_ptr<const UpstreamTlsContexts> upstream;
+  std::vector<std::shared_ptr<const proto::TlsContext>> listeners;
+};
+
+// Reads every certificate and key the policy names; the first that fails is the error.
+Result<TlsContexts> load_tls_contexts(const policy::Policy& p) {
+  TlsContexts out;
+  auto upstream = UpstreamTlsContexts::build(p);
+  if (!upstream.ok()) return upstream.error();
+  out.upstream = std::move(upstream).value();
+  for (const policy::Listener& l : p.listen) {
+    out.listeners.emplace_back();
+    if (!l.tls) continue;
+    auto built = listener_tls_context(*l.tls);
+    if (!built.ok()) {
+      return make_error(built.error().kind, p.source_file + ":" + std::to_string(l.tls->ref.line) +
+                                                ": " + built.error().message);
+    }
+    out.listeners.back() = std::move(built).value();
+  }
+  return out;
+}
+
 }  // namespace
 
 LabelBounds Gateway::bounds_of(const policy::Policy& p) {
@@ -187,33 +213,10 @@ Status Gateway::start() {
   proto::ServerOptions so;
   apply_limits(policy->limits, metrics_, so);  // sizes, deadlines, process-wide caps
   // The HTTP layer answers 400/408/413/431 and its own 503s itself; the hook gives that answer
-  // its stop record. A malformed or too slow request is the client's (invalid_request); a 503
-  // for the process-wide request memory or a connection's unfinished streams is capacity
-  // (admission_rejected).
-  so.on_protocol_error = [this, limits = policy->limits](const proto::HttpRequest& req,
-                                                         const Error& e, proto::HttpHeaders& h,
-                                                         std::string& body) {
-    std::string rule = "request";
-    std::optional<double> limit;
-    proto::Cause cause = proto::Cause::kInvalidRequest;
-    if (e.kind == ErrorKind::kTooLarge) {
-      rule = "limits.max_body_bytes";
-      limit = static_cast<double>(limits.max_body_bytes);
-    } else if (e.kind == ErrorKind::kHeadersTooLarge) {
-      rule = "limits.max_header_bytes";
-      limit = static_cast<double>(limits.max_header_bytes);
-    } else if (e.kind == ErrorKind::kRequestTimeout) {
-      const bool head = e.message.starts_with("request head");
-      rule = head ? "limits.request_header_timeout" : "limits.request_body_timeout";
-      limit = static_cast<double>(head ? limits.request_header_timeout_ms
-                                       : limits.request_body_timeout_ms);
-    } else if (e.kind == ErrorKind::kExhausted) {
-      rule = "limits";
-      cause = proto::Cause::kAdmissionRejected;
-    }
-    if (cause == proto::Cause::kInvalidRequest) metrics_.bad_request(to_string(e.kind));
-    answer_without_stream(req, e, cause, std::move(rule), limit, h, body);
-  };
+  // its stop record.
+  so.on_protocol_error = [this, limits = policy->limits](
+                             const proto::HttpRequest& req, const Error& e, proto::HttpHeaders& h,
+                             std::string& body) { answer_protocol_error(limits, req, e, h, body); };
   // No `100 Continue` before authentication: a request whose key matches no tenant gets its 401
   // (with its stop record, from the authenticate phase) before it uploads its body.
   so.on_expect_continue = [this](const proto::HttpRequest& head) {
@@ -242,19 +245,7 @@ Status Gateway::start() {
   }
   workers_.start();
   started_ = true;
-  // One client per worker serves every upstream: it takes the longest connect timeout configured
-  // (upstreams[i].connect_timeout, default 5 s).
-  int64_t connect_timeout_ms = 0;
-  for (const auto& u : policy->upstreams) {
-    connect_timeout_ms = std::max(connect_timeout_ms, u.connect_timeout_ms);
-  }
-  workers_.run_on_all_and_wait([this, connect_timeout_ms, &policy](proto::EventLoop& loop) {
-    proto::ClientOptions co;
-    co.connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 5000;
-    Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
-    w.client = std::make_unique<proto::HttpClient>(loop, co);
-    w.pools = make_pool_store(loop, policy->budget_store);
-  });
+  start_worker_clients(*policy);
   swap_upstream_pools(policy);
   // The admin listener first, so that /readyz reports the upstream processes while they start.
   if (policy->admin) {
@@ -270,6 +261,49 @@ Status Gateway::start() {
     if (Status s = server->start(); !s.ok()) return s;
   }
   return {};
+}
+
+// A malformed or too slow request is the client's (invalid_request, naming the limit it broke); a
+// 503 for the process-wide request memory or a connection's unfinished streams is capacity
+// (admission_rejected).
+void Gateway::answer_protocol_error(const policy::Limits& limits, const proto::HttpRequest& req,
+                                    const Error& e, proto::HttpHeaders& h, std::string& body) {
+  std::string rule = "request";
+  std::optional<double> limit;
+  proto::Cause cause = proto::Cause::kInvalidRequest;
+  if (e.kind == ErrorKind::kTooLarge) {
+    rule = "limits.max_body_bytes";
+    limit = static_cast<double>(limits.max_body_bytes);
+  } else if (e.kind == ErrorKind::kHeadersTooLarge) {
+    rule = "limits.max_header_bytes";
+    limit = static_cast<double>(limits.max_header_bytes);
+  } else if (e.kind == ErrorKind::kRequestTimeout) {
+    const bool head = e.message.starts_with("request head");
+    rule = head ? "limits.request_header_timeout" : "limits.request_body_timeout";
+    limit = static_cast<double>(head ? limits.request_header_timeout_ms
+                                     : limits.request_body_timeout_ms);
+  } else if (e.kind == ErrorKind::kExhausted) {
+    rule = "limits";
+    cause = proto::Cause::kAdmissionRejected;
+  }
+  if (cause == proto::Cause::kInvalidRequest) metrics_.bad_request(to_string(e.kind));
+  answer_without_stream(req, e, cause, std::move(rule), limit, h, body);
+}
+
+// One client per worker serves every upstream: it takes the longest connect timeout configured
+// (upstreams[i].connect_timeout, default 5 s). Each worker also gets its token-pool store.
+void Gateway::start_worker_clients(const policy::Policy& policy) {
+  int64_t connect_timeout_ms = 0;
+  for (const auto& u : policy.upstreams) {
+    connect_timeout_ms = std::max(connect_timeout_ms, u.connect_timeout_ms);
+  }
+  workers_.run_on_all_and_wait([this, connect_timeout_ms, &policy](proto::EventLoop& loop) {
+    proto::ClientOptions co;
+    co.connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 5000;
+    Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
+    w.client = std::make_unique<proto::HttpClient>(loop, co);
+    w.pools = make_pool_store(loop, policy.budget_store);
+  });
 }
 
 void Gateway::stop() {
@@ -375,26 +409,13 @@ Status Gateway::reload() {
   std::string error_text = r.ok() ? std::string() : r.error_text();
   // The certificates and keys the new policy names are loaded before it is swapped in: an
   // unreadable or mismatched file refuses the reload and the old policy and contexts stay.
-  std::shared_ptr<const UpstreamTlsContexts> upstream_tls;
-  std::vector<std::shared_ptr<const proto::TlsContext>> listener_tls;  // by listen[] index
+  TlsContexts tls;
   if (r.ok()) {
-    auto built = UpstreamTlsContexts::build(*r.policy);
-    if (built.ok()) {
-      upstream_tls = std::move(built).value();
+    auto loaded = load_tls_contexts(*r.policy);
+    if (loaded.ok()) {
+      tls = std::move(loaded).value();
     } else {
-      error_text = built.error().message;
-    }
-  }
-  for (size_t i = 0; error_text.empty() && i < r.policy->listen.size(); ++i) {
-    listener_tls.emplace_back();
-    if (!r.policy->listen[i].tls) continue;
-    const policy::ListenerTls& tls = *r.policy->listen[i].tls;
-    auto built = listener_tls_context(tls);
-    if (built.ok()) {
-      listener_tls.back() = std::move(built).value();
-    } else {
-      error_text =
-          r.policy->source_file + ":" + std::to_string(tls.ref.line) + ": " + built.error().message;
+      error_text = loaded.error().message;
     }
   }
   metrics_.policy_reload(error_text.empty());
@@ -404,21 +425,8 @@ Status Gateway::reload() {
                  options_.config_path.c_str(), error_text.c_str());
     return make_error(ErrorKind::kBadRequest, error_text);
   }
-  upstream_tls_.add(r.policy, std::move(upstream_tls));
-  // What the new file changes but this process cannot apply: said in the log on every reload
-  // that leaves it pending, and in /v1/cutline/policy, instead of silently ignored.
-  std::vector<std::string> pending;
-  if (started_policy_) pending = fields_needing_restart(*started_policy_, *r.policy);
-  for (const std::string& field : pending) {
-    std::fprintf(stderr,
-                 "cutline-gateway: reload: %s in %s differs from the running gateway's and is "
-                 "not applied until a restart\n",
-                 field.c_str(), options_.config_path.c_str());
-  }
-  {
-    std::lock_guard lock(restart_required_mu_);
-    restart_required_ = std::move(pending);
-  }
+  upstream_tls_.add(r.policy, std::move(tls.upstream));
+  note_restart_required(*r.policy);
   log_policy_warnings(r);
   holder_->replace(r.policy);
   swap_upstream_pools(r.policy);
@@ -426,13 +434,13 @@ Status Gateway::reload() {
   // or off on a listener, or adding, removing or moving listeners, needs a restart.
   const auto& listen = r.policy->listen;
   for (size_t i = 0; i < servers_.size() && i < listen.size(); ++i) {
-    if (listener_tls_[i] && listener_tls[i]) {
-      servers_[i]->set_tls(std::move(listener_tls[i]));
-    } else if (listener_tls_[i] != (listener_tls[i] != nullptr)) {
+    if (listener_tls_[i] && tls.listeners[i]) {
+      servers_[i]->set_tls(std::move(tls.listeners[i]));
+    } else if (listener_tls_[i] != (tls.listeners[i] != nullptr)) {
       std::fprintf(stderr,
                    "cutline-gateway: listen[%zu].tls was %s in %s; the listener keeps %s until a "
                    "restart\n",
-                   i, listener_tls[i] ? "added" : "removed", options_.config_path.c_str(),
+                   i, tls.listeners[i] ? "added" : "removed", options_.config_path.c_str(),
                    listener_tls_[i] ? "TLS" : "cleartext");
     }
   }
@@ -449,6 +457,21 @@ Status Gateway::reload() {
                options_.config_path.c_str(),
                static_cast<unsigned long long>(holder_->generation()));
   return {};
+}
+
+// What `next` changes but this process cannot apply: said in the log on every reload that leaves
+// it pending, and in /v1/cutline/policy, instead of silently ignored.
+void Gateway::note_restart_required(const policy::Policy& next) {
+  std::vector<std::string> pending;
+  if (started_policy_) pending = fields_needing_restart(*started_policy_, next);
+  for (const std::string& field : pending) {
+    std::fprintf(stderr,
+                 "cutline-gateway: reload: %s in %s differs from the running gateway's and is "
+                 "not applied until a restart\n",
+                 field.c_str(), options_.config_path.c_str());
+  }
+  std::lock_guard lock(restart_required_mu_);
+  restart_required_ = std::move(pending);
 }
 
 std::vector<std::string> Gateway::restart_required() const {
@@ -475,73 +498,6 @@ void Gateway::swap_upstream_pools(std::shared_ptr<const policy::Policy> policy) 
     Worker& w = *per_loop_[0];
     if (w.client && started_) next->start_probing(w.loop, *w.client, &upstream_tls_);
   });
-}
-
-void Gateway::apply_queue_limits(const policy::Policy& p) {
-  std::vector<std::pair<policy::AdmissionQueue*, std::vector<policy::Dequeued>>> admitted;
-  {
-    std::lock_guard lock(queues_mu_);
-    for (const auto& g : p.admission_groups) {
-      auto it = queues_.find(g.name);
-      if (it == queues_.end()) {
-        queues_.emplace(g.name, std::make_unique<policy::AdmissionQueue>(
-                                    policy::AdmissionQueue::limits_of(g), clock_));
-      } else {
-        admitted.emplace_back(it->second.get(),
-                              it->second->set_limits(policy::AdmissionQueue::limits_of(g)));
-      }
-    }
-  }
-  for (auto& [q, list] : admitted) dispatch_admitted(*q, std::move(list));
-}
-
-policy::AdmissionQueue& Gateway::queue_for(const policy::AdmissionGroup& group) {
-  std::lock_guard lock(queues_mu_);
-  auto it = queues_.find(group.name);
-  if (it == queues_.end()) {
-    it = queues_
-             .emplace(group.name, std::make_unique<policy::AdmissionQueue>(
-                                      policy::AdmissionQueue::limits_of(group), clock_))
-             .first;
-  }
-  return *it->second;
-}
-
-void Gateway::register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<Stream> stream) {
-  std::lock_guard lock(waiters_mu_);
-  waiters_[id] = Waiter{loop, std::move(stream)};
-}
-
-void Gateway::unregister_waiter(uint64_t id) {
-  std::lock_guard lock(waiters_mu_);
-  waiters_.erase(id);
-}
-
-void Gateway::dispatch_admitted(policy::AdmissionQueue& queue,
-                                std::vector<policy::Dequeued> admitted) {
-  for (const policy::Dequeued& d : admitted) {
-    Waiter w{};
-    {
-      std::lock_guard lock(waiters_mu_);
-      auto it = waiters_.find(d.waiter_id);
-      if (it != waiters_.end()) w = it->second;
-    }
-    policy::AdmissionQueue* q = &queue;
-    auto give_back = [this, q] {
-      std::vector<policy::Dequeued> next;
-      if (auto n = q->release()) next.push_back(*n);
-      dispatch_admitted(*q, std::move(next));
-    };
-    if (!w.loop) {
-      give_back();
-      continue;
-    }
-    const int64_t wait = d.queue_wait_ns;
-    w.loop->post([stream = w.stream, wait, give_back] {
-      auto s = stream.lock();
-      if (!s || !s->on_admitted(wait)) give_back();
-    });
-  }
 }
 
 void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {

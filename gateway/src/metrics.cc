@@ -170,6 +170,77 @@ std::string GatewayMetrics::policy_label(std::string_view policy) const {
   return bounded(bounds_.policies, policy, "other");
 }
 
+// The series of one label combination, added on first use (callers hold series_mu_). `key` is
+// the cache key on entry to request_series_locked(); the others build theirs in it.
+prometheus::Counter* GatewayMetrics::request_series_locked(
+    const std::string& key, std::string_view route, const std::string& model,
+    const std::string& tenant, const std::string& policy, const std::string& code) {
+  auto r = request_series_.find(key);
+  if (r == request_series_.end()) {
+    r = request_series_
+            .emplace(key, &requests_->Add({{"route", std::string(route)},
+                                           {"model", model},
+                                           {"tenant", tenant},
+                                           {"policy", policy},
+                                           {"code", code}}))
+            .first;
+  }
+  return r->second;
+}
+
+GatewayMetrics::StopSeries GatewayMetrics::stop_series_locked(std::string& key,
+                                                              const proto::StopRecord& s,
+                                                              const std::string& model,
+                                                              const std::string& policy) {
+  const std::string cause(proto::to_string(s.cause));
+  const std::string origin(proto::to_string(s.origin()));
+  key.assign(cause).append(1, '\x1f').append(origin).append(1, '\x1f').append(policy);
+  key.append(1, '\x1f').append(model);
+  auto st = stop_series_.find(key);
+  if (st == stop_series_.end()) {
+    StopSeries fresh{
+        &stops_->Add({{"cause", cause}, {"origin", origin}, {"policy", policy}, {"model", model}}),
+        nullptr};
+    if (proto::is_serving_cut(s.cause)) {
+      fresh.truncations =
+          &truncations_->Add({{"cause", cause}, {"policy", policy}, {"model", model}});
+    }
+    st = stop_series_.emplace(key, fresh).first;
+  }
+  return st->second;
+}
+
+GatewayMetrics::ModelPolicySeries GatewayMetrics::model_policy_series_locked(
+    std::string& key, const std::string& model, const std::string& policy) {
+  key.assign(model).append(1, '\x1f').append(policy);
+  auto m = model_policy_series_.find(key);
+  if (m == model_policy_series_.end()) {
+    const prometheus::Labels labels = {{"model", model}, {"policy", policy}};
+    m = model_policy_series_
+            .emplace(key, ModelPolicySeries{&ttft_->Add(labels, kLatencyBounds),
+                                            &queue_wait_->Add(labels, kLatencyBounds),
+                                            &duration_->Add(labels, kDurationBounds),
+                                            &output_tokens_->Add(labels, kTokenBounds),
+                                            &itl_->Add(labels, itl_bounds())})
+            .first;
+  }
+  return m->second;
+}
+
+GatewayMetrics::TokenSeries GatewayMetrics::token_series_locked(std::string& key,
+                                                                const std::string& model,
+                                                                const std::string& tenant) {
+  key.assign(model).append(1, '\x1f').append(tenant);
+  auto t = token_series_.find(key);
+  if (t == token_series_.end()) {
+    auto add = [&](const char* type) {
+      return &tokens_->Add({{"tenant", tenant}, {"model", model}, {"type", type}});
+    };
+    t = token_series_.emplace(key, TokenSeries{add("input"), add("output")}).first;
+  }
+  return t->second;
+}
+
 void GatewayMetrics::record(const RequestOutcome& o) {
   const std::string model = model_label(o.model);
   const std::string policy = policy_label(o.policy);
@@ -186,58 +257,11 @@ void GatewayMetrics::record(const RequestOutcome& o) {
     std::lock_guard lock(series_mu_);
     key.assign(o.route).append(1, '\x1f').append(model).append(1, '\x1f').append(tenant);
     key.append(1, '\x1f').append(policy).append(1, '\x1f').append(code);
-    auto r = request_series_.find(key);
-    if (r == request_series_.end()) {
-      r = request_series_
-              .emplace(key, &requests_->Add({{"route", std::string(o.route)},
-                                             {"model", model},
-                                             {"tenant", tenant},
-                                             {"policy", policy},
-                                             {"code", code}}))
-              .first;
-    }
-    request = r->second;
+    request = request_series_locked(key, o.route, model, tenant, policy, code);
     if (o.stop) {
-      const proto::StopRecord& s = *o.stop;
-      const std::string cause(proto::to_string(s.cause));
-      const std::string origin(proto::to_string(s.origin()));
-      key.assign(cause).append(1, '\x1f').append(origin).append(1, '\x1f').append(policy);
-      key.append(1, '\x1f').append(model);
-      auto st = stop_series_.find(key);
-      if (st == stop_series_.end()) {
-        StopSeries fresh{
-            &stops_->Add(
-                {{"cause", cause}, {"origin", origin}, {"policy", policy}, {"model", model}}),
-            nullptr};
-        if (proto::is_serving_cut(s.cause)) {
-          fresh.truncations =
-              &truncations_->Add({{"cause", cause}, {"policy", policy}, {"model", model}});
-        }
-        st = stop_series_.emplace(key, fresh).first;
-      }
-      stop = st->second;
-      key.assign(model).append(1, '\x1f').append(policy);
-      auto m = model_policy_series_.find(key);
-      if (m == model_policy_series_.end()) {
-        const prometheus::Labels labels = {{"model", model}, {"policy", policy}};
-        m = model_policy_series_
-                .emplace(key, ModelPolicySeries{&ttft_->Add(labels, kLatencyBounds),
-                                                &queue_wait_->Add(labels, kLatencyBounds),
-                                                &duration_->Add(labels, kDurationBounds),
-                                                &output_tokens_->Add(labels, kTokenBounds),
-                                                &itl_->Add(labels, itl_bounds())})
-                .first;
-      }
-      mp = m->second;
-      key.assign(model).append(1, '\x1f').append(tenant);
-      auto t = token_series_.find(key);
-      if (t == token_series_.end()) {
-        auto add = [&](const char* type) {
-          return &tokens_->Add({{"tenant", tenant}, {"model", model}, {"type", type}});
-        };
-        t = token_series_.emplace(key, TokenSeries{add("input"), add("output")}).first;
-      }
-      tokens = t->second;
+      stop = stop_series_locked(key, *o.stop, model, policy);
+      mp = model_policy_series_locked(key, model, policy);
+      tokens = token_series_locked(key, model, tenant);
     }
   }
   request->Increment();

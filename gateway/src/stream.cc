@@ -1,14 +1,11 @@
+// Stream (stream.h): start, the admit and route phases, and the relay callbacks that carry the
+// upstream's answer to the client until it ends. The intake phases before admission are in
+// stream_intake.cc, the timers and finish in stream_end.cc.
 #include "cutline/gateway/stream.h"
 
-#include <charconv>
-#include <chrono>
-#include <cstdio>
-
 #include "cutline/gateway/gateway.h"
-#include "cutline/gateway/request_id.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/openai_error.h"
 #include "cutline/proto/request_rewriter.h"
@@ -19,15 +16,6 @@ namespace {
 using proto::Cause;
 
 constexpr size_t kMaxUpstreamErrorBody = 64 * 1024;
-// Stop strings an upstream must search for after every token: OpenAI allows 4; vLLM and
-// llama.cpp take more, so the gateway allows 16 of at most 256 bytes each.
-constexpr size_t kMaxStopStrings = 16;
-constexpr size_t kMaxStopStringBytes = 256;
-
-double unix_now_s() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 // The bytes for the client that one upstream read produced: one buffer per worker thread,
 // emptied by send_client_bytes() before the read callback returns (a per-stream buffer would keep
@@ -35,34 +23,6 @@ double unix_now_s() {
 std::string& client_out() {
   thread_local std::string out;
   return out;
-}
-
-// A client header's value as it may appear in an error message or a log line: printable ASCII
-// kept, every other byte written as \xNN (invalid UTF-8 never reaches a JSON string), at most
-// 64 bytes of it.
-std::string printable(std::string_view v) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < v.size() && i < 64; ++i) {
-    const auto c = static_cast<unsigned char>(v[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.append("\\x").push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  if (v.size() > 64) out.append("...");
-  return out;
-}
-
-bool is_json_content_type(std::optional<std::string_view> ct) {
-  if (!ct) return false;
-  std::string_view v = *ct;
-  const size_t semi = v.find(';');
-  if (semi != std::string_view::npos) v = v.substr(0, semi);
-  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
-  return proto::iequals(v, "application/json");
 }
 
 }  // namespace
@@ -114,7 +74,7 @@ Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerSt
       route_(route),
       endpoint_(route == Route::kCompletions ? proto::Endpoint::kCompletions
                                              : proto::Endpoint::kChatCompletions),
-      timing_(gateway.clock().now_ns()),
+      hot_(gateway.clock().now_ns()),
       deadline_timer_(worker.loop, [this] { on_deadline(); }),
       ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
       idle_timer_(worker.loop, [this] { on_idle_timeout(); }),
@@ -123,7 +83,7 @@ Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerSt
 Stream::~Stream() = default;
 
 int64_t Stream::now_ns() const { return gw_.clock().now_ns(); }
-double Stream::elapsed_ms() const { return timing_.elapsed_ms(now_ns()); }
+double Stream::elapsed_ms() const { return hot_.timing.elapsed_ms(now_ns()); }
 
 void Stream::start() {
   accept();
@@ -131,185 +91,6 @@ void Stream::start() {
   if (!classify()) return;
   if (!decide()) return;
   admit();
-}
-
-// accept: request id, arrival time, the client's close callback (client_cancel from here on).
-void Stream::accept() {
-  phase_ = Phase::kAccept;
-  arrival_unix_s_ = unix_now_s();
-  request_id_ = request_id_for(client_->request().headers);
-  body_ = std::move(client_->request().body);
-  bytes_in_ = static_cast<int64_t>(body_.size());
-  std::weak_ptr<Stream> weak = weak_from_this();
-  client_->on_close([weak] {
-    if (auto self = weak.lock()) self->on_client_close();
-  });
-  client_->on_writable([weak] {
-    if (auto self = weak.lock()) self->on_client_writable();
-  });
-  gw_.metrics().stream_opened();
-}
-
-// authenticate: with tenants configured, a Bearer key must hash to one of them (constant-time
-// digest comparison in policy::authenticate); otherwise 401. Without tenants every request is
-// tenant "".
-bool Stream::authenticate() {
-  phase_ = Phase::kAuthenticate;
-  policy_ = gw_.policy();
-  if (!policy_->requires_auth()) return true;
-  std::string_view token;
-  if (auto h = client_->request().headers.get("Authorization")) {
-    std::string_view v = *h;
-    if (v.size() > 7 && proto::iequals(v.substr(0, 7), "Bearer ")) token = v.substr(7);
-  }
-  const policy::Tenant* tenant = token.empty() ? nullptr : policy::authenticate(*policy_, token);
-  if (!tenant) {
-    Ending e;
-    e.cause = Cause::kAdmissionRejected;
-    e.rule = "tenants";
-    e.message = token.empty() ? "missing API key" : "invalid API key";
-    e.error = make_error(
-        ErrorKind::kUnauthorized,
-        token.empty() ? "missing bearer API key (Authorization: Bearer <key>)" : "invalid API key");
-    finish(std::move(e));
-    return false;
-  }
-  tenant_ = tenant->name;
-  return true;
-}
-
-// A request refused as malformed: invalid_request (origin client), never admission_rejected, so
-// that bad clients do not read as a capacity problem.
-Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param, int status) {
-  Ending e;
-  e.cause = Cause::kInvalidRequest;
-  e.rule = param.empty() ? "request" : "request." + param;
-  e.message = message;
-  e.error = make_error(kind, std::move(message));
-  e.param = std::move(param);
-  e.status = status;
-  gw_.metrics().bad_request(to_string(kind));
-  return e;
-}
-
-// classify: content type, body parse and validation (the parser names the field), the
-// Cutline-Deadline-Ms header, and whether any upstream serves the model.
-bool Stream::classify() {
-  phase_ = Phase::kClassify;
-  const proto::HttpRequest& req = client_->request();
-  if (!is_json_content_type(req.headers.get("Content-Type"))) {
-    finish(bad_input(ErrorKind::kUnsupported,
-                     "Content-Type must be application/json, got \"" +
-                         printable(req.headers.get("Content-Type").value_or("")) + "\"",
-                     "", 415));
-    return false;
-  }
-  if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return classify_route_request();
-  auto parsed = worker_.parser.parse_in_place(body_, endpoint_);
-  if (!parsed.ok()) {
-    finish(bad_input(parsed.error().kind, parsed.error().message, ""));
-    return false;
-  }
-  parsed_ = std::make_unique<proto::ParsedRequest>(std::move(parsed).value());
-  parsed_ok_ = true;
-  model_ = parsed_->model;
-  client_stream_ = parsed_->stream;
-  requested_max_tokens_ = parsed_->requested_max_tokens();
-  choices_ = parsed_->choices();
-  if (parsed_->stop.size() > kMaxStopStrings) {
-    finish(bad_input(ErrorKind::kBadRequest,
-                     "stop may list at most " + std::to_string(kMaxStopStrings) + " strings, got " +
-                         std::to_string(parsed_->stop.size()),
-                     "stop"));
-    return false;
-  }
-  for (const std::string& s : parsed_->stop) {
-    if (s.size() > kMaxStopStringBytes) {
-      finish(bad_input(ErrorKind::kBadRequest,
-                       "each stop string may be at most " + std::to_string(kMaxStopStringBytes) +
-                           " bytes, got one of " + std::to_string(s.size()),
-                       "stop"));
-      return false;
-    }
-  }
-  if (!read_deadline_header()) return false;
-  if (!policy_->upstream_for_model(model_)) {
-    finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
-                     "model"));
-    return false;
-  }
-  relay_ = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
-                              model_, &worker_.chunk_parser});
-  return true;
-}
-
-// The Cutline-Deadline-Ms header: a positive integer, else 400 (finish called).
-bool Stream::read_deadline_header() {
-  auto h = client_->request().headers.get("Cutline-Deadline-Ms");
-  if (!h) return true;
-  int64_t ms = 0;
-  auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
-  if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
-    finish(
-        bad_input(ErrorKind::kBadRequest,
-                  "Cutline-Deadline-Ms must be a positive integer, got \"" + printable(*h) + "\"",
-                  "Cutline-Deadline-Ms"));
-    return false;
-  }
-  client_deadline_ms_ = ms;
-  return true;
-}
-
-// decide: the first matching rule with the live load of its admission group -> Decision (every
-// number with its source). Arms the deadline and TTFT timers from arrival.
-bool Stream::decide() {
-  phase_ = Phase::kDecide;
-  const proto::HttpHeaders& headers = client_->request().headers;
-  policy::RequestFacts facts;
-  facts.tenant = tenant_;
-  facts.model = model_;
-  facts.route = route_path(route_);
-  facts.header = [&headers](std::string_view name) { return headers.get(name); };
-  facts.client_max_tokens = requested_max_tokens_;
-  facts.client_deadline_ms = client_deadline_ms_;
-  facts.choices = choices_;
-  policy::LiveState live;
-  if (auto idx = policy::match_rule(*policy_, facts)) {
-    const policy::Rule& rule = policy_->rules[*idx];
-    queue_ = &gw_.queue_for(policy_->admission_groups[rule.admission.group_index]);
-    live = queue_->live();
-  }
-  decision_ = policy::decide(*policy_, facts, live);
-  facts.header = nullptr;
-  if (!decision_.matched) {
-    Ending e;
-    e.cause = Cause::kAdmissionRejected;
-    e.rule = "policies";
-    e.message = decision_.no_match_message;
-    e.error = make_error(ErrorKind::kUnauthorized, decision_.no_match_message);
-    e.status = 403;
-    finish(std::move(e));
-    return false;
-  }
-  if (const auto& max = decision_.rule->budget.max_choices; max && choices_ > max->value) {
-    Ending e = bad_input(ErrorKind::kBadRequest,
-                         "this policy allows at most " + std::to_string(max->value) +
-                             " choices per request (n, best_of), got " + std::to_string(choices_),
-                         "n");
-    e.rule = max->ref.path;
-    e.limit = static_cast<double>(max->value);
-    e.observed = static_cast<double>(choices_);
-    finish(std::move(e));
-    return false;
-  }
-  const double elapsed = elapsed_ms();
-  if (decision_.deadline.ms) {
-    deadline_timer_.arm(std::max<int64_t>(0, *decision_.deadline.ms - int64_t(elapsed)));
-  }
-  if (decision_.ttft_timeout.ms && route_ != Route::kEmbeddings) {
-    ttft_timer_.arm(std::max<int64_t>(0, *decision_.ttft_timeout.ms - int64_t(elapsed)));
-  }
-  return true;
 }
 
 // admit: a slot of the rule's admission group now, a place in its queue (queue timer armed), or
@@ -340,10 +121,10 @@ void Stream::admit() {
     return;
   }
   admitted_ = true;
-  on_admitted(0);
+  on_admitted();
 }
 
-bool Stream::on_admitted(int64_t queue_wait_ns) {
+bool Stream::on_admitted() {
   if (phase_ != Phase::kAdmit) return false;
   if (queued_) {
     queued_ = false;
@@ -352,8 +133,7 @@ bool Stream::on_admitted(int64_t queue_wait_ns) {
     admitted_ = true;
     gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   }
-  (void)queue_wait_ns;  // measured here on the gateway's clock, arrival -> slot
-  timing_.on_admitted(now_ns());
+  hot_.timing.on_admitted(now_ns());
   reserve_pools();  // then route (stream_budget.cc)
   return true;
 }
@@ -440,9 +220,7 @@ void Stream::start_upstream(proto::ClientRequest req) {
   cb.on_complete = [this](proto::HttpHeaders&) { on_upstream_complete(); };
   cb.on_error = [this](const proto::ClientError& e) { on_upstream_error(e); };
   // What relaying a token touches: the relay state here, the client stream and its socket.
-  const char* hot_begin = reinterpret_cast<const char*>(&upstream_status_);
-  const char* hot_end = reinterpret_cast<const char*>(&bytes_in_ + 1);
-  cb.prefetch = {proto::PrefetchSpan{hot_begin, static_cast<uint32_t>(hot_end - hot_begin)},
+  cb.prefetch = {proto::PrefetchSpan{&hot_, static_cast<uint32_t>(sizeof hot_)},
                  proto::PrefetchSpan{client_.get(), 64},
                  proto::PrefetchSpan{client_->send_path_hint(), 96}};
   upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
@@ -469,7 +247,7 @@ void Stream::start_client_head() {
 }
 
 void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
-  upstream_status_ = status;
+  hot_.upstream_status = status;
   if (status >= 500 && retry_elsewhere(EndpointOutcome::kServerError)) return;
   if (status != 200) {
     // The error body is collected, then passed on with these headers (finish).
@@ -484,39 +262,39 @@ void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
 
 void Stream::send_client_bytes(std::string& out) {
   if (out.empty()) return;
-  bytes_out_ += static_cast<int64_t>(out.size());
+  hot_.bytes_out += static_cast<int64_t>(out.size());
   const bool more = client_->send_body(out);
   out.clear();
-  if (!more && !client_->closed() && !upstream_paused_) {
+  if (!more && !client_->closed() && !hot_.upstream_paused) {
     // Back-pressure: the client reads slower than the upstream writes. Stop reading the upstream
     // (its sends back up into the socket buffers); the timers keep running.
-    upstream_paused_ = true;
-    client_held_bytes_ = client_->buffered_bytes();
+    hot_.upstream_paused = true;
+    hot_.client_held_bytes = client_->buffered_bytes();
     upstream_call_.pause();
   }
 }
 
 void Stream::on_client_writable() {
-  if (upstream_paused_ && phase_ == Phase::kRelay) {
+  if (hot_.upstream_paused && phase_ == Phase::kRelay) {
     // The client took what was waiting: progress, as a token is (the idle timer counts from it).
-    client_drained_ns_ = now_ns();
-    upstream_paused_ = false;
+    hot_.client_drained_ns = now_ns();
+    hot_.upstream_paused = false;
     upstream_call_.resume();
   }
 }
 
 void Stream::on_upstream_body(std::string_view data) {
-  if (upstream_status_ != 200) {
-    if (upstream_error_body_.size() < kMaxUpstreamErrorBody) {
-      upstream_error_body_.append(data.substr(0, kMaxUpstreamErrorBody));
+  if (hot_.upstream_status != 200) {
+    if (hot_.upstream_error_body.size() < kMaxUpstreamErrorBody) {
+      hot_.upstream_error_body.append(data.substr(0, kMaxUpstreamErrorBody));
     }
     return;
   }
   if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return on_route_body(data);
-  const bool had_first = timing_.has_first_token();
+  const bool had_first = hot_.timing.has_first_token();
   std::string& out = client_out();
-  auto fed = relay_.feed(data, now_ns(), timing_, out);
-  if (!had_first && timing_.has_first_token()) {
+  auto fed = hot_.relay.feed(data, now_ns(), hot_.timing, out);
+  if (!had_first && hot_.timing.has_first_token()) {
     ttft_timer_.release();  // fires at most once: free its event for the rest of the stream
     if (decision_.idle_timeout.ms) idle_timer_.arm(*decision_.idle_timeout.ms);
   }
@@ -529,13 +307,13 @@ void Stream::on_upstream_body(std::string_view data) {
 }
 
 void Stream::on_upstream_complete() {
-  attempts_.report(upstream_status_ >= 500 ? EndpointOutcome::kServerError
-                                           : EndpointOutcome::kSuccess);
-  if (upstream_status_ != 200) {
-    relay_.on_error_status(upstream_status_, upstream_error_body_);
-    gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(upstream_status_));
+  attempts_.report(hot_.upstream_status >= 500 ? EndpointOutcome::kServerError
+                                               : EndpointOutcome::kSuccess);
+  if (hot_.upstream_status != 200) {
+    hot_.relay.on_error_status(hot_.upstream_status, hot_.upstream_error_body);
+    gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(hot_.upstream_status));
   }
-  if (route_ == Route::kEmbeddings && upstream_status_ == 200) {
+  if (route_ == Route::kEmbeddings && hot_.upstream_status == 200) {
     json_complete_ = true;
     embed_input_tokens_ = embeddings_prompt_tokens(json_body_);
   }
@@ -549,7 +327,7 @@ void Stream::on_upstream_error(const proto::ClientError& error) {
       retry_elsewhere(EndpointOutcome::kConnectFailure)) {
     return;
   }
-  if (error.kind == proto::ClientErrorKind::kClosedMidBody && upstream_status_ == 200) {
+  if (error.kind == proto::ClientErrorKind::kClosedMidBody && hot_.upstream_status == 200) {
     return end_from_upstream(true);
   }
   Ending e;
@@ -592,11 +370,11 @@ void Stream::end_from_upstream(bool transport_closed) {
                     ? (transport_closed ? "upstream closed the stream without a finish_reason"
                                         : "upstream ended the stream without a finish_reason")
                     : upstream_error_message();
-    if (relay_.error_status() != 0 && !client_->head_sent()) {
+    if (hot_.relay.error_status() != 0 && !client_->head_sent()) {
       // Nothing was sent: the upstream's status and error body reach the client unchanged (its
       // codes, e.g. context_length_exceeded, included); the stop record goes in the header.
       e.upstream_error_body = true;
-      e.status = relay_.error_status();
+      e.status = hot_.relay.error_status();
     }
   }
   finish(std::move(e));

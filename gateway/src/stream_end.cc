@@ -1,6 +1,6 @@
 // Stream, second half: the timers that cut a stream, and `finish` (the stop record, the client's
 // last bytes, slot and pool release, access log, metrics). The phases up to relay are in
-// stream.cc.
+// stream_intake.cc and stream.cc.
 
 #include <algorithm>
 #include <cmath>
@@ -56,7 +56,7 @@ void Stream::on_deadline() {
 }
 
 void Stream::on_ttft_timeout() {
-  if (timing_.has_first_token()) return;
+  if (hot_.timing.has_first_token()) return;
   const double e = elapsed_ms();
   if (rearm_if_early(ttft_timer_, *decision_.ttft_timeout.ms, e)) return;
   if (observe()) {
@@ -68,20 +68,20 @@ void Stream::on_ttft_timeout() {
 
 void Stream::on_idle_timeout() {
   const int64_t idle_ms = *decision_.idle_timeout.ms;
-  if (upstream_paused_) {
+  if (hot_.upstream_paused) {
     // Held back for a slow client: any bytes it took since the last look are progress.
     const size_t held = client_->buffered_bytes();
-    if (held < client_held_bytes_) client_drained_ns_ = now_ns();
-    client_held_bytes_ = held;
+    if (held < hot_.client_held_bytes) hot_.client_drained_ns = now_ns();
+    hot_.client_held_bytes = held;
   }
   // The gap runs from the last token or from the last time a slow client took bytes the gateway
   // held for it, whichever is later: while the client reads slower than the upstream writes, the
   // upstream is held back (send_client_bytes) and its tokens wait in the socket; that gap is the
   // client's pace, not an idle upstream. A client that reads nothing for the whole idle timeout
   // is still cut.
-  const int64_t last =
-      std::max(timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns(),
-               client_drained_ns_);
+  const int64_t last = std::max(
+      hot_.timing.has_first_token() ? hot_.timing.last_token_ns() : hot_.timing.arrival_ns(),
+      hot_.client_drained_ns);
   const double gap_ms = (now_ns() - last) / 1e6;
   if (gap_ms < static_cast<double>(idle_ms)) {
     // A token arrived since the timer was armed (or it fired early): wait for the rest.
@@ -154,18 +154,18 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   r.unit = e.unit;
   if (parsed_ok_) r.requested_max_tokens = requested_max_tokens_;
   if (decision_.matched) r.effective_max_tokens = upstream_max_tokens();
-  if (relay_.usage()) r.input_tokens = relay_.usage()->prompt_tokens;
+  if (hot_.relay.usage()) r.input_tokens = hot_.relay.usage()->prompt_tokens;
   if (responses_ && responses_->input_tokens()) r.input_tokens = responses_->input_tokens();
   if (embed_input_tokens_) r.input_tokens = embed_input_tokens_;
   r.output_tokens = output_tokens();
   r.count_method = count_method();
-  r.queue_ms = timing_.queue_ms();
-  r.ttft_ms = timing_.ttft_ms();
-  r.itl_mean_ms = timing_.itl_mean_ms();
-  r.itl_max_ms = timing_.itl_max_ms();
+  r.queue_ms = hot_.timing.queue_ms();
+  r.ttft_ms = hot_.timing.ttft_ms();
+  r.itl_mean_ms = hot_.timing.itl_mean_ms();
+  r.itl_max_ms = hot_.timing.itl_max_ms();
   r.duration_ms = elapsed_ms();
   fill_pool_record(r);
-  if (const auto& b = relay_.backend_record()) {
+  if (const auto& b = hot_.relay.backend_record()) {
     r.preemptions = b->preemptions;
     r.kv_bytes_peak = b->kv_bytes_peak;
     r.device_free_bytes = b->device_free_bytes;
@@ -182,7 +182,7 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
 // Whatever else ended the answer, the upstream's own finish_reason reaches the client as sent
 // (nullopt); a gateway-written end (the upstream sent none) gets the cause's default.
 std::optional<std::string> Stream::client_finish_reason(const Ending& e) const {
-  if (proto::origin_of(e.cause) != proto::Origin::kGateway && !relay_.finish_reason().empty()) {
+  if (proto::origin_of(e.cause) != proto::Origin::kGateway && !hot_.relay.finish_reason().empty()) {
     return std::nullopt;
   }
   if (e.cause == Cause::kEos || e.cause == Cause::kStopSequence) return "stop";
@@ -214,6 +214,16 @@ void Stream::release_admission() {
   }
 }
 
+// What the client is sent last: nothing (it is gone), an error answer (the gateway's, or the
+// upstream's passed on), the end of an event stream, or a whole JSON body.
+struct Stream::LastBytes {
+  enum class Kind { kNone, kError, kUpstreamError, kStreamEnd, kBody };
+  Kind kind = Kind::kNone;
+  int status = 200;
+  std::string error_body;
+  std::string out;  // the last bytes of a completion
+};
+
 void Stream::finish(Ending e) {
   if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
   phase_ = Phase::kFinish;
@@ -243,66 +253,80 @@ void Stream::finish(Ending e) {
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
   // /metrics or reads the log right after its answer must find its request counted.
-  enum class LastBytes { kNone, kError, kUpstreamError, kStreamEnd, kBody };
-  LastBytes last = LastBytes::kNone;
-  int status = 200;
-  std::string error_body;
-  std::string out;  // the last bytes of a completion
-  if (e.cause != Cause::kClientCancel && !client_->closed()) {
-    if (e.upstream_error_body && !client_->head_sent()) {
-      last = LastBytes::kUpstreamError;
-      status = e.status;
-      bytes_out_ += static_cast<int64_t>(upstream_error_body_.size());
-    } else if (e.error && !client_->head_sent()) {
-      last = LastBytes::kError;
-      status = e.status != 0 ? e.status : e.error->status();
-      proto::ErrorBodyFields fields;
-      fields.param = e.param;
-      fields.cutline = &record;
-      error_body = proto::error_body(*e.error, fields);
-      bytes_out_ += static_cast<int64_t>(error_body.size());
-    } else if (route_ == Route::kResponses || route_ == Route::kEmbeddings) {
-      last = client_stream_ ? LastBytes::kStreamEnd : LastBytes::kBody;
-      write_route_end(e, record, out);
-      bytes_out_ += static_cast<int64_t>(out.size());
-    } else if (client_stream_ && parsed_ok_) {
-      last = LastBytes::kStreamEnd;
-      if (e.error) {
-        relay_.write_error_event(*e.error, record, out);
-      } else {
-        const auto reason = client_finish_reason(e);
-        relay_.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
-                         out);
-      }
-      bytes_out_ += static_cast<int64_t>(out.size());
-    } else {
-      last = LastBytes::kBody;
-      const auto reason = client_finish_reason(e);
-      relay_.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
-                       out);
-      bytes_out_ += static_cast<int64_t>(out.size());
-    }
-  } else {
-    status = 499;  // nginx's "client closed request"
-  }
-
+  LastBytes last = prepare_last_bytes(e, record);
   if (!endpoints.empty()) record.endpoints = std::move(endpoints);
   if (!e.operator_message.empty()) record.message = e.operator_message;
-  record_outcome(record, status);
+  record_outcome(record, last.status);
+  send_last_bytes(e, last, stop_header);
 
-  switch (last) {
-    case LastBytes::kNone:
+  phase_ = Phase::kDone;
+  // Drop the worker's reference later, never inside a callback of this stream.
+  Worker* w = &worker_;
+  const uint64_t id = id_;
+  worker_.loop.post([w, id] { w->streams.erase(id); });
+}
+
+// Builds the client's last bytes for `e` (counted in bytes_out); status 499 when the client is
+// gone.
+Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopRecord& record) {
+  using Kind = LastBytes::Kind;
+  LastBytes last;
+  if (e.cause == Cause::kClientCancel || client_->closed()) {
+    last.status = 499;  // nginx's "client closed request"
+    return last;
+  }
+  std::string& out = last.out;
+  if (e.upstream_error_body && !client_->head_sent()) {
+    last.kind = Kind::kUpstreamError;
+    last.status = e.status;
+    hot_.bytes_out += static_cast<int64_t>(hot_.upstream_error_body.size());
+  } else if (e.error && !client_->head_sent()) {
+    last.kind = Kind::kError;
+    last.status = e.status != 0 ? e.status : e.error->status();
+    proto::ErrorBodyFields fields;
+    fields.param = e.param;
+    fields.cutline = &record;
+    last.error_body = proto::error_body(*e.error, fields);
+    hot_.bytes_out += static_cast<int64_t>(last.error_body.size());
+  } else if (route_ == Route::kResponses || route_ == Route::kEmbeddings) {
+    last.kind = client_stream_ ? Kind::kStreamEnd : Kind::kBody;
+    write_route_end(e, record, out);
+    hot_.bytes_out += static_cast<int64_t>(out.size());
+  } else if (client_stream_ && parsed_ok_) {
+    last.kind = Kind::kStreamEnd;
+    if (e.error) {
+      hot_.relay.write_error_event(*e.error, record, out);
+    } else {
+      const auto reason = client_finish_reason(e);
+      hot_.relay.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
+                           out);
+    }
+    hot_.bytes_out += static_cast<int64_t>(out.size());
+  } else {
+    last.kind = Kind::kBody;
+    const auto reason = client_finish_reason(e);
+    hot_.relay.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
+                         out);
+    hot_.bytes_out += static_cast<int64_t>(out.size());
+  }
+  return last;
+}
+
+// Sends what prepare_last_bytes() built, the stop record in the Cutline-Stop header or trailer.
+void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string& stop_header) {
+  switch (last.kind) {
+    case LastBytes::Kind::kNone:
       break;
-    case LastBytes::kError: {
+    case LastBytes::Kind::kError: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
                            {"Cutline-Request-Id", request_id_},
                            {"X-Request-Id", request_id_}};
       if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
-      client_->send_simple(status, h, error_body);
+      client_->send_simple(last.status, h, last.error_body);
       break;
     }
-    case LastBytes::kUpstreamError: {
+    case LastBytes::Kind::kUpstreamError: {
       proto::HttpHeaders h{
           {"Content-Type",
            upstream_error_type_.empty() ? std::string("application/json") : upstream_error_type_},
@@ -310,29 +334,23 @@ void Stream::finish(Ending e) {
           {"Cutline-Request-Id", request_id_},
           {"X-Request-Id", request_id_}};
       if (!upstream_retry_after_.empty()) h.add("Retry-After", upstream_retry_after_);
-      client_->send_simple(status, h, upstream_error_body_);
+      client_->send_simple(last.status, h, hot_.upstream_error_body);
       break;
     }
-    case LastBytes::kStreamEnd:
+    case LastBytes::Kind::kStreamEnd:
       start_client_head();
-      if (!out.empty()) client_->send_body(out);
+      if (!last.out.empty()) client_->send_body(last.out);
       client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
       break;
-    case LastBytes::kBody: {
+    case LastBytes::Kind::kBody: {
       proto::HttpHeaders h{{"Content-Type", "application/json"},
                            {"Cutline-Stop", stop_header},
                            {"Cutline-Request-Id", request_id_},
                            {"X-Request-Id", request_id_}};
-      client_->send_simple(200, h, out);
+      client_->send_simple(200, h, last.out);
       break;
     }
   }
-
-  phase_ = Phase::kDone;
-  // Drop the worker's reference later, never inside a callback of this stream.
-  Worker* w = &worker_;
-  const uint64_t id = id_;
-  worker_.loop.post([w, id] { w->streams.erase(id); });
 }
 
 // The access-log line and the metrics of a finished stream (once, from finish, before the
@@ -348,8 +366,8 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
     entry.model = model_;
     entry.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
     entry.status = status;
-    entry.bytes_in = bytes_in_;
-    entry.bytes_out = bytes_out_;
+    entry.bytes_in = hot_.bytes_in;
+    entry.bytes_out = hot_.bytes_out;
     entry.stream = client_stream_;
     entry.stop = &record;
     log->write(entry);
@@ -361,7 +379,7 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
   outcome.policy = decision_.policy_name;
   outcome.code = status;
   outcome.stop = &record;
-  outcome.itl = &timing_.itl();
+  outcome.itl = &hot_.timing.itl();
   outcome.clamp_rule = clamp_rule_;
   gw_.metrics().record(outcome);
   gw_.metrics().stream_closed();
@@ -376,20 +394,20 @@ void Stream::describe(proto::JsonWriter& w, int64_t now) const {
   w.begin_object();
   w.field("request_id", request_id_).field("tenant", tenant_).field("model", model_);
   w.field("policy", decision_.policy_name).field("phase", to_string(phase_));
-  w.field("stream", client_stream_).field("tokens", timing_.tokens());
-  w.field("upstream_paused", upstream_paused_).field("bytes_out", bytes_out_);
-  w.field("elapsed_ms", (now - timing_.arrival_ns()) / 1e6);
+  w.field("stream", client_stream_).field("tokens", hot_.timing.tokens());
+  w.field("upstream_paused", hot_.upstream_paused).field("bytes_out", hot_.bytes_out);
+  w.field("elapsed_ms", (now - hot_.timing.arrival_ns()) / 1e6);
   w.optional_field("deadline_left_ms",
-                   left(deadline_timer_, decision_.deadline.ms, timing_.arrival_ns()));
+                   left(deadline_timer_, decision_.deadline.ms, hot_.timing.arrival_ns()));
   w.optional_field("ttft_left_ms",
-                   left(ttft_timer_, decision_.ttft_timeout.ms, timing_.arrival_ns()));
-  const int64_t idle_from =
-      std::max(timing_.has_first_token() ? timing_.last_token_ns() : timing_.arrival_ns(),
-               client_drained_ns_);
+                   left(ttft_timer_, decision_.ttft_timeout.ms, hot_.timing.arrival_ns()));
+  const int64_t idle_from = std::max(
+      hot_.timing.has_first_token() ? hot_.timing.last_token_ns() : hot_.timing.arrival_ns(),
+      hot_.client_drained_ns);
   w.optional_field("idle_left_ms", left(idle_timer_, decision_.idle_timeout.ms, idle_from));
   if (queued_) {
     w.field("queue_left_ms", static_cast<double>(decision_.admission.queue_timeout_ms) -
-                                 (now - timing_.arrival_ns()) / 1e6);
+                                 (now - hot_.timing.arrival_ns()) / 1e6);
   }
   w.end_object();
 }

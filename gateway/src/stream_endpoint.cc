@@ -33,7 +33,7 @@ Status Stream::pick_endpoint(proto::ClientRequest& req, std::string& base_path) 
 }
 
 bool Stream::retry_elsewhere(EndpointOutcome failure) {
-  if (!retry_req_ || phase_ != Phase::kRoute || client_->head_sent() || bytes_out_ > 0) {
+  if (!retry_req_ || phase_ != Phase::kRoute || client_->head_sent() || hot_.bytes_out > 0) {
     return false;
   }
   if (!attempts_.retry(gw_.upstream_pools().get(), failure, *retry_req_, route_path(route_))) {
@@ -41,8 +41,8 @@ bool Stream::retry_elsewhere(EndpointOutcome failure) {
   }
   // Forget the failed exchange (no callback of it runs after cancel) and what it sent.
   upstream_call_.cancel();
-  upstream_status_ = 0;
-  upstream_error_body_.clear();
+  hot_.upstream_status = 0;
+  hot_.upstream_error_body.clear();
   upstream_error_type_.clear();
   upstream_retry_after_.clear();
   proto::ClientRequest req = std::move(*retry_req_);

@@ -43,7 +43,7 @@ void Stream::admit_observed() {
                      "requests");
     }
   }
-  on_admitted(0);
+  on_admitted();
 }
 
 void Stream::note_would_cut(Cause cause, std::string_view rule, double limit, double observed,
@@ -51,7 +51,7 @@ void Stream::note_would_cut(Cause cause, std::string_view rule, double limit, do
   for (const NotedCut& n : noted_cuts_) {
     if (n.cause == cause) return;  // the first time is when it would have cut
   }
-  noted_cuts_.push_back(NotedCut{cause, rule, limit, observed, unit, timing_.tokens()});
+  noted_cuts_.push_back(NotedCut{cause, rule, limit, observed, unit, hot_.timing.tokens()});
 }
 
 void Stream::add_would_cuts(proto::StopRecord& r) const {

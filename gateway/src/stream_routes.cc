@@ -1,8 +1,8 @@
 // Stream, the routes besides chat and completions: /v1/responses (the Responses API's event
 // stream, ResponsesRelay) and /v1/embeddings (one JSON answer). They run the same phases as chat
-// (stream.cc) — authenticate, classify, decide, admit, route, relay, finish — and end in the
-// same finish (stream_end.cc); this file holds what differs: the request's fields, the relay
-// of the upstream's body, and the client's last bytes.
+// (stream_intake.cc, stream.cc) — authenticate, classify, decide, admit, route, relay, finish — and
+// end in the same finish (stream_end.cc); this file holds what differs: the request's fields, the
+// relay of the upstream's body, and the client's last bytes.
 
 #include <charconv>
 
@@ -72,10 +72,10 @@ void Stream::on_route_body(std::string_view data) {
     json_body_.append(data);
     return;
   }
-  const bool had_first = timing_.has_first_token();
+  const bool had_first = hot_.timing.has_first_token();
   std::string out;
-  auto fed = responses_->feed(data, now_ns(), timing_, out);
-  if (!had_first && timing_.has_first_token()) {
+  auto fed = responses_->feed(data, now_ns(), hot_.timing, out);
+  if (!had_first && hot_.timing.has_first_token()) {
     ttft_timer_.release();
     if (decision_.idle_timeout.ms) idle_timer_.arm(*decision_.idle_timeout.ms);
   }
@@ -116,7 +116,7 @@ void Stream::write_route_end(const Ending& e, const proto::StopRecord& record, s
 }
 
 UpstreamEnd Stream::upstream_end(bool transport_closed) const {
-  if (relay_.error_status() == 0) {
+  if (hot_.relay.error_status() == 0) {
     if (route_ == Route::kResponses) return responses_->upstream_end(transport_closed);
     if (route_ == Route::kEmbeddings) {
       UpstreamEnd end;
@@ -129,31 +129,31 @@ UpstreamEnd Stream::upstream_end(bool transport_closed) const {
       return end;
     }
   }
-  return relay_.upstream_end(transport_closed);
+  return hot_.relay.upstream_end(transport_closed);
 }
 
 bool Stream::upstream_done() const {
-  if (relay_.error_status() != 0) return true;
+  if (hot_.relay.error_status() != 0) return true;
   if (route_ == Route::kResponses) return responses_->upstream_done();
   if (route_ == Route::kEmbeddings) return json_complete_;
-  return relay_.upstream_done();
+  return hot_.relay.upstream_done();
 }
 
 int64_t Stream::output_tokens() const {
   if (responses_) return responses_->output_tokens();
   if (route_ == Route::kEmbeddings) return 0;
-  return relay_.output_tokens();
+  return hot_.relay.output_tokens();
 }
 
 proto::CountMethod Stream::count_method() const {
   if (responses_) return responses_->count_method();
   if (route_ == Route::kEmbeddings) return proto::CountMethod::kUsage;
-  return relay_.count_method();
+  return hot_.relay.count_method();
 }
 
 const std::string& Stream::upstream_error_message() const {
-  if (responses_ && relay_.error_status() == 0) return responses_->error_message();
-  return relay_.error_message();
+  if (responses_ && hot_.relay.error_status() == 0) return responses_->error_message();
+  return hot_.relay.error_message();
 }
 
 }  // namespace cutline::gateway

@@ -89,6 +89,59 @@ void signal_child(pid_t pid, int sig) {
   if (kill(-pid, sig) != 0) kill(pid, sig);
 }
 
+// A spawned process's environment: the gateway's, minus the policy's secrets (the variables they
+// are read from, and any holding the Redis password), with spawn.env added (a name given there
+// replaces the inherited value).
+std::vector<std::string> child_environment(const policy::Spawn& spawn,
+                                           const std::vector<std::string>& secret_env,
+                                           const std::string& redis_password) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(spawn.env.begin(), spawn.env.end(),
+                                      [&](const auto& kv) { return kv.first == name; });
+    const std::string_view value = entry.substr(std::min(entry.size(), name.size() + 1));
+    const bool secret = std::find(secret_env.begin(), secret_env.end(), name) != secret_env.end() ||
+                        (!redis_password.empty() && value == redis_password);
+    if (!replaced && !secret) env.emplace_back(entry);
+  }
+  for (const auto& [k, v] : spawn.env) env.push_back(k + "=" + v);
+  return env;
+}
+
+// In the forked child: detaches from the gateway's signals, descriptors and stdout, then execs.
+// A failed exec writes its errno to `report_fd`.
+[[noreturn]] void exec_child(pid_t parent, int report_fd, const char* program, char** argv,
+                             char** envp) {
+  // Child of a threaded process: async-signal-safe calls only, until execve.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(127);  // the gateway died before prctl took effect
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD})
+    sigaction(sig, &dfl, nullptr);
+  sigprocmask(SIG_SETMASK, &none, nullptr);  // the gateway blocks signals for its signalfd
+  const int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0 && null_fd != 0) {
+    dup2(null_fd, 0);
+    close(null_fd);
+  }
+  dup2(2, 1);  // keep the gateway's stdout for its log
+  // Nothing else: listeners, client and upstream connections, the access log, Redis, DNS.
+  // (close_range: Linux 5.9; a kernel without it leaves the close-on-exec flags to do this.)
+  const int keep = report_fd;
+  if (keep > 3) close_range(3, keep - 1, 0);
+  close_range(keep < 3 ? 3 : keep + 1, ~0U, 0);
+  execve(program, argv, envp);
+  const int err = errno;
+  (void)!write(report_fd, &err, sizeof err);
+  _exit(127);
+}
+
 }  // namespace
 
 std::string_view to_string(ProcessState state) {
@@ -148,21 +201,7 @@ Supervisor::Supervisor(const policy::Policy& policy, GatewayMetrics& metrics,
 Supervisor::~Supervisor() { stop(); }
 
 Status Supervisor::spawn(Proc& p, int64_t now) {
-  // Environment: the gateway's, minus the policy's secrets, with spawn.env added (a name given
-  // there replaces the inherited value).
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string_view entry(*e);
-    const std::string_view name = entry.substr(0, entry.find('='));
-    const bool replaced = std::any_of(p.spawn.env.begin(), p.spawn.env.end(),
-                                      [&](const auto& kv) { return kv.first == name; });
-    const std::string_view value = entry.substr(std::min(entry.size(), name.size() + 1));
-    const bool secret =
-        std::find(secret_env_.begin(), secret_env_.end(), name) != secret_env_.end() ||
-        (!redis_password_.empty() && value == redis_password_);
-    if (!replaced && !secret) env.emplace_back(entry);
-  }
-  for (const auto& [k, v] : p.spawn.env) env.push_back(k + "=" + v);
+  std::vector<std::string> env = child_environment(p.spawn, secret_env_, redis_password_);
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -182,32 +221,7 @@ Status Supervisor::spawn(Proc& p, int64_t now) {
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
-    // Child of a threaded process: async-signal-safe calls only, until execve.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);  // the gateway died before prctl took effect
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD})
-      sigaction(sig, &dfl, nullptr);
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // the gateway blocks signals for its signalfd
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0 && null_fd != 0) {
-      dup2(null_fd, 0);
-      close(null_fd);
-    }
-    dup2(2, 1);  // keep the gateway's stdout for its log
-    // Nothing else: listeners, client and upstream connections, the access log, Redis, DNS.
-    // (close_range: Linux 5.9; a kernel without it leaves the close-on-exec flags to do this.)
-    const int keep = report[1];
-    if (keep > 3) close_range(3, keep - 1, 0);
-    close_range(keep < 3 ? 3 : keep + 1, ~0U, 0);
-    execve(program.c_str(), argv.data(), envp.data());
-    const int err = errno;
-    (void)!write(report[1], &err, sizeof err);
-    _exit(127);
+    exec_child(parent, report[1], program.c_str(), argv.data(), envp.data());
   }
   const int fork_errno = errno;
   if (pid > 0) setpgid(pid, pid);  // also here: a signal to the group right away finds it

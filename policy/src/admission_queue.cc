@@ -41,7 +41,6 @@ Arrival AdmissionQueue::arrive(uint64_t waiter_id, std::string_view tenant, Prio
   Waiter w;
   w.tenant = fifo_it->first;
   w.priority = priority;
-  w.enqueued_ns = now_ns;
   w.expires_ns = now_ns + queue_timeout_ms * kNsPerMs;
   w.pos = std::prev(fifo.end());
   by_expiry_.emplace(w.expires_ns, waiter_id);
@@ -70,7 +69,7 @@ void AdmissionQueue::remove_locked(uint64_t waiter_id) {
   waiters_.erase(it);
 }
 
-std::optional<Dequeued> AdmissionQueue::admit_next_locked(int64_t now_ns) {
+std::optional<Dequeued> AdmissionQueue::admit_next_locked() {
   for (ClassQueue& cq : classes_) {  // interactive first
     if (cq.ring.empty()) continue;
     // The tenant at the front of the ring is served and moves to the back.
@@ -80,7 +79,7 @@ std::optional<Dequeued> AdmissionQueue::admit_next_locked(int64_t now_ns) {
     const uint64_t id = fifo.front();
     if (fifo.size() > 1) cq.ring.push_back(tenant);
     const Waiter& w = waiters_.at(id);
-    Dequeued out{id, now_ns - w.enqueued_ns};
+    Dequeued out{id};
     // remove_locked() would search the ring again; the tenant is already repositioned, so
     // unlink the waiter directly.
     fifo.pop_front();
@@ -94,12 +93,11 @@ std::optional<Dequeued> AdmissionQueue::admit_next_locked(int64_t now_ns) {
 }
 
 std::optional<Dequeued> AdmissionQueue::release() {
-  const int64_t now_ns = clock_.now_ns();
   std::lock_guard<std::mutex> lock(mu_);
   assert(in_flight_ > 0);
   if (in_flight_ > 0) --in_flight_;
   if (!has_free_slot_locked()) return std::nullopt;  // a lowered limit is still draining
-  return admit_next_locked(now_ns);
+  return admit_next_locked();
 }
 
 bool AdmissionQueue::cancel(uint64_t waiter_id) {
@@ -115,7 +113,7 @@ std::vector<Dequeued> AdmissionQueue::expire() {
   std::vector<Dequeued> out;
   while (!by_expiry_.empty() && by_expiry_.begin()->first <= now_ns) {
     const uint64_t id = by_expiry_.begin()->second;
-    out.push_back(Dequeued{id, now_ns - waiters_.at(id).enqueued_ns});
+    out.push_back(Dequeued{id});
     remove_locked(id);
   }
   return out;
@@ -128,12 +126,11 @@ std::optional<int64_t> AdmissionQueue::next_expiry_ns() const {
 }
 
 std::vector<Dequeued> AdmissionQueue::set_limits(AdmissionLimits limits) {
-  const int64_t now_ns = clock_.now_ns();
   std::lock_guard<std::mutex> lock(mu_);
   limits_ = limits;
   std::vector<Dequeued> out;
   while (!waiters_.empty() && has_free_slot_locked()) {
-    auto next = admit_next_locked(now_ns);
+    auto next = admit_next_locked();
     if (!next) break;
     out.push_back(*next);
   }

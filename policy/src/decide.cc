@@ -42,24 +42,9 @@ std::optional<size_t> match_rule(const Policy& policy, const RequestFacts& facts
   return std::nullopt;
 }
 
-Decision decide(const Policy& policy, const RequestFacts& facts, const LiveState& live) {
-  Decision d;
-  d.live = live;
-  d.requested_max_tokens = facts.client_max_tokens;
-  d.choices = facts.choices > 1 ? facts.choices : 1;
-  const std::optional<size_t> index = match_rule(policy, facts);
-  if (!index) {
-    d.no_match_message = "no policy matches this request (tenant \"" + std::string(facts.tenant) +
-                         "\", model \"" + std::string(facts.model) + "\", route \"" +
-                         std::string(facts.route) + "\")";
-    return d;
-  }
-  const Rule& rule = policy.rules[*index];
-  d.matched = true;
-  d.rule = &rule;
-  d.policy_name = rule.name;
-  d.rule_index = *index;
+namespace {
 
+TokenLimit max_output_tokens(const Rule& rule, const RequestFacts& facts, const LiveState& live) {
   // Max output tokens: the smallest wins; ties go to the earlier candidate (client, clamp,
   // adaptive steps in file order), so a tie with the client's own value stays the client's.
   TokenLimit tokens;
@@ -80,7 +65,49 @@ Decision decide(const Policy& policy, const RequestFacts& facts, const LiveState
                from_ref(SourceKind::kAdaptive, step.max_output_tokens.ref));
     }
   }
-  d.max_output_tokens = tokens;
+  return tokens;
+}
+
+// The rule's admission group, priority and limits, each with its source.
+AdmissionDecision admission_of(const Admission& a) {
+  AdmissionDecision ad;
+  ad.group = a.group;
+  ad.group_index = a.group_index;
+  ad.priority = a.priority;
+  ad.priority_source = from_ref(SourceKind::kRule, a.priority_ref);
+  if (a.max_concurrent) {
+    ad.max_concurrent = a.max_concurrent->value;
+    ad.max_concurrent_source = from_ref(SourceKind::kRule, a.max_concurrent->ref);
+  }
+  ad.queue_depth = a.queue_depth.value;
+  ad.queue_depth_source = from_ref(SourceKind::kRule, a.queue_depth.ref);
+  ad.queue_timeout_ms = a.queue_timeout_ms.value;
+  ad.queue_timeout_source = from_ref(SourceKind::kRule, a.queue_timeout_ms.ref);
+  return ad;
+}
+
+}  // namespace
+
+Decision decide(const Policy& policy, const RequestFacts& facts, const LiveState& live) {
+  Decision d;
+  d.live = live;
+  d.requested_max_tokens = facts.client_max_tokens;
+  d.choices = facts.choices > 1 ? facts.choices : 1;
+  const std::optional<size_t> index = match_rule(policy, facts);
+  if (!index) {
+    d.no_match_message = "no policy matches this request (tenant \"" + std::string(facts.tenant) +
+                         "\", model \"" + std::string(facts.model) + "\", route \"" +
+                         std::string(facts.route) + "\")";
+    return d;
+  }
+  const Rule& rule = policy.rules[*index];
+  d.matched = true;
+  d.rule = &rule;
+  d.policy_name = rule.name;
+  d.rule_index = *index;
+
+  d.max_output_tokens = max_output_tokens(rule, facts, live);
+  const Budget& b = rule.budget;
 
   if (b.tenant_tokens_per_minute) {
     d.tenant_pool = PoolRef{"tenant/" + rule.name + "/" + std::string(facts.tenant),
@@ -105,20 +132,7 @@ Decision decide(const Policy& policy, const RequestFacts& facts, const LiveState
   d.ttft_timeout = time_limit(rule.ttft_timeout_ms);
   d.idle_timeout = time_limit(rule.idle_timeout_ms);
 
-  const Admission& a = rule.admission;
-  AdmissionDecision& ad = d.admission;
-  ad.group = a.group;
-  ad.group_index = a.group_index;
-  ad.priority = a.priority;
-  ad.priority_source = from_ref(SourceKind::kRule, a.priority_ref);
-  if (a.max_concurrent) {
-    ad.max_concurrent = a.max_concurrent->value;
-    ad.max_concurrent_source = from_ref(SourceKind::kRule, a.max_concurrent->ref);
-  }
-  ad.queue_depth = a.queue_depth.value;
-  ad.queue_depth_source = from_ref(SourceKind::kRule, a.queue_depth.ref);
-  ad.queue_timeout_ms = a.queue_timeout_ms.value;
-  ad.queue_timeout_source = from_ref(SourceKind::kRule, a.queue_timeout_ms.ref);
+  d.admission = admission_of(rule.admission);
 
   d.on_cut = CutPresentation{rule.on_cut.mode, rule.on_cut.finish_reason,
                              from_ref(SourceKind::kRule, rule.on_cut.ref)};

@@ -185,8 +185,6 @@ void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& option
   p.admin = std::move(a);
 }
 
-namespace {}  // namespace
-
 bool parse_endpoint_url(YamlReader& r, const YAML::Node& node, const std::string& path,
                         const std::string& url, UpstreamScheme& scheme_out, UpstreamEndpoint& out) {
   auto fail = [&](const std::string& why) {
@@ -311,6 +309,79 @@ bool load_upstream_tls(YamlReader& r, const YAML::Node& node, const std::string&
   return ok;
 }
 
+// One upstreams[i] entry into `u` (u.name empty when it has none); false when it has errors.
+bool load_upstream(YamlReader& r, const YAML::Node& item, const std::string& path,
+                   const LoadOptions& options, const Policy& p, Upstream& u) {
+  auto f = r.map(item, path, keys::kUpstream);
+  if (!f) return false;
+  u.ref = r.ref(item, path);
+  bool ok = true;
+  const Entry* name = f->get("name");
+  if (!name) {
+    r.error(item, path, "missing required key \"name\"");
+    ok = false;
+  } else if (auto n = r.name(name->value, key_path(path, "name"))) {
+    u.name = *n;
+    if (const Upstream* other = p.find_upstream(u.name)) {
+      r.error(name->value, key_path(path, "name"),
+              "duplicate upstream name " + quote(u.name) + " (first at " + other->ref.path +
+                  ", line " + std::to_string(other->ref.line) + ")");
+      ok = false;
+    }
+  } else {
+    ok = false;
+  }
+  const Entry* url = f->get("url");
+  const Entry* endpoints = f->get("endpoints");
+  if (url && endpoints) {
+    r.error(endpoints->key, key_path(path, "endpoints"),
+            "give either \"url\" (one endpoint) or \"endpoints\" (a pool), not both");
+    ok = false;
+  } else if (endpoints) {
+    ok = load_endpoints(r, endpoints->value, key_path(path, "endpoints"), u) && ok;
+  } else if (!url) {
+    r.error(item, path, "missing required key \"url\" (or \"endpoints\")");
+    ok = false;
+  } else if (auto s = r.string(url->value, key_path(path, "url"))) {
+    u.url = *s;
+    ok = parse_upstream_url(r, url->value, key_path(path, "url"), *s, u) && ok;
+  } else {
+    ok = false;
+  }
+  if (auto* e = f->get("models")) {
+    if (auto l = r.string_list(e->value, key_path(path, "models")))
+      u.models = *l;
+    else
+      ok = false;
+  } else {
+    u.models = {"*"};
+  }
+  if (auto* e = f->get("protocol")) {
+    const std::string pp = key_path(path, "protocol");
+    if (auto c = r.choice(e->value, pp, keys::kProtocols)) {
+      u.protocol = static_cast<UpstreamProtocol>(*c);
+      if (u.protocol == UpstreamProtocol::kHttp1 && u.scheme == UpstreamScheme::kH2c) {
+        r.error(e->value, pp, "h2c:// upstreams speak HTTP/2; protocol http1 contradicts it");
+        ok = false;
+      }
+    } else {
+      ok = false;
+    }
+  }
+  if (auto* e = f->get("connect_timeout")) {
+    if (auto d = r.duration(e->value, key_path(path, "connect_timeout"))) {
+      u.connect_timeout_ms = *d;
+    } else {
+      ok = false;
+    }
+  }
+  if (auto* e = f->get("tls")) ok = load_upstream_tls(r, e->value, key_path(path, "tls"), u) && ok;
+  if (auto* e = f->get("spawn")) ok = load_spawn(r, e->value, key_path(path, "spawn"), u) && ok;
+  ok = load_upstream_credentials(r, *f, path, options, u) && ok;
+  ok = load_pool_keys(r, *f, path, endpoints != nullptr, u) && ok;
+  return ok;
+}
+
 }  // namespace
 
 bool load_client_tls(YamlReader& r, const YAML::Node& node, const std::string& path,
@@ -353,81 +424,8 @@ bool load_upstreams(YamlReader& r, const YAML::Node& node, const LoadOptions& op
     all_ok = false;
   }
   for (size_t i = 0; i < items->size(); ++i) {
-    const YAML::Node& item = (*items)[i];
-    const std::string path = index_path(base, i);
-    auto f = r.map(item, path, keys::kUpstream);
-    if (!f) {
-      all_ok = false;
-      continue;
-    }
     Upstream u;
-    u.ref = r.ref(item, path);
-    bool ok = true;
-    const Entry* name = f->get("name");
-    if (!name) {
-      r.error(item, path, "missing required key \"name\"");
-      ok = false;
-    } else if (auto n = r.name(name->value, key_path(path, "name"))) {
-      u.name = *n;
-      if (const Upstream* other = p.find_upstream(u.name)) {
-        r.error(name->value, key_path(path, "name"),
-                "duplicate upstream name " + quote(u.name) + " (first at " + other->ref.path +
-                    ", line " + std::to_string(other->ref.line) + ")");
-        ok = false;
-      }
-    } else {
-      ok = false;
-    }
-    const Entry* url = f->get("url");
-    const Entry* endpoints = f->get("endpoints");
-    if (url && endpoints) {
-      r.error(endpoints->key, key_path(path, "endpoints"),
-              "give either \"url\" (one endpoint) or \"endpoints\" (a pool), not both");
-      ok = false;
-    } else if (endpoints) {
-      ok = load_endpoints(r, endpoints->value, key_path(path, "endpoints"), u) && ok;
-    } else if (!url) {
-      r.error(item, path, "missing required key \"url\" (or \"endpoints\")");
-      ok = false;
-    } else if (auto s = r.string(url->value, key_path(path, "url"))) {
-      u.url = *s;
-      ok = parse_upstream_url(r, url->value, key_path(path, "url"), *s, u) && ok;
-    } else {
-      ok = false;
-    }
-    if (auto* e = f->get("models")) {
-      if (auto l = r.string_list(e->value, key_path(path, "models")))
-        u.models = *l;
-      else
-        ok = false;
-    } else {
-      u.models = {"*"};
-    }
-    if (auto* e = f->get("protocol")) {
-      const std::string pp = key_path(path, "protocol");
-      if (auto c = r.choice(e->value, pp, keys::kProtocols)) {
-        u.protocol = static_cast<UpstreamProtocol>(*c);
-        if (u.protocol == UpstreamProtocol::kHttp1 && u.scheme == UpstreamScheme::kH2c) {
-          r.error(e->value, pp, "h2c:// upstreams speak HTTP/2; protocol http1 contradicts it");
-          ok = false;
-        }
-      } else {
-        ok = false;
-      }
-    }
-    if (auto* e = f->get("connect_timeout")) {
-      if (auto d = r.duration(e->value, key_path(path, "connect_timeout"))) {
-        u.connect_timeout_ms = *d;
-      } else {
-        ok = false;
-      }
-    }
-    if (auto* e = f->get("tls"))
-      ok = load_upstream_tls(r, e->value, key_path(path, "tls"), u) && ok;
-    if (auto* e = f->get("spawn")) ok = load_spawn(r, e->value, key_path(path, "spawn"), u) && ok;
-    ok = load_upstream_credentials(r, *f, path, options, u) && ok;
-    ok = load_pool_keys(r, *f, path, endpoints != nullptr, u) && ok;
-    all_ok = all_ok && ok;
+    all_ok = load_upstream(r, (*items)[i], index_path(base, i), options, p, u) && all_ok;
     if (!u.name.empty()) p.upstreams.push_back(std::move(u));
   }
   return all_ok;

@@ -42,6 +42,73 @@ void write_sourced(JsonWriter& w, std::string_view key, const std::optional<int6
   w.end_object();
 }
 
+// upstreams[] and tenants[]: credentials by where they come from, never their values.
+void write_upstreams_and_tenants(JsonWriter& w, const Policy& p) {
+  w.key("upstreams").begin_array();
+  for (const auto& u : p.upstreams) {
+    w.begin_object().field("name", u.name).field("url", u.url);
+    write_strings(w, "models", u.models);
+    w.field("connect_timeout_ms", u.connect_timeout_ms).field("spawn", u.spawn.has_value());
+    if (u.api_key) w.field("api_key", u.api_key->label);
+    w.key("headers").begin_object();
+    for (const auto& h : u.headers) w.field(h.name, h.value.label);
+    w.end_object();
+    w.end_object();
+  }
+  w.end_array();
+  w.key("tenants").begin_array();
+  for (const auto& t : p.tenants) {
+    w.begin_object().field("name", t.name).key("api_keys").begin_array();
+    for (const auto& k : t.api_keys) w.value(k.label);
+    w.end_array().end_object();
+  }
+  w.end_array();
+}
+
+// One policies[] entry: its match, budget, timeouts, admission and on_cut.
+void write_rule(JsonWriter& w, const Rule& r) {
+  w.begin_object().field("name", r.name).field("line", r.ref.line);
+  w.key("match").begin_object();
+  write_strings(w, "tenants", r.match.tenants);
+  write_strings(w, "models", r.match.models);
+  write_strings(w, "routes", r.match.routes);
+  w.key("headers").begin_object();
+  for (const auto& h : r.match.headers) w.field(h.name, h.pattern);
+  w.end_object().end_object();
+  if (!r.upstream.empty()) w.field("upstream", r.upstream);
+  w.field("forward_client_key", r.forward_client_key);
+  w.key("budget").begin_object();
+  write_limit(w, "max_output_tokens", r.budget.max_output_tokens);
+  write_limit(w, "tenant_tokens_per_minute", r.budget.tenant_tokens_per_minute);
+  write_limit(w, "global_tokens_per_minute", r.budget.global_tokens_per_minute);
+  w.field("on_pool_exhausted",
+          r.budget.on_pool_exhausted == PoolExhausted::kClamp ? "clamp" : "reject");
+  w.field("min_output_tokens", r.budget.min_output_tokens.value);
+  w.key("adaptive").begin_array();
+  for (const auto& s : r.budget.adaptive) {
+    w.begin_object()
+        .field("queue_depth_gt", s.queue_depth_gt)
+        .field("max_output_tokens", s.max_output_tokens.value)
+        .end_object();
+  }
+  w.end_array().end_object();
+  write_limit(w, "deadline_ms", r.deadline_ms);
+  write_limit(w, "ttft_timeout_ms", r.ttft_timeout_ms);
+  write_limit(w, "idle_timeout_ms", r.idle_timeout_ms);
+  w.key("admission").begin_object().field("group", r.admission.group);
+  write_limit(w, "max_concurrent", r.admission.max_concurrent);
+  w.field("queue_depth", r.admission.queue_depth.value)
+      .field("queue_timeout_ms", r.admission.queue_timeout_ms.value)
+      .field("priority", to_string(r.admission.priority))
+      .end_object();
+  w.key("on_cut")
+      .begin_object()
+      .field("mode", to_string(r.on_cut.mode))
+      .field("finish_reason", to_string(r.on_cut.finish_reason))
+      .end_object();
+  w.end_object();
+}
+
 }  // namespace
 
 void write_policy_json(JsonWriter& w, const Policy& p) {
@@ -57,69 +124,9 @@ void write_policy_json(JsonWriter& w, const Policy& p) {
   } else {
     w.null();
   }
-  w.key("upstreams").begin_array();
-  for (const auto& u : p.upstreams) {
-    w.begin_object().field("name", u.name).field("url", u.url);
-    write_strings(w, "models", u.models);
-    w.field("connect_timeout_ms", u.connect_timeout_ms).field("spawn", u.spawn.has_value());
-    // Credentials by where they come from, never their values.
-    if (u.api_key) w.field("api_key", u.api_key->label);
-    w.key("headers").begin_object();
-    for (const auto& h : u.headers) w.field(h.name, h.value.label);
-    w.end_object();
-    w.end_object();
-  }
-  w.end_array();
-  w.key("tenants").begin_array();
-  for (const auto& t : p.tenants) {
-    w.begin_object().field("name", t.name).key("api_keys").begin_array();
-    for (const auto& k : t.api_keys) w.value(k.label);
-    w.end_array().end_object();
-  }
-  w.end_array();
+  write_upstreams_and_tenants(w, p);
   w.key("policies").begin_array();
-  for (const auto& r : p.rules) {
-    w.begin_object().field("name", r.name).field("line", r.ref.line);
-    w.key("match").begin_object();
-    write_strings(w, "tenants", r.match.tenants);
-    write_strings(w, "models", r.match.models);
-    write_strings(w, "routes", r.match.routes);
-    w.key("headers").begin_object();
-    for (const auto& h : r.match.headers) w.field(h.name, h.pattern);
-    w.end_object().end_object();
-    if (!r.upstream.empty()) w.field("upstream", r.upstream);
-    w.field("forward_client_key", r.forward_client_key);
-    w.key("budget").begin_object();
-    write_limit(w, "max_output_tokens", r.budget.max_output_tokens);
-    write_limit(w, "tenant_tokens_per_minute", r.budget.tenant_tokens_per_minute);
-    write_limit(w, "global_tokens_per_minute", r.budget.global_tokens_per_minute);
-    w.field("on_pool_exhausted",
-            r.budget.on_pool_exhausted == PoolExhausted::kClamp ? "clamp" : "reject");
-    w.field("min_output_tokens", r.budget.min_output_tokens.value);
-    w.key("adaptive").begin_array();
-    for (const auto& s : r.budget.adaptive) {
-      w.begin_object()
-          .field("queue_depth_gt", s.queue_depth_gt)
-          .field("max_output_tokens", s.max_output_tokens.value)
-          .end_object();
-    }
-    w.end_array().end_object();
-    write_limit(w, "deadline_ms", r.deadline_ms);
-    write_limit(w, "ttft_timeout_ms", r.ttft_timeout_ms);
-    write_limit(w, "idle_timeout_ms", r.idle_timeout_ms);
-    w.key("admission").begin_object().field("group", r.admission.group);
-    write_limit(w, "max_concurrent", r.admission.max_concurrent);
-    w.field("queue_depth", r.admission.queue_depth.value)
-        .field("queue_timeout_ms", r.admission.queue_timeout_ms.value)
-        .field("priority", to_string(r.admission.priority))
-        .end_object();
-    w.key("on_cut")
-        .begin_object()
-        .field("mode", to_string(r.on_cut.mode))
-        .field("finish_reason", to_string(r.on_cut.finish_reason))
-        .end_object();
-    w.end_object();
-  }
+  for (const auto& r : p.rules) write_rule(w, r);
   w.end_array();
   w.field("budget_store", p.budget_store.url.empty() ? std::string("memory") : p.budget_store.url);
   w.field("access_log", p.access_log.kind == AccessLogKind::kStdout ? std::string("stdout")

@@ -46,7 +46,7 @@ expect_version() {
 echo 'listen: [{address: "127.0.0.1:0"}]' >"$tmp/p.yaml"
 echo '{"model":"tiny","messages":[]}' >"$tmp/req.json"
 
-# --help everywhere (the probe's and explain's used to answer "needs a value").
+# --help everywhere, also where a subcommand has required options (probe, explain).
 expect_help "--config --port --admin-port --drain-timeout Exit" "$gateway" --help
 expect_help "--model --kv-memory --drain-timeout" "$backend" --help
 expect_help "policy probe model" "$cutline" --help

@@ -142,5 +142,23 @@ TEST(GatewayAccessLog, Sigusr1ReopensTheFileAfterARename) {
   EXPECT_TRUE(env.gateway.running());
 }
 
+// /v1/cutline/policy: which load is in force and what waits for a restart, then the policy as
+// `cutline policy check --format json` renders it.
+TEST(GatewayAdmin, ThePolicyEndpointShowsTheLoadAndThePolicyInForce) {
+  GatewayEnv env;
+  ASSERT_TRUE(env.start([](uint16_t port, const std::string& log) {
+    return admin_policy(port, log, "  address: 127.0.0.1:0\n");
+  })) << env.error;
+  auto r = proto::http_fetch(env.admin_url("/v1/cutline/policy"), "GET", {}, "", 5000);
+  ASSERT_TRUE(r.ok());
+  const std::string& body = r->body;
+  EXPECT_EQ(body.find(R"({"generation":1,"loaded_at_unix_s":)"), 0u) << body;
+  EXPECT_NE(body.find(R"("restart_required":[],"policy":{"source_file":")" + env.config_path),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find(R"("upstreams":[{"name":"fake")"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"("policies":[{"name":"default")"), std::string::npos) << body;
+}
+
 }  // namespace
 }  // namespace cutline::test

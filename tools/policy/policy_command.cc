@@ -238,6 +238,54 @@ struct ExplainArgs {
   Format format = Format::kText;
 };
 
+// The tenant the request is explained for: the one --api-key authenticates, or --tenant checked
+// against the policy. False (the reason on stderr) when there is none the gateway would accept.
+bool resolve_tenant(const Policy& policy, const std::optional<std::string>& api_key,
+                    std::string& tenant) {
+  if (api_key) {
+    const Tenant* t = authenticate(policy, *api_key);
+    if (!t) {
+      std::fprintf(stderr, "cutline policy explain: the API key belongs to no tenant (401)\n");
+      return false;
+    }
+    tenant = t->name;
+  } else if (!tenant.empty() && !policy.find_tenant(tenant)) {
+    std::fprintf(stderr, "cutline policy explain: unknown tenant \"%s\" (401)\n", tenant.c_str());
+    return false;
+  } else if (tenant.empty() && policy.requires_auth()) {
+    std::fprintf(stderr,
+                 "cutline policy explain: this policy authenticates clients; pass --tenant T or "
+                 "--api-key KEY\n");
+    return false;
+  }
+  return true;
+}
+
+// explain --format json: {ok, file, request, decision, upstream}.
+void print_explain_json(const std::string& file, const Policy& policy, const std::string& tenant,
+                        const std::string& model, const std::string& route, const Decision& d) {
+  std::string out;
+  proto::JsonWriter w(out);
+  w.begin_object().field("ok", true).field("file", file);
+  w.key("request")
+      .begin_object()
+      .field("tenant", tenant)
+      .field("model", model)
+      .field("route", route)
+      .end_object();
+  w.key("decision");
+  write_decision_json(w, d);
+  w.key("upstream");
+  const Upstream* up = d.matched ? policy.route(*d.rule, model) : nullptr;
+  if (up) {
+    w.begin_object().field("name", up->name).field("url", up->url).end_object();
+  } else {
+    w.null();
+  }
+  w.end_object();
+  print_json(out);
+}
+
 int run_explain(const ExplainArgs& args) {
   const std::string& file = args.file;
   const char* request_path = args.request_path.c_str();
@@ -262,22 +310,7 @@ int run_explain(const ExplainArgs& args) {
     std::fprintf(stderr, "cutline policy explain: %s\n", error.c_str());
     return 1;
   }
-  if (api_key) {
-    const Tenant* t = authenticate(policy, *api_key);
-    if (!t) {
-      std::fprintf(stderr, "cutline policy explain: the API key belongs to no tenant (401)\n");
-      return 1;
-    }
-    tenant = t->name;
-  } else if (!tenant.empty() && !policy.find_tenant(tenant)) {
-    std::fprintf(stderr, "cutline policy explain: unknown tenant \"%s\" (401)\n", tenant.c_str());
-    return 1;
-  } else if (tenant.empty() && policy.requires_auth()) {
-    std::fprintf(stderr,
-                 "cutline policy explain: this policy authenticates clients; pass --tenant T or "
-                 "--api-key KEY\n");
-    return 1;
-  }
+  if (!resolve_tenant(policy, api_key, tenant)) return 1;
   if (route.empty()) route = body->has_messages ? "/v1/chat/completions" : "/v1/completions";
 
   RequestFacts facts;
@@ -294,26 +327,7 @@ int run_explain(const ExplainArgs& args) {
   };
   Decision d = decide(policy, facts, live);
   if (args.format == Format::kJson) {
-    std::string out;
-    proto::JsonWriter w(out);
-    w.begin_object().field("ok", true).field("file", file);
-    w.key("request")
-        .begin_object()
-        .field("tenant", tenant)
-        .field("model", body->model)
-        .field("route", route)
-        .end_object();
-    w.key("decision");
-    write_decision_json(w, d);
-    w.key("upstream");
-    const Upstream* up = d.matched ? policy.route(*d.rule, body->model) : nullptr;
-    if (up) {
-      w.begin_object().field("name", up->name).field("url", up->url).end_object();
-    } else {
-      w.null();
-    }
-    w.end_object();
-    print_json(out);
+    print_explain_json(file, policy, tenant, body->model, route, d);
     return 0;
   }
   std::printf("request: tenant \"%s\", model \"%s\", route %s\n", tenant.c_str(),
@@ -326,6 +340,64 @@ int run_explain(const ExplainArgs& args) {
                                      : "none serves this model (the gateway answers 404)");
   }
   return 0;
+}
+
+// `cutline policy explain` and its options, parsed into `ex` (--header into `header_args`).
+void add_explain_command(CLI::App& app, const std::map<std::string, Format>& formats,
+                         ExplainArgs& ex, std::vector<std::string>& header_args) {
+  CLI::App* explain = cli::add_command(
+      app, "explain",
+      "Print the decision for an OpenAI request body, each number with the rule and YAML line "
+      "behind it");
+  explain->add_option("FILE", ex.file, "Policy file (YAML)")->required()->check(cli::kReadableFile);
+  explain->add_option("--request", ex.request_path, "OpenAI request body (JSON)")
+      ->required()
+      ->check(cli::kReadableFile);
+  CLI::Option* tenant_opt = explain->add_option("--tenant", ex.tenant, "Tenant name");
+  explain
+      ->add_option_function<std::string>(
+          "--api-key", [&ex](const std::string& k) { ex.api_key = k; },
+          "API key: the tenant it authenticates")
+      ->excludes(tenant_opt);
+  explain
+      ->add_option("--format", ex.format,
+                   "text (default) or json: {ok, file, request, decision, upstream}")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+  explain->add_option("--route", ex.route,
+                      "Route (default /v1/chat/completions with messages, else /v1/completions)");
+  explain->add_option("--queue-depth", ex.live.queue_depth, "Queue depth to assume")
+      ->check(CLI::NonNegativeNumber);
+  explain->add_option("--in-flight", ex.live.in_flight, "Requests in flight to assume")
+      ->check(CLI::NonNegativeNumber);
+  explain
+      ->add_option_function<int64_t>(
+          "--deadline-ms", [&ex](const int64_t& ms) { ex.deadline_ms = ms; },
+          "The client's own deadline in ms")
+      ->check(CLI::PositiveNumber);
+  explain
+      ->add_option("--header", header_args,
+                   "A request header NAME:VALUE (repeatable), for rules that match on headers")
+      ->type_name("NAME:VALUE")
+      ->allow_extra_args(false)
+      ->check([](const std::string& h) {
+        return h.find(':') == std::string::npos ? std::string("want NAME:VALUE, got '") + h + "'"
+                                                : std::string();
+      });
+}
+
+// --header NAME:VALUE arguments as (lower-case name, value without leading spaces).
+std::vector<std::pair<std::string, std::string>> parse_headers(
+    const std::vector<std::string>& header_args) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::string_view h : header_args) {
+    size_t colon = h.find(':');
+    std::string name(h.substr(0, colon));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string_view val = h.substr(colon + 1);
+    while (!val.empty() && val.front() == ' ') val.remove_prefix(1);
+    out.emplace_back(std::move(name), std::string(val));
+  }
+  return out;
 }
 
 }  // namespace
@@ -387,44 +459,7 @@ int run_policy(int argc, char** argv) {
 
   ExplainArgs ex;
   std::vector<std::string> header_args;
-  CLI::App* explain = cli::add_command(
-      *app, "explain",
-      "Print the decision for an OpenAI request body, each number with the rule and YAML line "
-      "behind it");
-  explain->add_option("FILE", ex.file, "Policy file (YAML)")->required()->check(cli::kReadableFile);
-  explain->add_option("--request", ex.request_path, "OpenAI request body (JSON)")
-      ->required()
-      ->check(cli::kReadableFile);
-  CLI::Option* tenant_opt = explain->add_option("--tenant", ex.tenant, "Tenant name");
-  explain
-      ->add_option_function<std::string>(
-          "--api-key", [&ex](const std::string& k) { ex.api_key = k; },
-          "API key: the tenant it authenticates")
-      ->excludes(tenant_opt);
-  explain
-      ->add_option("--format", ex.format,
-                   "text (default) or json: {ok, file, request, decision, upstream}")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
-  explain->add_option("--route", ex.route,
-                      "Route (default /v1/chat/completions with messages, else /v1/completions)");
-  explain->add_option("--queue-depth", ex.live.queue_depth, "Queue depth to assume")
-      ->check(CLI::NonNegativeNumber);
-  explain->add_option("--in-flight", ex.live.in_flight, "Requests in flight to assume")
-      ->check(CLI::NonNegativeNumber);
-  explain
-      ->add_option_function<int64_t>(
-          "--deadline-ms", [&ex](const int64_t& ms) { ex.deadline_ms = ms; },
-          "The client's own deadline in ms")
-      ->check(CLI::PositiveNumber);
-  explain
-      ->add_option("--header", header_args,
-                   "A request header NAME:VALUE (repeatable), for rules that match on headers")
-      ->type_name("NAME:VALUE")
-      ->allow_extra_args(false)
-      ->check([](const std::string& h) {
-        return h.find(':') == std::string::npos ? std::string("want NAME:VALUE, got '") + h + "'"
-                                                : std::string();
-      });
+  add_explain_command(*app, formats, ex, header_args);
 
   // Rendered from the table the loader checks keys against (keys.h).
   CLI::App* schema = cli::add_command(
@@ -440,14 +475,7 @@ int run_policy(int argc, char** argv) {
   }
   if (diff_cmd->parsed()) return run_diff(diff_before, diff_after);
   if (advise->parsed()) return run_advise(advise_log, *parse_rate(advise_rate), advise_policy);
-  for (std::string_view h : header_args) {
-    size_t colon = h.find(':');
-    std::string name(h.substr(0, colon));
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    std::string_view val = h.substr(colon + 1);
-    while (!val.empty() && val.front() == ' ') val.remove_prefix(1);
-    ex.headers.emplace_back(std::move(name), std::string(val));
-  }
+  ex.headers = parse_headers(header_args);
   return run_explain(ex);
 }
 

@@ -66,6 +66,15 @@ class GgufParser {
   }
   Status read_string(std::string_view& s, const std::string& what);
   Status read_value(GgufValue& v, GgufValueType type, const std::string& key);
+  Status read_array(GgufValue& v, const std::string& key);
+
+  // The parse phases, in file order.
+  Status read_header(uint64_t& n_tensors, uint64_t& n_kv);
+  Status read_metadata(uint64_t n_kv);
+  Status read_alignment();
+  Status read_tensor_info(uint64_t k, GgufTensor& t);
+  Status read_tensor_shape(GgufTensor& t, const std::string& name);
+  Status place_tensors();
 
   GgufFile& f_;
   uint64_t pos_ = 0;
@@ -84,59 +93,7 @@ Status GgufParser::read_value(GgufValue& v, GgufValueType type, const std::strin
   v.type_ = type;
   const std::string what = "the value of metadata key '" + key + "'";
   if (type == GgufValueType::kString) return read_string(v.string_, what);
-  if (type == GgufValueType::kArray) {
-    uint32_t elem = 0;
-    if (auto st = read_u32(elem, "the element type of array '" + key + "'"); !st) return st;
-    if (!is_known_type(elem)) {
-      return fail(ErrorKind::kBadRequest, "metadata key '" + key +
-                                              "' is an array of unknown type " +
-                                              std::to_string(elem) + " (expected 0..12)");
-    }
-    v.array_type_ = static_cast<GgufValueType>(elem);
-    if (v.array_type_ == GgufValueType::kArray) {
-      return fail(ErrorKind::kUnsupported,
-                  "metadata key '" + key + "' is an array of arrays, which is not supported");
-    }
-    uint64_t count = 0;
-    if (auto st = read_u64(count, "the length of array '" + key + "'"); !st) return st;
-    v.array_size_ = count;
-    if (v.array_type_ == GgufValueType::kString) {
-      // Every string takes at least its 8-byte length: bound the count before reserving.
-      if (count > remaining() / 8) {
-        return truncated(count * 8 > count ? count * 8 : std::numeric_limits<uint64_t>::max(),
-                         "the " + std::to_string(count) + " strings of array '" + key + "'");
-      }
-      v.strings_.resize(count);
-      for (uint64_t k = 0; k < count; ++k) {
-        if (auto st = read_string(v.strings_[k],
-                                  "element " + std::to_string(k) + " of array '" + key + "'");
-            !st) {
-          return st;
-        }
-      }
-      return {};
-    }
-    size_t size = fixed_size(v.array_type_);
-    if (count > remaining() / size) {
-      return fail(ErrorKind::kBadRequest,
-                  "file is truncated: array '" + key + "' declares " + std::to_string(count) + " " +
-                      gguf_value_type_name(v.array_type_) + " elements at offset " +
-                      std::to_string(pos_) + ", but only " + std::to_string(remaining()) +
-                      " bytes remain");
-    }
-    if (v.array_type_ == GgufValueType::kBool) {
-      for (uint64_t k = 0; k < count; ++k) {
-        if (f_.base_[pos_ + k] > 1) {
-          return fail(ErrorKind::kBadRequest,
-                      "element " + std::to_string(k) + " of bool array '" + key + "' is " +
-                          std::to_string(f_.base_[pos_ + k]) + ", expected 0 or 1");
-        }
-      }
-    }
-    v.array_data_ = f_.base_ + pos_;
-    pos_ += count * size;
-    return {};
-  }
+  if (type == GgufValueType::kArray) return read_array(v, key);
   size_t size = fixed_size(type);
   uint8_t buf[8] = {};
   if (!take(buf, size)) return truncated(size, what);
@@ -161,7 +118,73 @@ Status GgufParser::read_value(GgufValue& v, GgufValueType type, const std::strin
   return {};
 }
 
+Status GgufParser::read_array(GgufValue& v, const std::string& key) {
+  uint32_t elem = 0;
+  if (auto st = read_u32(elem, "the element type of array '" + key + "'"); !st) return st;
+  if (!is_known_type(elem)) {
+    return fail(ErrorKind::kBadRequest, "metadata key '" + key + "' is an array of unknown type " +
+                                            std::to_string(elem) + " (expected 0..12)");
+  }
+  v.array_type_ = static_cast<GgufValueType>(elem);
+  if (v.array_type_ == GgufValueType::kArray) {
+    return fail(ErrorKind::kUnsupported,
+                "metadata key '" + key + "' is an array of arrays, which is not supported");
+  }
+  uint64_t count = 0;
+  if (auto st = read_u64(count, "the length of array '" + key + "'"); !st) return st;
+  v.array_size_ = count;
+  if (v.array_type_ == GgufValueType::kString) {
+    // Every string takes at least its 8-byte length: bound the count before reserving.
+    if (count > remaining() / 8) {
+      return truncated(count * 8 > count ? count * 8 : std::numeric_limits<uint64_t>::max(),
+                       "the " + std::to_string(count) + " strings of array '" + key + "'");
+    }
+    v.strings_.resize(count);
+    for (uint64_t k = 0; k < count; ++k) {
+      if (auto st = read_string(v.strings_[k],
+                                "element " + std::to_string(k) + " of array '" + key + "'");
+          !st) {
+        return st;
+      }
+    }
+    return {};
+  }
+  size_t size = fixed_size(v.array_type_);
+  if (count > remaining() / size) {
+    return fail(ErrorKind::kBadRequest,
+                "file is truncated: array '" + key + "' declares " + std::to_string(count) + " " +
+                    gguf_value_type_name(v.array_type_) + " elements at offset " +
+                    std::to_string(pos_) + ", but only " + std::to_string(remaining()) +
+                    " bytes remain");
+  }
+  if (v.array_type_ == GgufValueType::kBool) {
+    for (uint64_t k = 0; k < count; ++k) {
+      if (f_.base_[pos_ + k] > 1) {
+        return fail(ErrorKind::kBadRequest, "element " + std::to_string(k) + " of bool array '" +
+                                                key + "' is " + std::to_string(f_.base_[pos_ + k]) +
+                                                ", expected 0 or 1");
+      }
+    }
+  }
+  v.array_data_ = f_.base_ + pos_;
+  pos_ += count * size;
+  return {};
+}
+
 Status GgufParser::parse() {
+  uint64_t n_tensors = 0, n_kv = 0;
+  if (auto st = read_header(n_tensors, n_kv); !st) return st;
+  if (auto st = read_metadata(n_kv); !st) return st;
+  if (auto st = read_alignment(); !st) return st;
+  f_.tensors_.resize(n_tensors);
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    if (auto st = read_tensor_info(k, f_.tensors_[k]); !st) return st;
+  }
+  return place_tensors();
+}
+
+// Magic, version and the two counts, each count bounded by the bytes left.
+Status GgufParser::read_header(uint64_t& n_tensors, uint64_t& n_kv) {
   char magic[4];
   if (!take(magic, 4)) return truncated(4, "the magic 'GGUF'");
   if (std::memcmp(magic, "GGUF", 4) != 0) {
@@ -184,7 +207,6 @@ Status GgufParser::parse() {
                 "GGUF version " + std::to_string(version) + " is not supported (expected 2 or 3)");
   }
   f_.version_ = version;
-  uint64_t n_tensors = 0, n_kv = 0;
   if (auto st = read_u64(n_tensors, "the tensor count"); !st) return st;
   if (auto st = read_u64(n_kv, "the metadata count"); !st) return st;
   // Each metadata entry takes >= 13 bytes and each tensor info >= 32: bound the counts by the
@@ -199,7 +221,10 @@ Status GgufParser::parse() {
                 "header declares " + std::to_string(n_tensors) + " tensors, more than the " +
                     std::to_string(remaining()) + " remaining bytes can hold (truncated file?)");
   }
+  return {};
+}
 
+Status GgufParser::read_metadata(uint64_t n_kv) {
   f_.metadata_order_.reserve(n_kv);
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string_view key;
@@ -225,90 +250,104 @@ Status GgufParser::parse() {
     auto [it, inserted] = f_.values_.emplace(key, std::move(value));
     f_.metadata_order_.push_back({it->first, &it->second});
   }
+  return {};
+}
 
-  if (const GgufValue* a = f_.find("general.alignment")) {
-    if (a->type() != GgufValueType::kUint32) {
-      return fail(ErrorKind::kBadRequest, "metadata key 'general.alignment' has type " +
-                                              gguf_value_type_name(a->type()) +
-                                              ", expected uint32");
-    }
-    int64_t align = *a->as_int();
-    if (align == 0 || (align & (align - 1)) != 0) {
-      return fail(ErrorKind::kBadRequest, "metadata key 'general.alignment' is " +
-                                              std::to_string(align) + ", expected a power of two");
-    }
-    f_.alignment_ = static_cast<uint32_t>(align);
-  } else {
+// general.alignment when present (a uint32 power of two), else the GGUF default.
+Status GgufParser::read_alignment() {
+  const GgufValue* a = f_.find("general.alignment");
+  if (!a) {
     f_.alignment_ = kDefaultAlignment;
+    return {};
   }
-
-  f_.tensors_.resize(n_tensors);
-  for (uint64_t k = 0; k < n_tensors; ++k) {
-    GgufTensor& t = f_.tensors_[k];
-    if (auto st = read_string(t.name, "the name of tensor " + std::to_string(k)); !st) return st;
-    const std::string name(t.name);
-    if (t.name.empty()) {
-      return fail(ErrorKind::kBadRequest, "tensor " + std::to_string(k) + " has an empty name");
-    }
-    if (f_.tensor_index_.count(t.name)) {
-      return fail(ErrorKind::kBadRequest, "duplicate tensor '" + name + "'");
-    }
-    uint32_t n_dims = 0;
-    if (auto st = read_u32(n_dims, "the rank of tensor '" + name + "'"); !st) return st;
-    if (n_dims == 0 || n_dims > kMaxDims) {
-      return fail(ErrorKind::kBadRequest, "tensor '" + name + "' has " + std::to_string(n_dims) +
-                                              " dimensions, expected 1 to 4");
-    }
-    t.n_dims = static_cast<int32_t>(n_dims);
-    int64_t n_elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t extent = 0;
-      if (auto st =
-              read_u64(extent, "dimension " + std::to_string(d) + " of tensor '" + name + "'");
-          !st) {
-        return st;
-      }
-      // 2^62 total elements is far beyond any file; it keeps byte sizes free of overflow.
-      constexpr uint64_t kMaxElements = uint64_t{1} << 40;
-      if (extent == 0 || extent > kMaxElements ||
-          static_cast<uint64_t>(n_elements) > kMaxElements / extent) {
-        return fail(ErrorKind::kBadRequest, "tensor '" + name + "' dimension " + std::to_string(d) +
-                                                " is " + std::to_string(extent) +
-                                                ", expected 1..2^40 elements in total");
-      }
-      t.shape[d] = static_cast<int64_t>(extent);
-      n_elements *= static_cast<int64_t>(extent);
-    }
-    t.n_elements = n_elements;
-    uint32_t type = 0;
-    if (auto st = read_u32(type, "the type of tensor '" + name + "'"); !st) return st;
-    auto traits = tensor_type_traits(type);
-    if (!traits) {
-      return fail(ErrorKind::kBadRequest,
-                  "tensor '" + name + "' has unknown type id " + std::to_string(type));
-    }
-    if (!traits->supported) {
-      return fail(ErrorKind::kUnsupported, "unsupported tensor type " + std::string(traits->name) +
-                                               " for tensor '" + name +
-                                               "' (supported: " + supported_tensor_types() + ")");
-    }
-    t.type = static_cast<TensorType>(type);
-    if (t.shape[0] % traits->block_elems != 0) {
-      return fail(ErrorKind::kBadRequest,
-                  "tensor '" + name + "' has rows of " + std::to_string(t.shape[0]) +
-                      " elements, expected a multiple of the " + std::string(traits->name) +
-                      " block size " + std::to_string(traits->block_elems));
-    }
-    t.n_bytes = n_elements / traits->block_elems * traits->block_bytes;
-    if (auto st = read_u64(t.offset, "the offset of tensor '" + name + "'"); !st) return st;
-    if (t.offset % f_.alignment_ != 0) {
-      return fail(ErrorKind::kBadRequest,
-                  "tensor '" + name + "' offset " + std::to_string(t.offset) +
-                      " is not a multiple of the alignment " + std::to_string(f_.alignment_));
-    }
-    f_.tensor_index_.emplace(t.name, k);
+  if (a->type() != GgufValueType::kUint32) {
+    return fail(ErrorKind::kBadRequest, "metadata key 'general.alignment' has type " +
+                                            gguf_value_type_name(a->type()) + ", expected uint32");
   }
+  int64_t align = *a->as_int();
+  if (align == 0 || (align & (align - 1)) != 0) {
+    return fail(ErrorKind::kBadRequest, "metadata key 'general.alignment' is " +
+                                            std::to_string(align) + ", expected a power of two");
+  }
+  f_.alignment_ = static_cast<uint32_t>(align);
+  return {};
+}
 
+// Tensor info k: name, shape, type and offset; its data is placed later by place_tensors().
+Status GgufParser::read_tensor_info(uint64_t k, GgufTensor& t) {
+  if (auto st = read_string(t.name, "the name of tensor " + std::to_string(k)); !st) return st;
+  const std::string name(t.name);
+  if (t.name.empty()) {
+    return fail(ErrorKind::kBadRequest, "tensor " + std::to_string(k) + " has an empty name");
+  }
+  if (f_.tensor_index_.count(t.name)) {
+    return fail(ErrorKind::kBadRequest, "duplicate tensor '" + name + "'");
+  }
+  if (auto st = read_tensor_shape(t, name); !st) return st;
+  uint32_t type = 0;
+  if (auto st = read_u32(type, "the type of tensor '" + name + "'"); !st) return st;
+  auto traits = tensor_type_traits(type);
+  if (!traits) {
+    return fail(ErrorKind::kBadRequest,
+                "tensor '" + name + "' has unknown type id " + std::to_string(type));
+  }
+  if (!traits->supported) {
+    return fail(ErrorKind::kUnsupported, "unsupported tensor type " + std::string(traits->name) +
+                                             " for tensor '" + name +
+                                             "' (supported: " + supported_tensor_types() + ")");
+  }
+  t.type = static_cast<TensorType>(type);
+  if (t.shape[0] % traits->block_elems != 0) {
+    return fail(ErrorKind::kBadRequest,
+                "tensor '" + name + "' has rows of " + std::to_string(t.shape[0]) +
+                    " elements, expected a multiple of the " + std::string(traits->name) +
+                    " block size " + std::to_string(traits->block_elems));
+  }
+  t.n_bytes = t.n_elements / traits->block_elems * traits->block_bytes;
+  if (auto st = read_u64(t.offset, "the offset of tensor '" + name + "'"); !st) return st;
+  if (t.offset % f_.alignment_ != 0) {
+    return fail(ErrorKind::kBadRequest, "tensor '" + name + "' offset " + std::to_string(t.offset) +
+                                            " is not a multiple of the alignment " +
+                                            std::to_string(f_.alignment_));
+  }
+  f_.tensor_index_.emplace(t.name, k);
+  return {};
+}
+
+// Rank and extents; sets n_dims, shape and n_elements.
+Status GgufParser::read_tensor_shape(GgufTensor& t, const std::string& name) {
+  uint32_t n_dims = 0;
+  if (auto st = read_u32(n_dims, "the rank of tensor '" + name + "'"); !st) return st;
+  if (n_dims == 0 || n_dims > kMaxDims) {
+    return fail(ErrorKind::kBadRequest, "tensor '" + name + "' has " + std::to_string(n_dims) +
+                                            " dimensions, expected 1 to 4");
+  }
+  t.n_dims = static_cast<int32_t>(n_dims);
+  int64_t n_elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    uint64_t extent = 0;
+    if (auto st = read_u64(extent, "dimension " + std::to_string(d) + " of tensor '" + name + "'");
+        !st) {
+      return st;
+    }
+    // 2^62 total elements is far beyond any file; it keeps byte sizes free of overflow.
+    constexpr uint64_t kMaxElements = uint64_t{1} << 40;
+    if (extent == 0 || extent > kMaxElements ||
+        static_cast<uint64_t>(n_elements) > kMaxElements / extent) {
+      return fail(ErrorKind::kBadRequest, "tensor '" + name + "' dimension " + std::to_string(d) +
+                                              " is " + std::to_string(extent) +
+                                              ", expected 1..2^40 elements in total");
+    }
+    t.shape[d] = static_cast<int64_t>(extent);
+    n_elements *= static_cast<int64_t>(extent);
+  }
+  t.n_elements = n_elements;
+  return {};
+}
+
+// Points every tensor at its data, after checking that each lies inside the data section and
+// that no two overlap.
+Status GgufParser::place_tensors() {
   // The data section starts at the next alignment boundary after the tensor infos.
   uint64_t align = f_.alignment_;
   uint64_t data_offset = (pos_ + align - 1) / align * align;

@@ -29,6 +29,17 @@ struct LlamaRunner::Scratch {
   Buffer x, h, q, k, v, attn, gate, up, ints, logits_in, logits;
 };
 
+// One forward step's index arrays on the host, and where upload_index() put the two that
+// forward() itself reads.
+struct LlamaRunner::BatchIndex {
+  std::vector<int32_t> ids, positions, slots, logit_rows, tables;
+  std::vector<int64_t> logit_seqs;
+  std::vector<device::AttentionToken> attn_tokens;
+  int32_t max_pos = 0;
+  const int32_t* d_ids = nullptr;
+  const int32_t* d_logit_rows = nullptr;
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -353,61 +364,14 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
   device::Device& dev = *device_;
   const ModelConfig& c = config_;
 
-  // Host-side index arrays, uploaded once: ids | positions | slots | logit rows | tables | tokens.
-  std::vector<int32_t> ids, positions, slots, logit_rows, tables;
-  std::vector<int64_t> logit_seqs;
-  std::vector<device::AttentionToken> attn_tokens;
-  int32_t max_pos = 0;
-  for (const SequenceStep& s : batch.steps) {
-    const int32_t table_begin = static_cast<int32_t>(tables.size());
-    tables.insert(tables.end(), s.block_table.begin(), s.block_table.end());
-    for (size_t i = 0; i < s.tokens.size(); ++i) {
-      const int32_t pos = s.start_pos + static_cast<int32_t>(i);
-      ids.push_back(s.tokens[i]);
-      positions.push_back(pos);
-      slots.push_back(s.block_table[pos / block_size_] * block_size_ + pos % block_size_);
-      attn_tokens.push_back({pos, table_begin});
-      max_pos = std::max(max_pos, pos);
-    }
-    if (s.want_logits) {
-      logit_rows.push_back(static_cast<int32_t>(ids.size()) - 1);
-      logit_seqs.push_back(s.seq_id);
-    }
-  }
-  const int64_t n = static_cast<int64_t>(ids.size());
-  const int64_t n_logits = static_cast<int64_t>(logit_rows.size());
-
-  const int64_t n_ints = 4 * n + static_cast<int64_t>(tables.size()) + 2 * n;
-  if (Status st = ensure_scratch(n, n_ints); !st.ok()) return st;
-  Scratch& sc = *scratch_;
-  int32_t* d_ids = sc.ints.as<int32_t>();
-  int32_t* d_pos = d_ids + n;
-  int32_t* d_slots = d_pos + n;
-  int32_t* d_logit_rows = d_slots + n;
-  int32_t* d_tables = d_logit_rows + n;
-  auto* d_tokens = reinterpret_cast<device::AttentionToken*>(d_tables + tables.size());
-  dev.upload(d_ids, ids.data(), n * 4);
-  dev.upload(d_pos, positions.data(), n * 4);
-  dev.upload(d_slots, slots.data(), n * 4);
-  if (n_logits > 0) dev.upload(d_logit_rows, logit_rows.data(), n_logits * 4);
-  dev.upload(d_tables, tables.data(), static_cast<int64_t>(tables.size()) * 4);
-  dev.upload(d_tokens, attn_tokens.data(),
-             n * static_cast<int64_t>(sizeof(device::AttentionToken)));
-
+  BatchIndex index;
+  index_batch(batch, index);
   Step step;
-  step.n = n;
-  step.d_pos = d_pos;
-  step.d_slots = d_slots;
-  step.tables = &tables;
-  step.tokens = &attn_tokens;
-  step.attn.block_tables = d_tables;
-  step.attn.tokens = d_tokens;
-  step.attn.n_tokens = static_cast<int32_t>(n);
-  step.attn.max_pos = max_pos;
+  if (Status s = upload_index(index, step); !s.ok()) return s;
 
-  float* x = sc.x.as<float>();
-  float* h = sc.h.as<float>();
-  dev.embed(token_embd_, d_ids, n, x);
+  const int64_t n = step.n;
+  float* x = scratch_->x.as<float>();
+  dev.embed(token_embd_, index.d_ids, n, x);
   if (c.embedding_scale != 1.0f) {
     HostView view(dev);
     scale_in_place(view.map(x, n * c.dim, true), n * c.dim, c.embedding_scale);
@@ -416,9 +380,77 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
     attention_block(li, step);
     ffn_block(li, step);
   }
+  return output_logits(index, logits);
+}
+
+// Lays the batch out token by token: ids, positions, KV slots and attention tokens, the
+// concatenated block tables, and which rows (and sequences) want logits.
+void LlamaRunner::index_batch(const ForwardBatch& batch, BatchIndex& index) const {
+  for (const SequenceStep& s : batch.steps) {
+    const int32_t table_begin = static_cast<int32_t>(index.tables.size());
+    index.tables.insert(index.tables.end(), s.block_table.begin(), s.block_table.end());
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      const int32_t pos = s.start_pos + static_cast<int32_t>(i);
+      index.ids.push_back(s.tokens[i]);
+      index.positions.push_back(pos);
+      index.slots.push_back(s.block_table[pos / block_size_] * block_size_ + pos % block_size_);
+      index.attn_tokens.push_back({pos, table_begin});
+      index.max_pos = std::max(index.max_pos, pos);
+    }
+    if (s.want_logits) {
+      index.logit_rows.push_back(static_cast<int32_t>(index.ids.size()) - 1);
+      index.logit_seqs.push_back(s.seq_id);
+    }
+  }
+}
+
+// Grows the scratch to the batch, uploads the index arrays into its ints buffer in one layout
+// (ids | positions | slots | logit rows | tables | tokens) and fills `step` for the blocks.
+Status LlamaRunner::upload_index(BatchIndex& index, Step& step) {
+  device::Device& dev = *device_;
+  const int64_t n = static_cast<int64_t>(index.ids.size());
+  const int64_t n_logits = static_cast<int64_t>(index.logit_rows.size());
+  const int64_t n_ints = 4 * n + static_cast<int64_t>(index.tables.size()) + 2 * n;
+  if (Status st = ensure_scratch(n, n_ints); !st.ok()) return st;
+  int32_t* d_ids = scratch_->ints.as<int32_t>();
+  int32_t* d_pos = d_ids + n;
+  int32_t* d_slots = d_pos + n;
+  int32_t* d_logit_rows = d_slots + n;
+  int32_t* d_tables = d_logit_rows + n;
+  auto* d_tokens = reinterpret_cast<device::AttentionToken*>(d_tables + index.tables.size());
+  dev.upload(d_ids, index.ids.data(), n * 4);
+  dev.upload(d_pos, index.positions.data(), n * 4);
+  dev.upload(d_slots, index.slots.data(), n * 4);
+  if (n_logits > 0) dev.upload(d_logit_rows, index.logit_rows.data(), n_logits * 4);
+  dev.upload(d_tables, index.tables.data(), static_cast<int64_t>(index.tables.size()) * 4);
+  dev.upload(d_tokens, index.attn_tokens.data(),
+             n * static_cast<int64_t>(sizeof(device::AttentionToken)));
+  index.d_ids = d_ids;
+  index.d_logit_rows = d_logit_rows;
+
+  step.n = n;
+  step.d_pos = d_pos;
+  step.d_slots = d_slots;
+  step.tables = &index.tables;
+  step.tokens = &index.attn_tokens;
+  step.attn.block_tables = d_tables;
+  step.attn.tokens = d_tokens;
+  step.attn.n_tokens = static_cast<int32_t>(n);
+  step.attn.max_pos = index.max_pos;
+  return {};
+}
+
+// The output head for the rows that want logits (final norm, projection, soft-cap), then the
+// step's sync; a non-finite logit fails the step rather than being sampled.
+Status LlamaRunner::output_logits(const BatchIndex& index, std::vector<float>& logits) {
+  device::Device& dev = *device_;
+  const ModelConfig& c = config_;
+  Scratch& sc = *scratch_;
+  const int64_t n_logits = static_cast<int64_t>(index.logit_rows.size());
   if (n_logits > 0) {
     float* sel = sc.logits_in.as<float>();
-    dev.gather_rows(x, d_logit_rows, n_logits, c.dim, h);
+    float* h = sc.h.as<float>();
+    dev.gather_rows(sc.x.as<float>(), index.d_logit_rows, n_logits, c.dim, h);
     dev.rms_norm(h, output_norm_.as<float>(), n_logits, c.dim, c.rms_eps, sel);
     dev.matmul(sel, n_logits, c.tied_output ? token_embd_ : output_, sc.logits.as<float>());
     logits.resize(n_logits * c.vocab_size);
@@ -432,7 +464,7 @@ Status LlamaRunner::forward(const ForwardBatch& batch, std::vector<float>& logit
     for (int32_t i = 0; i < c.vocab_size; ++i) {
       if (!std::isfinite(logits[r * c.vocab_size + i])) {
         logits.clear();
-        return make_error(ErrorKind::kInternal, "sequence " + std::to_string(logit_seqs[r]) +
+        return make_error(ErrorKind::kInternal, "sequence " + std::to_string(index.logit_seqs[r]) +
                                                     ": non-finite logit (NaN or Inf) at token " +
                                                     std::to_string(i) + "; not sampled");
       }

@@ -30,6 +30,59 @@ Result<int32_t> special_id(const GgufFile& f, std::string_view key, int32_t n_vo
   return static_cast<int32_t>(*v);
 }
 
+// tokenizer.ggml.scores, when present: one per token.
+Status read_scores(const GgufFile& f, int32_t n, Vocabulary& v) {
+  if (!f.has("tokenizer.ggml.scores")) return {};
+  auto scores = f.get_float_array("tokenizer.ggml.scores");
+  if (!scores) return std::move(scores).error();
+  if (static_cast<int32_t>(scores->size()) != n) {
+    return f.error(ErrorKind::kBadRequest,
+                   "metadata key 'tokenizer.ggml.scores' has " + std::to_string(scores->size()) +
+                       " entries, expected " + std::to_string(n) + " (one per token)");
+  }
+  v.scores.assign(scores->begin(), scores->end());
+  return {};
+}
+
+// tokenizer.ggml.token_type: one TokenKind (0..6) per token.
+Status read_token_types(const GgufFile& f, int32_t n, Vocabulary& v) {
+  auto types = f.get_int_array("tokenizer.ggml.token_type");
+  if (!types) return std::move(types).error();
+  if (static_cast<int32_t>(types->size()) != n) {
+    return f.error(ErrorKind::kBadRequest,
+                   "metadata key 'tokenizer.ggml.token_type' has " + std::to_string(types->size()) +
+                       " entries, expected " + std::to_string(n) + " (one per token)");
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    int64_t t = (*types)[i];
+    if (t < 0 || t > static_cast<int64_t>(TokenKind::kByte)) {
+      return f.error(ErrorKind::kBadRequest, "metadata key 'tokenizer.ggml.token_type' entry " +
+                                                 std::to_string(i) + " is " + std::to_string(t) +
+                                                 ", expected 0..6");
+    }
+    v.kinds[i] = static_cast<TokenKind>(t);
+  }
+  return {};
+}
+
+// The ids that end a generation: eos, eot, and every control token spelled like an end of turn.
+void collect_eos_ids(Vocabulary& v) {
+  const auto n = static_cast<int32_t>(v.tokens.size());
+  auto add_eos = [&](int32_t id) {
+    if (id >= 0 && std::find(v.eos_ids.begin(), v.eos_ids.end(), id) == v.eos_ids.end()) {
+      v.eos_ids.push_back(id);
+    }
+  };
+  add_eos(v.eos_id);
+  add_eos(v.eot_id);
+  for (int32_t id = 0; id < n; ++id) {
+    if (v.kinds[id] != TokenKind::kControl) continue;
+    for (std::string_view end : kEndOfTurnTokens) {
+      if (v.tokens[id] == end) add_eos(id);
+    }
+  }
+}
+
 }  // namespace
 
 Result<Vocabulary> load_vocabulary(const GgufFile& f) {
@@ -47,36 +100,11 @@ Result<Vocabulary> load_vocabulary(const GgufFile& f) {
   Vocabulary v;
   v.tokens.assign(tokens->begin(), tokens->end());
 
-  if (f.has("tokenizer.ggml.scores")) {
-    auto scores = f.get_float_array("tokenizer.ggml.scores");
-    if (!scores) return std::move(scores).error();
-    if (static_cast<int32_t>(scores->size()) != n) {
-      return f.error(ErrorKind::kBadRequest,
-                     "metadata key 'tokenizer.ggml.scores' has " + std::to_string(scores->size()) +
-                         " entries, expected " + std::to_string(n) + " (one per token)");
-    }
-    v.scores.assign(scores->begin(), scores->end());
-  }
+  if (Status s = read_scores(f, n, v); !s.ok()) return std::move(s).error();
   v.kinds.assign(n, TokenKind::kNormal);
-  bool has_types = f.has("tokenizer.ggml.token_type");
+  const bool has_types = f.has("tokenizer.ggml.token_type");
   if (has_types) {
-    auto types = f.get_int_array("tokenizer.ggml.token_type");
-    if (!types) return std::move(types).error();
-    if (static_cast<int32_t>(types->size()) != n) {
-      return f.error(ErrorKind::kBadRequest, "metadata key 'tokenizer.ggml.token_type' has " +
-                                                 std::to_string(types->size()) +
-                                                 " entries, expected " + std::to_string(n) +
-                                                 " (one per token)");
-    }
-    for (int32_t i = 0; i < n; ++i) {
-      int64_t t = (*types)[i];
-      if (t < 0 || t > static_cast<int64_t>(TokenKind::kByte)) {
-        return f.error(ErrorKind::kBadRequest, "metadata key 'tokenizer.ggml.token_type' entry " +
-                                                   std::to_string(i) + " is " + std::to_string(t) +
-                                                   ", expected 0..6");
-      }
-      v.kinds[i] = static_cast<TokenKind>(t);
-    }
+    if (Status s = read_token_types(f, n, v); !s.ok()) return std::move(s).error();
   }
 
   struct Special {
@@ -105,19 +133,7 @@ Result<Vocabulary> load_vocabulary(const GgufFile& f) {
   if (!arch) return std::move(arch).error();
   v.special_rstrip = *arch == "phi3";
 
-  auto add_eos = [&](int32_t id) {
-    if (id >= 0 && std::find(v.eos_ids.begin(), v.eos_ids.end(), id) == v.eos_ids.end()) {
-      v.eos_ids.push_back(id);
-    }
-  };
-  add_eos(v.eos_id);
-  add_eos(v.eot_id);
-  for (int32_t id = 0; id < n; ++id) {
-    if (v.kinds[id] != TokenKind::kControl) continue;
-    for (std::string_view end : kEndOfTurnTokens) {
-      if (v.tokens[id] == end) add_eos(id);
-    }
-  }
+  collect_eos_ids(v);
   return v;
 }
 

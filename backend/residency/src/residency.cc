@@ -110,11 +110,6 @@ Status Residency::add_model(ModelSpec spec) {
   return {};
 }
 
-bool Residency::has_model(std::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return find(name) != nullptr;
-}
-
 std::vector<std::string> Residency::model_names() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> names;

@@ -56,12 +56,10 @@ void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
       .end_object();
 }
 
-void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) {
-  w.begin_object()
-      .field("id", f.id)
-      .field("object", "response")
-      .field("created_at", f.created_at)
-      .field("status", f.status);
+namespace {
+
+// "error" (failed) and "incomplete_details" (incomplete), null otherwise.
+void write_error_and_incomplete_details(proto::JsonWriter& w, const ResponseObjectFields& f) {
   w.key("error");
   if (f.error_message) {
     w.begin_object().field("code", "server_error").field("message", *f.error_message).end_object();
@@ -80,6 +78,39 @@ void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) 
   } else {
     w.null();
   }
+}
+
+// "usage", with the token details the Responses API names; null when unset.
+void write_usage(proto::JsonWriter& w, const ResponseUsage* usage) {
+  w.key("usage");
+  if (usage) {
+    w.begin_object()
+        .field("input_tokens", usage->input_tokens)
+        .key("input_tokens_details")
+        .begin_object()
+        .field("cached_tokens", usage->cached_tokens)
+        .end_object()
+        .field("output_tokens", usage->output_tokens)
+        .key("output_tokens_details")
+        .begin_object()
+        .field("reasoning_tokens", static_cast<int64_t>(0))
+        .end_object()
+        .field("total_tokens", usage->input_tokens + usage->output_tokens)
+        .end_object();
+  } else {
+    w.null();
+  }
+}
+
+}  // namespace
+
+void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) {
+  w.begin_object()
+      .field("id", f.id)
+      .field("object", "response")
+      .field("created_at", f.created_at)
+      .field("status", f.status);
+  write_error_and_incomplete_details(w, f);
   w.key("instructions");
   if (f.instructions) {
     w.value(*f.instructions);
@@ -115,24 +146,7 @@ void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) 
   if (f.top_logprobs) w.field("top_logprobs", static_cast<int64_t>(*f.top_logprobs));
   w.field("top_p", f.top_p);
   w.field("truncation", "disabled");
-  w.key("usage");
-  if (f.usage) {
-    w.begin_object()
-        .field("input_tokens", f.usage->input_tokens)
-        .key("input_tokens_details")
-        .begin_object()
-        .field("cached_tokens", f.usage->cached_tokens)
-        .end_object()
-        .field("output_tokens", f.usage->output_tokens)
-        .key("output_tokens_details")
-        .begin_object()
-        .field("reasoning_tokens", static_cast<int64_t>(0))
-        .end_object()
-        .field("total_tokens", f.usage->input_tokens + f.usage->output_tokens)
-        .end_object();
-  } else {
-    w.null();
-  }
+  write_usage(w, f.usage);
   w.key("metadata").begin_object().end_object();
   if (f.cutline) {
     w.key("cutline");

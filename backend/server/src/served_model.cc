@@ -14,6 +14,50 @@
 
 namespace cutline::server {
 
+namespace {
+
+// The read phase: the whole file through the page cache, its progress on stderr (a bar on a
+// terminal, a line every 3 s otherwise).
+Status read_file_phase(const residency::ModelSpec& spec, residency::PhaseRecorder& recorder) {
+  recorder.begin(residency::LoadPhase::kRead);
+  std::unique_ptr<cli::Progress> progress;
+  auto prefetched = prefetch_file(spec.path, kPrefetchChunkBytes, [&](int64_t done, int64_t total) {
+    if (!progress) {
+      progress = std::make_unique<cli::Progress>(stderr, "cutline-backend: reading " + spec.name,
+                                                 total, isatty(STDERR_FILENO) != 0);
+    }
+    progress->update(done);
+  });
+  if (progress && prefetched.ok()) progress->finish();
+  recorder.end(prefetched.ok() ? *prefetched : 0);
+  if (!prefetched.ok()) return std::move(prefetched).error();
+  return {};
+}
+
+// --chat-template when given, else the template the GGUF's tokenizer.chat_template looks like
+// (a warning on stderr when it falls back to ChatML).
+Result<model::ChatTemplateKind> choose_chat_template(const std::string& name,
+                                                     const ServedModelOptions& options,
+                                                     const model::GgufFile& file) {
+  if (!options.chat_template.empty()) {
+    auto kind = model::chat_template_from_name(options.chat_template);
+    if (!kind)
+      return make_error(ErrorKind::kBadRequest,
+                        "unknown --chat-template '" + options.chat_template +
+                            "' (known: chatml, llama3, llama2, mistral, gemma, phi3, phi4, "
+                            "phi4-mini, qwen3, qwen3-no-think)");
+    return *kind;
+  }
+  auto source = file.get_string_or("tokenizer.chat_template", "");
+  auto detected = model::detect_chat_template(source.ok() ? *source : std::string_view());
+  if (!detected.warning.empty())
+    std::fprintf(stderr, "cutline-backend: model '%s': %s\n", name.c_str(),
+                 detected.warning.c_str());
+  return detected.kind;
+}
+
+}  // namespace
+
 void ServedModel::stop() {
   // Engine thread first (no more wakes), then the router (pending drains become no-ops).
   if (engine_) engine_->stop();
@@ -50,19 +94,7 @@ Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
   served->name_ = spec.name;
 
   // Large sequential reads first: the mmap below then finds every page in memory.
-  recorder.begin(LoadPhase::kRead);
-  // Bytes read of the file on stderr: a bar on a terminal, a line every 3 s otherwise.
-  std::unique_ptr<cli::Progress> progress;
-  auto prefetched = prefetch_file(spec.path, kPrefetchChunkBytes, [&](int64_t done, int64_t total) {
-    if (!progress) {
-      progress = std::make_unique<cli::Progress>(stderr, "cutline-backend: reading " + spec.name,
-                                                 total, isatty(STDERR_FILENO) != 0);
-    }
-    progress->update(done);
-  });
-  if (progress && prefetched.ok()) progress->finish();
-  recorder.end(prefetched.ok() ? *prefetched : 0);
-  if (!prefetched.ok()) return std::move(prefetched).error();
+  if (Status s = read_file_phase(spec, recorder); !s.ok()) return std::move(s).error();
 
   auto file = model::GgufFile::open(spec.path);
   if (!file.ok()) return std::move(file).error();
@@ -74,22 +106,9 @@ Result<std::unique_ptr<residency::ResidentModel>> load_served_model(
   served->tokenizer_ = std::move(tokenizer).value();
   served->parse_special_ = options.parse_special;
 
-  if (!options.chat_template.empty()) {
-    auto kind = model::chat_template_from_name(options.chat_template);
-    if (!kind)
-      return make_error(ErrorKind::kBadRequest,
-                        "unknown --chat-template '" + options.chat_template +
-                            "' (known: chatml, llama3, llama2, mistral, gemma, phi3, phi4, "
-                            "phi4-mini, qwen3, qwen3-no-think)");
-    served->chat_template_ = *kind;
-  } else {
-    auto source = served->file_->get_string_or("tokenizer.chat_template", "");
-    auto detected = model::detect_chat_template(source.ok() ? *source : std::string_view());
-    if (!detected.warning.empty())
-      std::fprintf(stderr, "cutline-backend: model '%s': %s\n", spec.name.c_str(),
-                   detected.warning.c_str());
-    served->chat_template_ = detected.kind;
-  }
+  auto chat_template = choose_chat_template(spec.name, options, *served->file_);
+  if (!chat_template.ok()) return std::move(chat_template).error();
+  served->chat_template_ = *chat_template;
 
   model::LlamaLoadOptions load_options;
   load_options.name = spec.name;

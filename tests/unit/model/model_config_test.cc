@@ -228,9 +228,10 @@ TEST(ModelConfig, InconsistentHyperParametersNameTheKey) {
             "integer");
 }
 
-// A head count x key length that wraps in 32 bits (4 x 1073741840 = 2^32 + 64) used to pass the
-// shape check against 64-wide tensors and then run attention over 1073741840-wide heads: refused
-// at load, naming both keys. tests/fuzz/corpus/model_gguf_fuzz/head_dim_wrap.gguf is this file.
+// A head count x key length that wraps in 32 bits (4 x 1073741840 = 2^32 + 64) would pass a
+// 32-bit shape check against 64-wide tensors and then run attention over 1073741840-wide heads:
+// refused at load, naming both keys. tests/fuzz/corpus/model_gguf_fuzz/head_dim_wrap.gguf is this
+// file.
 TEST(ModelConfig, HeadCountTimesKeyLengthOverflowIsRefused) {
   Spec s;
   s.dim = 64;

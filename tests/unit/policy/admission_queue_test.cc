@@ -23,11 +23,9 @@ TEST(AdmissionQueue, AdmitsUpToTheLimitThenQueuesThenRejects) {
   EXPECT_EQ(q.arrive(4, "a", Priority::kInteractive, 1000), Arrival::kRejectedQueueFull);
   EXPECT_EQ(q.live().queue_depth, 1);
   EXPECT_EQ(q.live().in_flight, 2);
-  clock.advance_ms(40);
   auto next = q.release();
   ASSERT_TRUE(next);
   EXPECT_EQ(next->waiter_id, 3u);
-  EXPECT_EQ(next->queue_wait_ns, 40 * kMsNs);
   EXPECT_EQ(q.in_flight(), 2);
   EXPECT_FALSE(q.release());
   EXPECT_EQ(q.in_flight(), 1);
@@ -101,7 +99,8 @@ TEST(AdmissionQueue, AFloodingTenantCannotStarveAnother) {
         start(n->waiter_id);
         if (is_quiet(n->waiter_id)) {
           ++quiet_served;
-          max_quiet_wait_ns = std::max(max_quiet_wait_ns, n->queue_wait_ns);
+          max_quiet_wait_ns =
+              std::max(max_quiet_wait_ns, clock.now_ns() - quiet_arrival.at(n->waiter_id));
         }
       }
     }
@@ -121,7 +120,7 @@ TEST(AdmissionQueue, AFloodingTenantCannotStarveAnother) {
   EXPECT_GT(q.depth(), 500);  // while the flood itself piles up
 }
 
-TEST(AdmissionQueue, ExpireReturnsTimedOutWaitersWithTheirWait) {
+TEST(AdmissionQueue, ExpireReturnsWaitersWhoseTimeoutPassed) {
   proto::ManualClock clock;
   AdmissionQueue q({1, 10}, clock);
   q.arrive(1, "a", Priority::kInteractive, 1000);
@@ -135,7 +134,6 @@ TEST(AdmissionQueue, ExpireReturnsTimedOutWaitersWithTheirWait) {
   auto expired = q.expire();
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_EQ(expired[0].waiter_id, 3u);
-  EXPECT_EQ(expired[0].queue_wait_ns, 1000 * kMsNs);
   clock.advance_ms(500);
   expired = q.expire();
   ASSERT_EQ(expired.size(), 1u);

@@ -10,7 +10,8 @@
 //                             each process: {"upstream","state","pid","restarts","last_exit"}
 //   GET /v1/cutline/streams   live streams across all workers: tenant, model, phase, tokens so
 //                             far, time left on each armed timer
-//   GET /v1/cutline/policy    the policy in force: file, generation, load time, rules and limits
+//   GET /v1/cutline/policy    {"generation", "loaded_at_unix_s", "restart_required": [...],
+//                             "policy": the policy in force (policy_json.h)}
 // GET and HEAD only (405 with Allow otherwise). With policy `admin.token`, every path but
 // /healthz needs "Authorization: Bearer <token>" (401 otherwise). /readyz probes at most once per
 // kReadyCacheMs and answers from that result in between. The listener binds loopback unless

@@ -132,6 +132,13 @@ class Gateway {
   void answer_without_stream(const proto::HttpRequest& request, const Error& error,
                              proto::Cause cause, std::string rule, std::optional<double> limit,
                              proto::HttpHeaders& headers, std::string& body);
+  // The HTTP layer's own answer to a request it refused (on_protocol_error), with its stop
+  // record: answer_without_stream() with the cause and the limit that fired.
+  void answer_protocol_error(const policy::Limits& limits, const proto::HttpRequest& request,
+                             const Error& error, proto::HttpHeaders& headers, std::string& body);
+  void start_worker_clients(const policy::Policy& policy);
+  // Keeps (and logs) what a reloaded policy changes that only a restart applies.
+  void note_restart_required(const policy::Policy& next);
   void apply_queue_limits(const policy::Policy& policy);
 
   GatewayOptions options_;

@@ -129,6 +129,15 @@ class GatewayMetrics {
     prometheus::Counter* output;
   };
   std::unordered_map<std::string, TokenSeries> token_series_;  // by model and tenant
+  prometheus::Counter* request_series_locked(const std::string& key, std::string_view route,
+                                             const std::string& model, const std::string& tenant,
+                                             const std::string& policy, const std::string& code);
+  StopSeries stop_series_locked(std::string& key, const proto::StopRecord& stop,
+                                const std::string& model, const std::string& policy);
+  ModelPolicySeries model_policy_series_locked(std::string& key, const std::string& model,
+                                               const std::string& policy);
+  TokenSeries token_series_locked(std::string& key, const std::string& model,
+                                  const std::string& tenant);
 
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex bounds_mu_;

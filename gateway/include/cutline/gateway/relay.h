@@ -65,7 +65,6 @@ class Relay {
   // ended without [DONE] (EOF or reset mid-body).
   UpstreamEnd upstream_end(bool transport_closed) const;
   bool upstream_done() const { return done_; }
-  bool saw_error() const { return error_event_ || error_status_ != 0; }
   int error_status() const { return error_status_; }
   const std::string& error_message() const { return error_message_; }
 

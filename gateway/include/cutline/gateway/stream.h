@@ -96,7 +96,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void start();
   // The admission queue gave this stream a slot (posted onto its loop). Returns false when the
   // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
-  bool on_admitted(int64_t queue_wait_ns);
+  bool on_admitted();
 
   // The gateway is shutting down and its drain timeout has passed: ends the stream now with
   // cause gateway_deadline, rule "shutdown.drain_timeout", limit = the drain timeout, observed =
@@ -170,6 +170,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void start_client_head();
   void release_admission();
   void record_outcome(const proto::StopRecord& record, int status);
+  // finish: the client's last bytes, prepared before the stream is recorded and sent after.
+  struct LastBytes;
+  LastBytes prepare_last_bytes(const Ending& ending, const proto::StopRecord& record);
+  void send_last_bytes(const Ending& ending, LastBytes& last, const std::string& stop_header);
   int64_t now_ns() const;
   double elapsed_ms() const;
   Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
@@ -233,19 +237,24 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // Upstream exchange and relay state.
   proto::ClientHandle upstream_call_;
-  // From upstream_status_ to bytes_in_: what relaying a token touches (prefetched, see route()).
-  int upstream_status_ = 0;
-  std::string upstream_error_body_;  // body of a non-200 upstream answer (bounded)
-  Relay relay_;                      // chat and completions (and the error status of every route)
-  TokenTiming timing_;
-  bool upstream_paused_ = false;
-  // When a client the upstream was held back for last took some of its bytes (on_client_writable,
-  // or fewer bytes held when the idle timer fires); the idle timer counts from it as from a
-  // token. client_held_bytes_: the client's unsent bytes when last looked at.
-  int64_t client_drained_ns_ = 0;
-  size_t client_held_bytes_ = 0;
-  int64_t bytes_out_ = 0;
-  int64_t bytes_in_ = 0;
+  // What relaying a token touches, in one block so that start_upstream() can prefetch it whole
+  // (with the client stream and its socket) before each upstream read.
+  struct Hot {
+    explicit Hot(int64_t arrival_ns) : timing(arrival_ns) {}
+    int upstream_status = 0;
+    bool upstream_paused = false;
+    std::string upstream_error_body;  // body of a non-200 upstream answer (bounded)
+    Relay relay;                      // chat and completions (and the error status of every route)
+    TokenTiming timing;
+    // When a client the upstream was held back for last took some of its bytes
+    // (on_client_writable, or fewer bytes held when the idle timer fires); the idle timer counts
+    // from it as from a token. client_held_bytes: the client's unsent bytes when last looked at.
+    int64_t client_drained_ns = 0;
+    size_t client_held_bytes = 0;
+    int64_t bytes_out = 0;
+    int64_t bytes_in = 0;
+  };
+  Hot hot_;
   // Not on the per-token path of chat and completions.
   std::string upstream_error_type_;               // the error answer's Content-Type
   std::string upstream_retry_after_;              // its Retry-After

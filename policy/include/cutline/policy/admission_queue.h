@@ -51,7 +51,6 @@ enum class Arrival : uint8_t {
 // A waiter that left the queue (admitted into a slot, or expired).
 struct Dequeued {
   uint64_t waiter_id = 0;
-  int64_t queue_wait_ns = 0;
 };
 
 class AdmissionQueue {
@@ -101,7 +100,6 @@ class AdmissionQueue {
   struct Waiter {
     std::string tenant;
     Priority priority;
-    int64_t enqueued_ns;
     int64_t expires_ns;
     std::list<uint64_t>::iterator pos;  // in its tenant's FIFO
   };
@@ -112,7 +110,7 @@ class AdmissionQueue {
   };
 
   bool has_free_slot_locked() const;
-  std::optional<Dequeued> admit_next_locked(int64_t now_ns);
+  std::optional<Dequeued> admit_next_locked();
   void remove_locked(uint64_t waiter_id);
 
   const proto::Clock& clock_;

@@ -115,7 +115,6 @@ class Engine {
   // step. Returns false when there was nothing to do.
   bool step();
 
-  const model::ModelInfo& model_info() const { return runner_.info(); }
   const EngineConfig& config() const { return config_; }
   int32_t num_blocks() const { return kv_.num_blocks(); }
 

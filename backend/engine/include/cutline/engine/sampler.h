@@ -31,6 +31,16 @@ class Sampler {
     float logit;
     double prob;
   };
+  // Best first: logit descending, then id ascending (a functor, so that the sorts inline it).
+  struct Before {
+    bool operator()(const Candidate& a, const Candidate& b) const {
+      return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    }
+  };
+  void apply_penalties(const SamplingParams& params, std::span<const int32_t> prompt,
+                       std::span<const int32_t> output);
+  void softmax(size_t n);
+  size_t keep_nucleus_and_min_p(const SamplingParams& params, size_t n, bool sorted);
   std::vector<float> work_;
   std::vector<Candidate> candidates_;
   std::vector<int32_t> counts_;

@@ -50,9 +50,8 @@ class GgufValue {
  public:
   GgufValueType type() const { return type_; }
   bool is_array() const { return type_ == GgufValueType::kArray; }
-  // For arrays: the element type and count (nested arrays are refused at open).
+  // For arrays: the element type (nested arrays are refused at open).
   GgufValueType array_type() const { return array_type_; }
-  uint64_t array_size() const { return array_size_; }
 
   // Any integer type (or bool) as int64; nullopt for other types or a uint64 above INT64_MAX.
   std::optional<int64_t> as_int() const;

@@ -62,6 +62,7 @@ class LlamaRunner final : public ModelRunner {
  private:
   struct Layer;
   struct Scratch;
+  struct BatchIndex;
   // One forward step's index arrays (device copies) and their host originals.
   struct Step {
     int64_t n = 0;
@@ -76,6 +77,9 @@ class LlamaRunner final : public ModelRunner {
   Status load_layer(int32_t layer, LoadReport& report);
   Status ensure_scratch(int64_t rows, int64_t n_ints);
   Status check_batch(const ForwardBatch& batch) const;
+  void index_batch(const ForwardBatch& batch, BatchIndex& index) const;
+  Status upload_index(BatchIndex& index, Step& step);
+  Status output_logits(const BatchIndex& index, std::vector<float>& logits);
   void attention_block(int32_t layer, const Step& step);
   void ffn_block(int32_t layer, const Step& step);
 

@@ -113,7 +113,6 @@ class Residency {
 
   // Registers a model. kBadRequest for a duplicate name or a pinned model over the budget.
   Status add_model(ModelSpec spec);
-  bool has_model(std::string_view name) const;
   std::vector<std::string> model_names() const;  // in registration order
 
   // Returns a lease on the named model, loading it (and evicting idle ones) if needed.

@@ -1,0 +1,75 @@
+// Gateway's admission queues: one per admission group, shared by every worker, kept across
+// reloads (a reload changes their limits). A slot freed on any worker is handed to its waiter
+// on the waiter's own loop.
+#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/stream.h"
+
+namespace cutline::gateway {
+
+void Gateway::apply_queue_limits(const policy::Policy& p) {
+  std::vector<std::pair<policy::AdmissionQueue*, std::vector<policy::Dequeued>>> admitted;
+  {
+    std::lock_guard lock(queues_mu_);
+    for (const auto& g : p.admission_groups) {
+      auto it = queues_.find(g.name);
+      if (it == queues_.end()) {
+        queues_.emplace(g.name, std::make_unique<policy::AdmissionQueue>(
+                                    policy::AdmissionQueue::limits_of(g), clock_));
+      } else {
+        admitted.emplace_back(it->second.get(),
+                              it->second->set_limits(policy::AdmissionQueue::limits_of(g)));
+      }
+    }
+  }
+  for (auto& [q, list] : admitted) dispatch_admitted(*q, std::move(list));
+}
+
+policy::AdmissionQueue& Gateway::queue_for(const policy::AdmissionGroup& group) {
+  std::lock_guard lock(queues_mu_);
+  auto it = queues_.find(group.name);
+  if (it == queues_.end()) {
+    it = queues_
+             .emplace(group.name, std::make_unique<policy::AdmissionQueue>(
+                                      policy::AdmissionQueue::limits_of(group), clock_))
+             .first;
+  }
+  return *it->second;
+}
+
+void Gateway::register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<Stream> stream) {
+  std::lock_guard lock(waiters_mu_);
+  waiters_[id] = Waiter{loop, std::move(stream)};
+}
+
+void Gateway::unregister_waiter(uint64_t id) {
+  std::lock_guard lock(waiters_mu_);
+  waiters_.erase(id);
+}
+
+void Gateway::dispatch_admitted(policy::AdmissionQueue& queue,
+                                std::vector<policy::Dequeued> admitted) {
+  for (const policy::Dequeued& d : admitted) {
+    Waiter w{};
+    {
+      std::lock_guard lock(waiters_mu_);
+      auto it = waiters_.find(d.waiter_id);
+      if (it != waiters_.end()) w = it->second;
+    }
+    policy::AdmissionQueue* q = &queue;
+    auto give_back = [this, q] {
+      std::vector<policy::Dequeued> next;
+      if (auto n = q->release()) next.push_back(*n);
+      dispatch_admitted(*q, std::move(next));
+    };
+    if (!w.loop) {
+      give_back();
+      continue;
+    }
+    w.loop->post([stream = w.stream, give_back] {
+      auto s = stream.lock();
+      if (!s || !s->on_admitted()) give_back();
+    });
+  }
+}
+
+}  // namespace cutline::gateway

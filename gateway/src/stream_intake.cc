@@ -1,0 +1,237 @@
+// Stream's intake phases: accept, authenticate, classify and decide — who is asking, for what,
+// and what the policy says about it, up to admission (the phases after it are in stream.cc).
+#include <charconv>
+#include <chrono>
+
+#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/request_id.h"
+#include "cutline/gateway/stream.h"
+#include "cutline/gateway/worker.h"
+#include "cutline/policy/api_key.h"
+#include "cutline/proto/openai_error.h"
+
+namespace cutline::gateway {
+namespace {
+
+using proto::Cause;
+
+// Stop strings an upstream must search for after every token: OpenAI allows 4; vLLM and
+// llama.cpp take more, so the gateway allows 16 of at most 256 bytes each.
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopStringBytes = 256;
+
+double unix_now_s() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+// A client header's value as it may appear in an error message or a log line: printable ASCII
+// kept, every other byte written as \xNN (invalid UTF-8 never reaches a JSON string), at most
+// 64 bytes of it.
+std::string printable(std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.append("\\x").push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+  if (v.size() > 64) out.append("...");
+  return out;
+}
+
+bool is_json_content_type(std::optional<std::string_view> ct) {
+  if (!ct) return false;
+  std::string_view v = *ct;
+  const size_t semi = v.find(';');
+  if (semi != std::string_view::npos) v = v.substr(0, semi);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  return proto::iequals(v, "application/json");
+}
+
+}  // namespace
+
+// accept: request id, arrival time, the client's close callback (client_cancel from here on).
+void Stream::accept() {
+  phase_ = Phase::kAccept;
+  arrival_unix_s_ = unix_now_s();
+  request_id_ = request_id_for(client_->request().headers);
+  body_ = std::move(client_->request().body);
+  hot_.bytes_in = static_cast<int64_t>(body_.size());
+  std::weak_ptr<Stream> weak = weak_from_this();
+  client_->on_close([weak] {
+    if (auto self = weak.lock()) self->on_client_close();
+  });
+  client_->on_writable([weak] {
+    if (auto self = weak.lock()) self->on_client_writable();
+  });
+  gw_.metrics().stream_opened();
+}
+
+// authenticate: with tenants configured, a Bearer key must hash to one of them (constant-time
+// digest comparison in policy::authenticate); otherwise 401. Without tenants every request is
+// tenant "".
+bool Stream::authenticate() {
+  phase_ = Phase::kAuthenticate;
+  policy_ = gw_.policy();
+  if (!policy_->requires_auth()) return true;
+  std::string_view token;
+  if (auto h = client_->request().headers.get("Authorization")) {
+    std::string_view v = *h;
+    if (v.size() > 7 && proto::iequals(v.substr(0, 7), "Bearer ")) token = v.substr(7);
+  }
+  const policy::Tenant* tenant = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+  if (!tenant) {
+    Ending e;
+    e.cause = Cause::kAdmissionRejected;
+    e.rule = "tenants";
+    e.message = token.empty() ? "missing API key" : "invalid API key";
+    e.error = make_error(
+        ErrorKind::kUnauthorized,
+        token.empty() ? "missing bearer API key (Authorization: Bearer <key>)" : "invalid API key");
+    finish(std::move(e));
+    return false;
+  }
+  tenant_ = tenant->name;
+  return true;
+}
+
+// A request refused as malformed: invalid_request (origin client), never admission_rejected, so
+// that bad clients do not read as a capacity problem.
+Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param, int status) {
+  Ending e;
+  e.cause = Cause::kInvalidRequest;
+  e.rule = param.empty() ? "request" : "request." + param;
+  e.message = message;
+  e.error = make_error(kind, std::move(message));
+  e.param = std::move(param);
+  e.status = status;
+  gw_.metrics().bad_request(to_string(kind));
+  return e;
+}
+
+// classify: content type, body parse and validation (the parser names the field), the
+// Cutline-Deadline-Ms header, and whether any upstream serves the model.
+bool Stream::classify() {
+  phase_ = Phase::kClassify;
+  const proto::HttpRequest& req = client_->request();
+  if (!is_json_content_type(req.headers.get("Content-Type"))) {
+    finish(bad_input(ErrorKind::kUnsupported,
+                     "Content-Type must be application/json, got \"" +
+                         printable(req.headers.get("Content-Type").value_or("")) + "\"",
+                     "", 415));
+    return false;
+  }
+  if (route_ == Route::kResponses || route_ == Route::kEmbeddings) return classify_route_request();
+  auto parsed = worker_.parser.parse_in_place(body_, endpoint_);
+  if (!parsed.ok()) {
+    finish(bad_input(parsed.error().kind, parsed.error().message, ""));
+    return false;
+  }
+  parsed_ = std::make_unique<proto::ParsedRequest>(std::move(parsed).value());
+  parsed_ok_ = true;
+  model_ = parsed_->model;
+  client_stream_ = parsed_->stream;
+  requested_max_tokens_ = parsed_->requested_max_tokens();
+  choices_ = parsed_->choices();
+  if (parsed_->stop.size() > kMaxStopStrings) {
+    finish(bad_input(ErrorKind::kBadRequest,
+                     "stop may list at most " + std::to_string(kMaxStopStrings) + " strings, got " +
+                         std::to_string(parsed_->stop.size()),
+                     "stop"));
+    return false;
+  }
+  for (const std::string& s : parsed_->stop) {
+    if (s.size() > kMaxStopStringBytes) {
+      finish(bad_input(ErrorKind::kBadRequest,
+                       "each stop string may be at most " + std::to_string(kMaxStopStringBytes) +
+                           " bytes, got one of " + std::to_string(s.size()),
+                       "stop"));
+      return false;
+    }
+  }
+  if (!read_deadline_header()) return false;
+  if (!policy_->upstream_for_model(model_)) {
+    finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
+                     "model"));
+    return false;
+  }
+  hot_.relay = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
+                                  model_, &worker_.chunk_parser});
+  return true;
+}
+
+// The Cutline-Deadline-Ms header: a positive integer, else 400 (finish called).
+bool Stream::read_deadline_header() {
+  auto h = client_->request().headers.get("Cutline-Deadline-Ms");
+  if (!h) return true;
+  int64_t ms = 0;
+  auto r = std::from_chars(h->data(), h->data() + h->size(), ms);
+  if (r.ec != std::errc() || r.ptr != h->data() + h->size() || ms <= 0) {
+    finish(
+        bad_input(ErrorKind::kBadRequest,
+                  "Cutline-Deadline-Ms must be a positive integer, got \"" + printable(*h) + "\"",
+                  "Cutline-Deadline-Ms"));
+    return false;
+  }
+  client_deadline_ms_ = ms;
+  return true;
+}
+
+// decide: the first matching rule with the live load of its admission group -> Decision (every
+// number with its source). Arms the deadline and TTFT timers from arrival.
+bool Stream::decide() {
+  phase_ = Phase::kDecide;
+  const proto::HttpHeaders& headers = client_->request().headers;
+  policy::RequestFacts facts;
+  facts.tenant = tenant_;
+  facts.model = model_;
+  facts.route = route_path(route_);
+  facts.header = [&headers](std::string_view name) { return headers.get(name); };
+  facts.client_max_tokens = requested_max_tokens_;
+  facts.client_deadline_ms = client_deadline_ms_;
+  facts.choices = choices_;
+  policy::LiveState live;
+  if (auto idx = policy::match_rule(*policy_, facts)) {
+    const policy::Rule& rule = policy_->rules[*idx];
+    queue_ = &gw_.queue_for(policy_->admission_groups[rule.admission.group_index]);
+    live = queue_->live();
+  }
+  decision_ = policy::decide(*policy_, facts, live);
+  facts.header = nullptr;
+  if (!decision_.matched) {
+    Ending e;
+    e.cause = Cause::kAdmissionRejected;
+    e.rule = "policies";
+    e.message = decision_.no_match_message;
+    e.error = make_error(ErrorKind::kUnauthorized, decision_.no_match_message);
+    e.status = 403;
+    finish(std::move(e));
+    return false;
+  }
+  if (const auto& max = decision_.rule->budget.max_choices; max && choices_ > max->value) {
+    Ending e = bad_input(ErrorKind::kBadRequest,
+                         "this policy allows at most " + std::to_string(max->value) +
+                             " choices per request (n, best_of), got " + std::to_string(choices_),
+                         "n");
+    e.rule = max->ref.path;
+    e.limit = static_cast<double>(max->value);
+    e.observed = static_cast<double>(choices_);
+    finish(std::move(e));
+    return false;
+  }
+  const double elapsed = elapsed_ms();
+  if (decision_.deadline.ms) {
+    deadline_timer_.arm(std::max<int64_t>(0, *decision_.deadline.ms - int64_t(elapsed)));
+  }
+  if (decision_.ttft_timeout.ms && route_ != Route::kEmbeddings) {
+    ttft_timer_.arm(std::max<int64_t>(0, *decision_.ttft_timeout.ms - int64_t(elapsed)));
+  }
+  return true;
+}
+
+}  // namespace cutline::gateway
