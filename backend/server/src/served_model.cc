@@ -45,7 +45,7 @@ Result<model::ChatTemplateKind> choose_chat_template(const std::string& name,
       return make_error(ErrorKind::kBadRequest,
                         "unknown --chat-template '" + options.chat_template +
                             "' (known: chatml, llama3, llama2, mistral, gemma, phi3, phi4, "
-                            "phi4-mini, qwen3, qwen3-no-think)");
+                            "phi4-mini, qwen3, qwen3-no-think, qwen2.5, hermes)");
     return *kind;
   }
   auto source = file.get_string_or("tokenizer.chat_template", "");
@@ -53,6 +53,10 @@ Result<model::ChatTemplateKind> choose_chat_template(const std::string& name,
   if (!detected.warning.empty())
     std::fprintf(stderr, "cutline-backend: model '%s': %s\n", name.c_str(),
                  detected.warning.c_str());
+  // A second template for requests with tools (Hermes 2 Pro / Hermes 3 ship one).
+  auto tool_use = file.get_string_or("tokenizer.chat_template.tool_use", "");
+  if (tool_use.ok() && !tool_use->empty())
+    return model::with_tool_use_template(detected.kind, *tool_use);
   return detected.kind;
 }
 
