@@ -24,7 +24,8 @@ function(cutline_unit_tests)
     set(T_TIMEOUT 120)
   endif()
   add_executable(${T_NAME} ${_srcs} ${PROJECT_SOURCE_DIR}/tests/support/test_process.cc)
-  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest_main GTest::gtest)
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} cutline_test_support GTest::gtest_main
+                                          GTest::gtest)
   include(GoogleTest)
   if(T_LABELS)
     gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT}

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../support/ci.h"
+#include "support/ci.h"
 #include "backend_harness.h"
 
 namespace cutline::test {

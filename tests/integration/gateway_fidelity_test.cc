@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../support/ci.h"
+#include "support/ci.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {

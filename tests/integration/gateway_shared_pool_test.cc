@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "../support/ci.h"
-#include "../support/redis_server.h"
+#include "support/ci.h"
+#include "support/redis_server.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../support/ci.h"
+#include "support/ci.h"
 #include "cutline/model/synth.h"
 #include "gateway_harness.h"
 #include "html_report.h"

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "../support/free_port.h"
+#include "support/free_port.h"
 namespace cutline::test {
 
 // Polls `cond` every few ms until it holds or `timeout_ms` passes.

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../../support/ci.h"
+#include "support/ci.h"
 #include "cutline/policy/loader.h"
 
 namespace cutline {

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../support/redis_server.h"
+#include "support/redis_server.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/timer.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <map>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "policy_test_util.h"
 
 namespace cutline::policy {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/policy/decision.h"
 #include "policy_test_util.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/device/device.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/llama_runner.h"

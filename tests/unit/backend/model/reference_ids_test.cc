@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/model/bpe_tokenizer.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/special_tokens.h"

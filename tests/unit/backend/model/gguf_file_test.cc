@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/model/gguf_writer.h"
 
 namespace cutline::model {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/device/quant.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/llama_runner.h"

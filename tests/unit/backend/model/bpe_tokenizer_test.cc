@@ -5,7 +5,7 @@
 #include <chrono>
 #include <random>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/model/bpe_trainer.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/synth.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/model/chat_template.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/model_config.h"

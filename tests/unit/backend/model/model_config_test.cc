@@ -6,7 +6,7 @@
 #include <functional>
 #include <map>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/synth.h"
 

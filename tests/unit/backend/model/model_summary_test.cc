@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/synth.h"
 

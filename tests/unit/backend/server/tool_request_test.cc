@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "../../support/ci.h"
-#include "../unique_temp_path.h"
+#include "support/ci.h"
+#include "support/unique_temp_path.h"
 #include "cutline/server/completion_request.h"
 
 namespace cutline::server {

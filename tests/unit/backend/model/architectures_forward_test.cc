@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../unique_temp_path.h"
+#include "support/unique_temp_path.h"
 #include "cutline/model/llama_runner.h"
 #include "cutline/model/synth.h"
 #include "reference_forward.h"
