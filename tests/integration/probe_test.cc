@@ -11,11 +11,11 @@
 
 #include <gtest/gtest.h>
 
-#include "support/ci.h"
 #include "cutline/model/synth.h"
+#include "cutline/tools/probe/html_report.h"
+#include "cutline/tools/probe/probe_run.h"
 #include "gateway_harness.h"
-#include "html_report.h"
-#include "probe_run.h"
+#include "support/ci.h"
 
 namespace cutline::test {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <simdjson.h>
 
-#include "advise.h"
+#include "cutline/tools/policy/advise.h"
 
 namespace cutline::tools {
 int run_policy(int argc, char** argv);

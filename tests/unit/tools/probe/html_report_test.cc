@@ -1,8 +1,8 @@
-#include "html_report.h"
+#include "cutline/tools/probe/html_report.h"
 
 #include <gtest/gtest.h>
 
-#include "switch_scenarios.h"
+#include "cutline/tools/probe/switch_scenarios.h"
 
 namespace cutline::tools::probe {
 namespace {

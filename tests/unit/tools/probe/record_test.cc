@@ -1,4 +1,4 @@
-#include "record.h"
+#include "cutline/tools/probe/record.h"
 
 #include <gtest/gtest.h>
 

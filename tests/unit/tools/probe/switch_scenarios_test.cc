@@ -1,4 +1,4 @@
-#include "switch_scenarios.h"
+#include "cutline/tools/probe/switch_scenarios.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "record.h"
+#include "cutline/tools/probe/record.h"
 
 namespace cutline::tools::probe {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "probe_report.h"
+#include "cutline/tools/probe/probe_report.h"
 
 namespace cutline::tools::probe {
 

@@ -1,6 +1,6 @@
 // `cutline policy advise` (advise.h): the access log read into per-policy, per-model samples,
 // and limits proposed at the (1 - target) quantile of each.
-#include "advise.h"
+#include "cutline/tools/policy/advise.h"
 
 #include <algorithm>
 #include <cmath>

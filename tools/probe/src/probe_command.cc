@@ -9,8 +9,8 @@
 #include <memory>
 #include <string_view>
 
-#include "options.h"
-#include "probe_run.h"
+#include "cutline/tools/probe/options.h"
+#include "cutline/tools/probe/probe_run.h"
 #include "terminal_output.h"
 
 namespace cutline::tools {

@@ -9,8 +9,8 @@
 
 #include "cutline/proto/clock.h"
 #include "cutline/proto/result.h"
-#include "options.h"
-#include "probe_report.h"
+#include "cutline/tools/probe/options.h"
+#include "cutline/tools/probe/probe_report.h"
 
 namespace cutline::tools::probe {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cutline/proto/clock.h"
-#include "record.h"
+#include "cutline/tools/probe/record.h"
 
 namespace cutline::tools::probe {
 

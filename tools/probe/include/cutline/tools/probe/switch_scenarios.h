@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cutline/proto/stop_record.h"
-#include "record.h"
+#include "cutline/tools/probe/record.h"
 
 namespace cutline::tools::probe {
 

@@ -1,4 +1,4 @@
-#include "html_report.h"
+#include "cutline/tools/probe/html_report.h"
 
 #include <cstdio>
 #include <set>

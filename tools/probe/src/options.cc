@@ -1,4 +1,4 @@
-#include "options.h"
+#include "cutline/tools/probe/options.h"
 
 #include <charconv>
 #include <cstdlib>

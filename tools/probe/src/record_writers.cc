@@ -1,4 +1,4 @@
-#include "record_writers.h"
+#include "cutline/tools/probe/record_writers.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "probe_run.h"
+#include "cutline/tools/probe/probe_run.h"
 
 #include <algorithm>
 #include <ctime>
@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "cutline/proto/http_fetch.h"
-#include "html_report.h"
+#include "cutline/tools/probe/html_report.h"
+#include "cutline/tools/probe/record_writers.h"
 #include "prompt_set.h"
-#include "record_writers.h"
 #include "runner.h"
 
 namespace cutline::tools::probe {

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "probe_report.h"
+#include "cutline/tools/probe/probe_report.h"
 
 namespace cutline::tools::probe {
 

@@ -23,7 +23,6 @@
 
 #include <simdjson.h>
 
-#include "advise.h"
 #include "cutline/cli/cli.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
@@ -33,6 +32,7 @@
 #include "cutline/policy/loader.h"
 #include "cutline/policy/policy_json.h"
 #include "cutline/proto/json_writer.h"
+#include "cutline/tools/policy/advise.h"
 
 namespace cutline::tools {
 

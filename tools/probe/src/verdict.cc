@@ -1,4 +1,4 @@
-#include "verdict.h"
+#include "cutline/tools/probe/verdict.h"
 
 #include <algorithm>
 #include <cmath>

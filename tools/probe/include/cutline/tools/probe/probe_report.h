@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "options.h"
-#include "record.h"
-#include "switch_scenarios.h"
-#include "verdict.h"
+#include "cutline/tools/probe/options.h"
+#include "cutline/tools/probe/record.h"
+#include "cutline/tools/probe/switch_scenarios.h"
+#include "cutline/tools/probe/verdict.h"
 
 namespace cutline::tools::probe {
 
