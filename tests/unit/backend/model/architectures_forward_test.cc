@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/llama_runner.h"
 #include "cutline/model/synth.h"
 #include "reference_forward.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

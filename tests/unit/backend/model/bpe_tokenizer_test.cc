@@ -5,11 +5,11 @@
 #include <chrono>
 #include <random>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/bpe_trainer.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/synth.h"
 #include "cutline/model/tokenizer_loader.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

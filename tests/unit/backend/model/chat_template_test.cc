@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/synth.h"
 #include "cutline/model/tokenizer_loader.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

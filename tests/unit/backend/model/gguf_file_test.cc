@@ -5,8 +5,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/gguf_writer.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "support/unique_temp_path.h"
 #include "cutline/device/quant.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/llama_runner.h"
 #include "cutline/model/synth.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

@@ -6,9 +6,9 @@
 #include <functional>
 #include <map>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/synth.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

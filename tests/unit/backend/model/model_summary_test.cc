@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/gguf_writer.h"
 #include "cutline/model/synth.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

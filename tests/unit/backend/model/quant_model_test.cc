@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "support/unique_temp_path.h"
 #include "cutline/device/device.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/llama_runner.h"
 #include "cutline/model/synth.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

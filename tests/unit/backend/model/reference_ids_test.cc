@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/bpe_tokenizer.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/special_tokens.h"
 #include "cutline/model/synth.h"
 #include "cutline/model/tokenizer_loader.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <iterator>
 
-#include "support/unique_temp_path.h"
 #include "cutline/model/chat_template.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/model_config.h"
 #include "cutline/model/tokenizer_loader.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::model {
 namespace {

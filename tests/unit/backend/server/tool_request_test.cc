@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "cutline/server/completion_request.h"
 #include "support/ci.h"
 #include "support/unique_temp_path.h"
-#include "cutline/server/completion_request.h"
 
 namespace cutline::server {
 namespace {
