@@ -20,23 +20,16 @@
 #include <thread>
 #include <vector>
 
-#include "support/ci.h"
-#include "support/redis_server.h"
 #include "backend_harness.h"
 #include "gateway_harness.h"
 #include "scale_out_harness.h"
+#include "support/ci.h"
+#include "support/redis_server.h"
 
 namespace cutline::test {
 namespace {
 
 std::string label_of(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
-
-// The record's "endpoints" list in an answer (stream or body): the text between its brackets.
-std::string endpoints_of(const std::string& answer) {
-  const size_t at = answer.rfind("\"endpoints\":[");
-  if (at == std::string::npos) return "";
-  return answer.substr(at, answer.find(']', at) - at);
-}
 
 std::string chat_body(const std::string& model, const std::string& prompt, bool stream,
                       int max_tokens) {
