@@ -2,7 +2,6 @@
 // `cutline policy diff OLD NEW` and `cutline policy schema`, run through the command's entry point
 // with stdout captured.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include <simdjson.h>
 
 #include "cutline/tools/policy/advise.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::tools {
 int run_policy(int argc, char** argv);
@@ -48,7 +48,7 @@ Outcome run(std::vector<std::string> args) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name;
+  const std::string path = cutline::test::unique_temp_path(name);
   std::ofstream(path) << text;
   return path;
 }
