@@ -27,12 +27,23 @@ function(cutline_unit_tests)
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} cutline_test_support GTest::gtest_main
                                           GTest::gtest)
   include(GoogleTest)
-  if(T_LABELS)
-    gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT}
-                         LABELS "${T_LABELS}")
-  else()
-    gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  cutline_gtest_labels(${T_NAME} ${T_LABELS})
+endfunction()
+
+# cutline_gtest_labels(target label...): the ctest labels of every test gtest_discover_tests
+# found in `target`. Not through gtest_discover_tests' PROPERTIES: it flattens a list value, so
+# LABELS "integration;tsan" would arrive as LABELS integration plus a property named tsan. A
+# ctest include file run after the discovered tests' own sets the list on their names instead.
+function(cutline_gtest_labels target)
+  if(NOT ARGN)
+    return()
   endif()
+  set(_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
+  file(WRITE ${_file} "if(${target}_TESTS)\n"
+                      "  set_tests_properties(\${${target}_TESTS} PROPERTIES LABELS \"${ARGN}\")\n"
+                      "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_file})
 endfunction()
 
 # cutline_integration_tests(NAME name SOURCES ... [BINS ...] [LIBS ...] [DEFINITIONS ...]
@@ -65,8 +76,8 @@ function(cutline_integration_tests)
     target_compile_definitions(${T_NAME} PRIVATE ${T_DEFINITIONS})
   endif()
   include(GoogleTest)
-  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT}
-                       LABELS "${T_LABELS}")
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  cutline_gtest_labels(${T_NAME} ${T_LABELS})
 endfunction()
 
 # Adds every immediate subfolder of `dir` that has a CMakeLists.txt.
