@@ -24,14 +24,60 @@ function(cutline_unit_tests)
     set(T_TIMEOUT 120)
   endif()
   add_executable(${T_NAME} ${_srcs} ${PROJECT_SOURCE_DIR}/tests/support/test_process.cc)
-  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest_main GTest::gtest)
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} cutline_test_support GTest::gtest_main
+                                          GTest::gtest)
   include(GoogleTest)
-  if(T_LABELS)
-    gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT}
-                         LABELS "${T_LABELS}")
-  else()
-    gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  cutline_gtest_labels(${T_NAME} ${T_LABELS})
+endfunction()
+
+# cutline_gtest_labels(target label...): the ctest labels of every test gtest_discover_tests
+# found in `target`. Not through gtest_discover_tests' PROPERTIES: it flattens a list value, so
+# LABELS "integration;tsan" would arrive as LABELS integration plus a property named tsan. A
+# ctest include file run after the discovered tests' own sets the list on their names instead.
+function(cutline_gtest_labels target)
+  if(NOT ARGN)
+    return()
   endif()
+  set(_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
+  file(WRITE ${_file} "if(${target}_TESTS)\n"
+                      "  set_tests_properties(\${${target}_TESTS} PROPERTIES LABELS \"${ARGN}\")\n"
+                      "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_file})
+endfunction()
+
+# cutline_integration_tests(NAME name SOURCES ... [BINS ...] [LIBS ...] [DEFINITIONS ...]
+#                           [TIMEOUT seconds] [LABELS ...]): one gtest binary of tests that start
+# the real processes. BINS names the binaries it starts: gateway, backend, fake_upstream (the
+# cutline-<name> targets, '_' as '-') and cutline; each is built before the test binary, whose
+# code finds it at CUTLINE_<NAME>_BIN (CUTLINE_GATEWAY_BIN, CUTLINE_FAKE_UPSTREAM_BIN, ...;
+# CUTLINE_BIN for cutline). LIBS are linked, DEFINITIONS (NAME="value") compiled in, and every
+# test is registered with ctest with the TIMEOUT (default 120 s) and the ctest LABELS.
+function(cutline_integration_tests)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;BINS;LIBS;DEFINITIONS;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/support/test_process.cc)
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} cutline_test_support GTest::gtest_main
+                                          GTest::gtest)
+  foreach(_bin IN LISTS T_BINS)
+    if(_bin STREQUAL "cutline")
+      set(_target cutline)
+      set(_define CUTLINE_BIN)
+    else()
+      string(REPLACE "_" "-" _target cutline-${_bin})
+      string(TOUPPER CUTLINE_${_bin}_BIN _define)
+    endif()
+    target_compile_definitions(${T_NAME} PRIVATE ${_define}="$<TARGET_FILE:${_target}>")
+    add_dependencies(${T_NAME} ${_target})
+  endforeach()
+  if(T_DEFINITIONS)
+    target_compile_definitions(${T_NAME} PRIVATE ${T_DEFINITIONS})
+  endif()
+  include(GoogleTest)
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  cutline_gtest_labels(${T_NAME} ${T_LABELS})
 endfunction()
 
 # Adds every immediate subfolder of `dir` that has a CMakeLists.txt.

@@ -75,13 +75,13 @@ fi
 
 # The CUDA cases exist only when the device comes up: zero tests run is a failure, not a pass.
 conformance() {
-  "$BUILD/tests/unit/device/device_unit_tests" --gtest_filter='*cuda*' \
+  "$BUILD/tests/unit/backend/device/device_unit_tests" --gtest_filter='*cuda*' \
     --gtest_output="json:$OUT/conformance.json" || return 1
   grep -q '"tests": [1-9]' "$OUT/conformance.json" || { echo "no CUDA test ran"; return 1; }
 }
 run_step conformance 120 conformance
 run_step invariance 120 env CUTLINE_TEST_DEVICE=cuda \
-  "$BUILD/tests/unit/engine/tiny_model/engine_tiny_model_tests" --gtest_output="json:$OUT/invariance.json"
+  "$BUILD/tests/unit/backend/engine/tiny_model/engine_tiny_model_tests" --gtest_output="json:$OUT/invariance.json"
 run_step bandwidth 60 "$BUILD/tests/gpu/device_bandwidth"
 read_gbs=$(sed -n 's/^read_gbs=\([0-9.]*\).*/\1/p' "$OUT/bandwidth.log")
 if [[ -n "$read_gbs" ]]; then

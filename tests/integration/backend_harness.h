@@ -150,11 +150,4 @@ inline double json_number(const std::string& json, const std::string& pointer) {
   return -1;
 }
 
-// The value of one Prometheus sample line ("name{labels} value"), or -1.
-inline double metric_value(const std::string& text, const std::string& series) {
-  const auto at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::atof(text.c_str() + at + 1 + series.size() + 1);
-}
-
 }  // namespace cutline::test

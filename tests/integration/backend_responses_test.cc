@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../support/ci.h"
 #include "backend_harness.h"
+#include "support/ci.h"
 
 namespace cutline::test {
 namespace {

@@ -247,13 +247,8 @@ TEST_F(BackendSlowModel, ShutdownDrainsThenEndsStreamsWithALabeledStop) {
   ASSERT_NE(client.read_until("\"text\":", 20000).find("\"text\":"), std::string::npos);
   backend_.signal(SIGTERM);
   // Draining stops accepting: a new connection is refused while the open stream still runs.
-  bool refused = false;
-  for (int i = 0; i < 100 && !refused; ++i) {
-    RawClient late(backend_.port());
-    refused = !late.connected();
-    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  EXPECT_TRUE(refused) << "the backend still accepted connections while draining";
+  EXPECT_TRUE(wait_for([&] { return !RawClient(backend_.port()).connected(); }, 200, 2))
+      << "the backend still accepted connections while draining";
   const std::string got = client.read_until("[DONE]", 20000);
   EXPECT_NE(got.find("\"cause\":\"backend_preempted\""), std::string::npos) << got;
   EXPECT_NE(got.find("shutdown"), std::string::npos);

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "../support/ci.h"
 #include "gateway_harness.h"
+#include "support/ci.h"
 
 namespace cutline::test {
 namespace {

@@ -13,10 +13,10 @@
 #include <map>
 #include <vector>
 
-#include "../support/ci.h"
 #include "../unit/proto/http2_test_client.h"
 #include "../unit/proto/tls_test_util.h"
 #include "gateway_harness.h"
+#include "support/ci.h"
 
 namespace cutline::test {
 namespace {

@@ -23,23 +23,16 @@
 #include <thread>
 #include <vector>
 
-#include "../support/ci.h"
-#include "../support/redis_server.h"
 #include "backend_harness.h"
 #include "gateway_harness.h"
 #include "scale_out_harness.h"
+#include "support/ci.h"
+#include "support/redis_server.h"
 
 namespace cutline::test {
 namespace {
 
 std::string label_of(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
-
-// The record's "endpoints" list in an answer (stream or body): the text between its brackets.
-std::string endpoints_of(const std::string& answer) {
-  const size_t at = answer.rfind("\"endpoints\":[");
-  if (at == std::string::npos) return "";
-  return answer.substr(at, answer.find(']', at) - at);
-}
 
 std::string chat_body(const std::string& model, const std::string& prompt, bool stream,
                       int max_tokens) {
@@ -110,9 +103,7 @@ class GatewayScaleOutBackends : public ::testing::Test {
     auto r =
         proto::http_fetch("http://" + label_of(backend.port()) + "/metrics", "GET", {}, "", 5000);
     if (!r.ok()) return -1;
-    const std::string key = "\ncutline_backend_prefix_cache_hits_total ";
-    const size_t at = r->body.find(key);
-    return at == std::string::npos ? -1 : std::atoll(r->body.c_str() + at + key.size());
+    return static_cast<int64_t>(metric_value(r->body, "cutline_backend_prefix_cache_hits_total"));
   }
 
   // True when `label` is ejected or failing health checks in both replicas.

@@ -20,10 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "../support/ci.h"
-#include "../support/redis_server.h"
 #include "gateway_harness.h"
 #include "scale_out_harness.h"
+#include "support/ci.h"
+#include "support/redis_server.h"
 
 namespace cutline::test {
 namespace {
@@ -50,14 +50,6 @@ struct Backend {
   }
   std::string label() const { return "127.0.0.1:" + std::to_string(port); }
 };
-
-// The record's "endpoints" list in an answer (stream or body): the text between its brackets.
-std::string endpoints_of(const std::string& answer) {
-  const size_t at = answer.rfind("\"endpoints\":[");
-  if (at == std::string::npos) return "";
-  const size_t end = answer.find(']', at);
-  return answer.substr(at, end - at);
-}
 
 std::string chat_body(const std::string& model, const std::string& prompt, bool stream,
                       int max_tokens = 50) {

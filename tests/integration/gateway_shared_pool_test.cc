@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "../support/ci.h"
-#include "../support/redis_server.h"
 #include "../unit/proto/tls_test_util.h"
 #include "gateway_harness.h"
+#include "support/ci.h"
+#include "support/redis_server.h"
 
 namespace cutline::test {
 namespace {
@@ -233,19 +233,6 @@ TEST_F(GatewaySharedPool, AnUnreachableRedisFailsClosedWhenConfiguredSo) {
   a.stop();
 }
 
-// Keeps Redis busy for `ms` (a Lua script runs alone: every other client waits), the latency
-// `DEBUG SLEEP` would inject without enable-debug-command (off by default in Redis 7).
-void stall_redis(RedisServer* server, int ms) {
-  server->command({"EVAL",
-                   "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]\n"
-                   "while true do\n"
-                   "  local n = redis.call('TIME')\n"
-                   "  if n[1] * 1000000 + n[2] - s > tonumber(ARGV[1]) * 1000 then break end\n"
-                   "end\n"
-                   "return 1",
-                   "0", std::to_string(ms)});
-}
-
 // One worker loop serves both streams. Stream A relays a token every 20 ms under a 1 s idle
 // timeout; then Redis stalls for 2.5 s and request B arrives on the same worker: B's pool step
 // waits for Redis (up to budget_store.timeout, 1.5 s, then fail open), and A — whose loop a
@@ -271,7 +258,7 @@ TEST_F(GatewaySharedPool, ASlowRedisDoesNotDelayOtherStreams) {
   ASSERT_NE(stream_a.read_until("\"content\":\"", 10000).find("\"content\":\""), std::string::npos);
 
   using Clock = std::chrono::steady_clock;
-  std::thread staller([&] { stall_redis(redis_, 2500); });
+  std::thread staller([&] { redis_->stall(2500); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the script is running
   Clock::duration b_took{};
   int b_status = 0;

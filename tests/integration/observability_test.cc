@@ -25,9 +25,9 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include "../support/ci.h"
 #include "cutline/proto/http_fetch.h"
 #include "process_harness.h"
+#include "support/ci.h"
 
 namespace cutline::test {
 namespace {
@@ -159,12 +159,6 @@ QueryResult prometheus_get(uint16_t port, const std::string& path_and_query) {
     ++r.series;
   }
   return r;
-}
-
-// The value of the sample `series` (name and labels as exposed) in a text exposition; -1 if absent.
-double metric_value(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + series.size() + 2);
 }
 
 class Observability : public ::testing::Test {
@@ -401,12 +395,7 @@ TEST_F(Observability, PrometheusAnswersEveryDashboardQueryWithData) {
     return missing.empty();
   };
   // Series created by the traffic need two scrapes before rate() has two samples.
-  bool all = check_all();
-  for (int i = 0; i < 60 && !all; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    all = check_all();
-  }
-  EXPECT_TRUE(all) << [&] {
+  EXPECT_TRUE(wait_for(check_all, 30000, 500)) << [&] {
     std::string s;
     for (const auto& m : missing) s += m + "\n";
     return s;

@@ -11,11 +11,11 @@
 
 #include <gtest/gtest.h>
 
-#include "../support/ci.h"
 #include "cutline/model/synth.h"
+#include "cutline/tools/probe/html_report.h"
+#include "cutline/tools/probe/probe_run.h"
 #include "gateway_harness.h"
-#include "html_report.h"
-#include "probe_run.h"
+#include "support/ci.h"
 
 namespace cutline::test {
 namespace {
@@ -179,7 +179,6 @@ TEST_F(ProbeGatewayTest, HtmlReportRendersInHeadlessChromium) {
   EXPECT_NE(dom.find("gateway_deadline"), std::string::npos);
 }
 
-#ifdef CUTLINE_BACKEND_BIN
 // The real backend with two models: the cold switch shows the load phase, the return does not.
 TEST(ProbeBackendTest, ColdSwitchShowsLoadWarmReturnDoesNot) {
   const std::string dir = make_temp_dir();
@@ -243,7 +242,6 @@ TEST(ProbeBackendTest, ColdSwitchShowsLoadWarmReturnDoesNot) {
   const std::string html = tools::probe::render_html_report(*report);
   EXPECT_NE(html.find("<svg id=\"chart-phases\""), std::string::npos);
 }
-#endif
 
 }  // namespace
 }  // namespace cutline::test

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -23,24 +24,22 @@
 #include <thread>
 #include <vector>
 
-#include "../support/free_port.h"
+#include "support/free_port.h"
+#include "support/wait_for.h"
 namespace cutline::test {
-
-// Polls `cond` every few ms until it holds or `timeout_ms` passes.
-inline bool wait_for(const std::function<bool()>& cond, int timeout_ms = 5000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// The value of the sample `series` (name and labels as exposed, "name{labels}") in a Prometheus
+// text exposition; -1 if absent.
+inline double metric_value(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + series.size() + 2);
 }
 
 // A new directory /tmp/<prefix>-XXXXXX.

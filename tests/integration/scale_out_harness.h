@@ -1,7 +1,7 @@
 #pragma once
 // What the two scale-out suites share: starting two gateway replicas in front of one upstream pool,
 // and the check that replicas with one global token pool in Redis never give out more than the
-// pool holds, wherever the requests arrive.
+// pool holds, wherever the requests arrive; and reading which endpoints an answer went to.
 
 #include <gtest/gtest.h>
 
@@ -18,6 +18,13 @@
 #include "gateway_harness.h"
 
 namespace cutline::test {
+
+// The record's "endpoints" list in an answer (stream or body): the text between its brackets.
+inline std::string endpoints_of(const std::string& answer) {
+  const size_t at = answer.rfind("\"endpoints\":[");
+  if (at == std::string::npos) return "";
+  return answer.substr(at, answer.find(']', at) - at);
+}
 
 // Starts replicas `a` and `b` on the policy `yaml` writes, with --upstream-error-detail (answers
 // name the endpoints they were sent to; the tests read them), and waits until each lists

@@ -14,16 +14,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "free_port.h"
+#include "wait_for.h"
+
 namespace cutline::test {
 
 // The path of redis-server on PATH, or "" when it is not installed.
@@ -147,6 +147,20 @@ class RedisServer {
   uint16_t tls_port() const { return tls_port_; }
   const std::string& error() const { return error_; }
 
+  // Keeps Redis busy for `ms` (a Lua script runs alone: every other client waits), the latency
+  // `DEBUG SLEEP` would inject without enable-debug-command (off by default in Redis 7). Returns
+  // when the script has finished.
+  void stall(int ms) const {
+    command({"EVAL",
+             "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]\n"
+             "while true do\n"
+             "  local n = redis.call('TIME')\n"
+             "  if n[1] * 1000000 + n[2] - s > tonumber(ARGV[1]) * 1000 then break end\n"
+             "end\n"
+             "return 1",
+             "0", std::to_string(ms)});
+  }
+
   // One command on a fresh connection (argv form); null when Redis did not answer.
   RedisReplyPtr command(const std::vector<std::string>& args) const {
     timeval tv{1, 0};
@@ -169,19 +183,20 @@ class RedisServer {
   }
 
  private:
+  // Until the server answers PING (true), exits (port taken?) or 10 s pass.
   bool wait_ready() {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < end) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;  // exited (port taken?)
-        return false;
-      }
-      auto r = command({"PING"});
-      if (r && r->type == REDIS_REPLY_STATUS) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    bool exited = false;
+    const bool answered = wait_for(
+        [&] {
+          int status = 0;
+          exited = waitpid(pid_, &status, WNOHANG) == pid_;
+          if (exited) return true;
+          auto r = command({"PING"});
+          return r && r->type == REDIS_REPLY_STATUS;
+        },
+        10000, 10);
+    if (exited) pid_ = -1;
+    return answered && !exited;
   }
 
   std::string dir_;

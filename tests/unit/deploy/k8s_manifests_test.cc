@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "../../support/ci.h"
 #include "cutline/policy/loader.h"
+#include "support/ci.h"
 
 namespace cutline {
 namespace {

@@ -18,30 +18,18 @@
 #include <thread>
 #include <vector>
 
-#include "../../support/ci.h"
-#include "../../support/redis_server.h"
 #include "../proto/tls_test_util.h"
 #include "cutline/proto/event_loop.h"
 #include "cutline/proto/timer.h"
 #include "cutline/proto/tls_context.h"
+#include "support/ci.h"
+#include "support/redis_server.h"
+#include "support/wait_for.h"
 
 namespace cutline::gateway {
 namespace {
 
 using test::RedisServer;
-
-// Keeps Redis busy for `ms` (a Lua script runs atomically: every other client waits). The
-// latency DEBUG SLEEP would inject, without needing enable-debug-command (off in Redis 7).
-void stall_redis(RedisServer* server, int ms) {
-  server->command({"EVAL",
-                   "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]\n"
-                   "while true do\n"
-                   "  local n = redis.call('TIME')\n"
-                   "  if n[1] * 1000000 + n[2] - s > tonumber(ARGV[1]) * 1000 then break end\n"
-                   "end\n"
-                   "return 1",
-                   "0", std::to_string(ms)});
-}
 
 RedisServer* shared_redis() {
   static RedisServer server;
@@ -196,10 +184,11 @@ TEST_F(AsyncRedisTest, TwoGatewaysNeverOverspendOneBucketAndSettleRefundsTheRest
   EXPECT_LE(granted.load(), 1000 + 60);
   a.settle_all(2);
   b.settle_all(2);
-  for (int i = 0; i < 100 && server_->command({"ZCARD", "cutline:pool:global/all:r"})->integer;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test::wait_for(
+      [&] {
+        return server_->command({"ZCARD", "cutline:pool:global/all:r"})->integer == 0;
+      },
+      1000, 10);
   EXPECT_EQ(server_->command({"ZCARD", "cutline:pool:global/all:r"})->integer, 0);
   // Each reservation used 2 of its 10: 80% of the grants came back.
   double t = bucket_tokens("global/all");
@@ -246,7 +235,7 @@ TEST_F(AsyncRedisTest, ASlowRedisLeavesTheEventLoopFree) {
     return t;
   });
   // Long enough that the stall has surely begun 200 ms later, even on a loaded machine.
-  std::thread sleeper([&] { stall_redis(server_, 1200); });
+  std::thread sleeper([&] { server_->stall(1200); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Redis is busy now
   Outcome o = s.reserve(spec, 10, 10);
   sleeper.join();
@@ -267,15 +256,11 @@ TEST_F(AsyncRedisTest, ATimedOutReserveFallsBackAndItsLateGrantIsGivenBack) {
   StoreThread s(o, local_);
   const policy::PoolSpec spec{"global/late", 600};
   // Connected and the script cached (a loaded machine may need more than one 100 ms try).
-  bool shared = false;
-  for (int i = 0; i < 40 && !shared; ++i) {
-    shared = s.reserve(spec, 1, 1).source == ReservationSource::kShared;
-    if (!shared) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(shared);
+  ASSERT_TRUE(test::wait_for(
+      [&] { return s.reserve(spec, 1, 1).source == ReservationSource::kShared; }, 8000, 100));
   s.settle_all(0);
   // Long enough that the stall has surely begun 200 ms later, even on a loaded machine.
-  std::thread sleeper([&] { stall_redis(server_, 1500); });
+  std::thread sleeper([&] { server_->stall(1500); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   Outcome late = s.reserve(spec, 100, 100);
   EXPECT_EQ(late.source, ReservationSource::kLocal);  // fail open: this process's bucket
@@ -284,10 +269,11 @@ TEST_F(AsyncRedisTest, ATimedOutReserveFallsBackAndItsLateGrantIsGivenBack) {
   sleeper.join();
   EXPECT_GE(s.errors(), 1u);
   // Redis ran the reserve after its sleep; the store gave the 100 tokens straight back.
-  for (int i = 0; i < 100 && server_->command({"ZCARD", "cutline:pool:global/late:r"})->integer;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test::wait_for(
+      [&] {
+        return server_->command({"ZCARD", "cutline:pool:global/late:r"})->integer == 0;
+      },
+      1000, 10);
   EXPECT_EQ(server_->command({"ZCARD", "cutline:pool:global/late:r"})->integer, 0);
   const double t = bucket_tokens("global/late");
   EXPECT_TRUE(t < 0 || t > 590) << t;

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <map>
 
-#include "../unique_temp_path.h"
 #include "policy_test_util.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::policy {
 namespace {

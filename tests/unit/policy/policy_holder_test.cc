@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "../unique_temp_path.h"
 #include "cutline/policy/decision.h"
 #include "policy_test_util.h"
+#include "support/unique_temp_path.h"
 
 namespace cutline::policy {
 namespace {

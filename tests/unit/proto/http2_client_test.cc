@@ -26,6 +26,8 @@
 #include "cutline/proto/worker_threads.h"
 #include "tls_test_util.h"
 
+#include "support/wait_for.h"
+
 namespace cutline::proto {
 namespace {
 
@@ -301,17 +303,6 @@ class H2Server {
   size_t conn_count_ = 0;        // guarded by notes_
 };
 
-// Polls `cond` (state the test cannot be notified of, such as a server's flow-control window)
-// until it holds; false after timeout_ms.
-bool eventually(const std::function<bool()>& cond, int timeout_ms = 5000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
-
 // ---- the client side ----------------------------------------------------------------------------
 
 struct Outcome {
@@ -443,7 +434,7 @@ TEST(Http2Client, PausedStreamDoesNotBlockItsNeighbour) {
   ASSERT_TRUE(a.notes.wait_for([&] { return a.status == 200; }));
   // 600 KiB for the paused stream: more than its 256 KiB window, so the rest waits upstream.
   server.send(0, id_a, std::string(600 * 1024, 'a'), true);
-  ASSERT_TRUE(eventually([&] { return server.window(0, id_a) == 0; }));
+  ASSERT_TRUE(test::wait_for([&] { return server.window(0, id_a) == 0; }));
   EXPECT_GT(server.unsent(0, id_a), 0u);
   EXPECT_EQ(a.body_size(), 0u);  // paused: nothing delivered
   // The neighbour on the same connection still flows.

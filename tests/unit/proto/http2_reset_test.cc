@@ -16,18 +16,10 @@
 #include "http2_test_client.h"
 #include "net_test_util.h"
 
+#include "support/wait_for.h"
+
 namespace cutline::proto {
 namespace {
-
-// Polls `pred` (state other threads change without notifying) until it holds or `timeout_ms`.
-bool eventually(const std::function<bool()>& pred, int timeout_ms = 5000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
 
 void append_frame_header(std::string& out, size_t length, uint8_t type, uint8_t flags,
                          int32_t stream_id) {
@@ -120,7 +112,7 @@ TEST(Http2ResetTest, RapidResetGetsGoawayAndResetStreamsNeverReachTheHandler) {
   // A stream reset in the same read as its HEADERS is never dispatched; a read boundary between
   // the two may let a few through, never the hundreds of the burst.
   EXPECT_LT(handled.load(), 10);
-  EXPECT_TRUE(eventually([&] { return server.open_connections() == 0; }));
+  EXPECT_TRUE(test::wait_for([&] { return server.open_connections() == 0; }));
 }
 
 TEST(Http2ResetTest, AClientThatCancelsNowAndThenKeepsItsConnection) {

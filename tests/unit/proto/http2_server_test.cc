@@ -16,6 +16,8 @@
 #include "net_test_util.h"
 #include "tls_test_util.h"
 
+#include "support/wait_for.h"
+
 namespace cutline::proto {
 namespace {
 
@@ -37,16 +39,6 @@ ServerOptions one_worker() {
   ServerOptions options;
   options.workers = 1;
   return options;
-}
-
-// Polls a condition no callback signals (the server's connection count) until it holds.
-bool eventually(const std::function<bool()>& pred, int timeout_ms = 5000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
 }
 
 // Runs fn on the server's (single) loop and waits for it.
@@ -246,7 +238,7 @@ TEST(Http2ServerTest, ConnectionLossRunsOnCloseForEveryOpenStream) {
     ASSERT_TRUE(client.run_until([&] { return got.count() == 3; }));
   }  // the client closes its socket
   EXPECT_TRUE(got.notes.wait_for([&] { return got.closed["any"] == 3; }));
-  EXPECT_TRUE(eventually([&] { return server.open_connections() == 0; }));
+  EXPECT_TRUE(test::wait_for([&] { return server.open_connections() == 0; }));
 }
 
 TEST(Http2ServerTest, StopAcceptingSendsGoawayAndOpenStreamsFinish) {
@@ -278,7 +270,7 @@ TEST(Http2ServerTest, StopAcceptingSendsGoawayAndOpenStreamsFinish) {
   // lingers until the client closes its own).
   EXPECT_TRUE(client.run_until([&] { return client.eof(); }));
   client.close();
-  EXPECT_TRUE(eventually([&] { return server.open_connections() == 0; }));
+  EXPECT_TRUE(test::wait_for([&] { return server.open_connections() == 0; }));
 }
 
 TEST(Http2ServerTest, H2cWithPriorKnowledgeAndHttp11ShareACleartextPort) {

@@ -15,18 +15,10 @@
 #include "http2_test_client.h"
 #include "net_test_util.h"
 
+#include "support/wait_for.h"
+
 namespace cutline::proto {
 namespace {
-
-// Polls `pred` (state other threads change without notifying) until it holds or `timeout_ms`.
-bool eventually(const std::function<bool()>& pred, int timeout_ms = 5000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -130,7 +122,7 @@ TEST(ServerLimitsTest, PastTheConnectionCapANewConnectionGets503AndIsCounted) {
   ASSERT_TRUE(server.start().ok());
   const int a = testing::connect_raw(server.port());
   const int b = testing::connect_raw(server.port());
-  ASSERT_TRUE(eventually([&] { return server.open_connections() == 2; }));
+  ASSERT_TRUE(test::wait_for([&] { return server.open_connections() == 2; }));
   const int c = testing::connect_raw(server.port());
   const std::string answer = testing::recv_all(c);  // the server closes after answering
   close(c);
@@ -143,7 +135,7 @@ TEST(ServerLimitsTest, PastTheConnectionCapANewConnectionGets503AndIsCounted) {
   EXPECT_EQ(testing::recv_until(a, testing::has_head_end).rfind("HTTP/1.1 200", 0), 0u);
   close(a);
   close(b);
-  ASSERT_TRUE(eventually([&] { return server.budget().connections() == 0; }));
+  ASSERT_TRUE(test::wait_for([&] { return server.budget().connections() == 0; }));
   const int d = testing::connect_raw(server.port());
   testing::send_all(d, "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
   EXPECT_EQ(testing::recv_until(d, testing::has_head_end).rfind("HTTP/1.1 200", 0), 0u);
@@ -160,7 +152,7 @@ TEST(ServerLimitsTest, PastTheMemoryBudgetANewRequestGets503AtOnceAndTheRunningO
   const int running = testing::connect_raw(server.port());
   testing::send_all(
       running, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 800\r\n\r\n" + std::string(400, 'x'));
-  ASSERT_TRUE(eventually([&] { return server.budget().request_bytes() == 800; }));
+  ASSERT_TRUE(test::wait_for([&] { return server.budget().request_bytes() == 800; }));
   const int late = testing::connect_raw(server.port());
   const auto start = Clock::now();
   testing::send_all(late, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 300\r\n\r\n");
@@ -180,7 +172,7 @@ TEST(ServerLimitsTest, PastTheMemoryBudgetANewRequestGets503AtOnceAndTheRunningO
       running, [](const std::string& s) { return s.find("got 800") != std::string::npos; });
   close(running);
   EXPECT_EQ(done.rfind("HTTP/1.1 200", 0), 0u) << done;
-  ASSERT_TRUE(eventually([&] { return server.budget().request_bytes() == 0; }));
+  ASSERT_TRUE(test::wait_for([&] { return server.budget().request_bytes() == 0; }));
   EXPECT_EQ(server.budget().refused_requests(), 2u);
 }
 

@@ -1,0 +1,144 @@
+// cutline-fake-upstream: the request handler. Admin (/fake/requests, /fake/reset), the load and
+// state a backend reports (--resident), /v1/models, /v1/embeddings, the completions (recorded,
+// then answered by stream.cc or responses.cc as their script says), and an echo of anything else.
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "cutline/proto/json_writer.h"
+#include "fake_upstream.h"
+
+namespace cutline::fake_upstream {
+namespace {
+
+using cutline::proto::JsonWriter;
+
+// /fake/reset forgets every request; /fake/requests (any other /fake/ path) lists them.
+void handle_admin(Server* srv, evhttp_request* req, const std::string& path) {
+  if (path == "/fake/reset") {
+    srv->requests.clear();
+    return send_json(req, 200, "{}");
+  }
+  std::string out;
+  JsonWriter w(out);
+  w.begin_array();
+  for (const auto& r : srv->requests) {
+    w.begin_object().field("method", r.method).field("path", r.path).field("script", r.script);
+    w.field("body", r.body).field("authorization", r.authorization);
+    w.key("headers").begin_object();
+    for (const auto& [name, value] : r.headers) w.field(name, value);
+    w.end_object();
+    w.field("cancelled", r.cancelled).field("completed", r.completed);
+    w.end_object();
+  }
+  w.end_array();
+  send_json(req, 200, out);
+}
+
+// --resident: the load a backend reports. GET /v1/cutline/state as a Cutline backend (queue_depth
+// 0, running = the completions in flight, the resident models), GET /metrics as vLLM's gauges.
+void handle_load_report(Server* srv, evhttp_request* req, const std::string& path) {
+  int64_t running = 0;
+  for (const auto& r : srv->requests) {
+    running += r.method == "POST" && !r.completed && !r.cancelled ? 1 : 0;
+  }
+  if (path == "/metrics") {
+    const std::string text = "vllm:num_requests_waiting 0\nvllm:num_requests_running " +
+                             std::to_string(running) + "\nvllm:kv_cache_usage_perc 0.1\n";
+    evbuffer* buf = evbuffer_new();
+    evbuffer_add(buf, text.data(), text.size());
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+    evhttp_send_reply(req, 200, "OK", buf);
+    evbuffer_free(buf);
+    return;
+  }
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().field("queue_depth", int64_t{0}).field("running", running);
+  w.key("models").begin_array();
+  for (const auto& m : srv->resident)
+    w.begin_object().field("name", m).field("resident", true).end_object();
+  w.end_array().end_object();
+  return send_json(req, 200, out);
+}
+
+}  // namespace
+
+void handle(evhttp_request* req, void* arg) {
+  auto* srv = static_cast<Server*>(arg);
+  const char* uri = evhttp_request_get_uri(req);
+  std::string path = uri ? uri : "/";
+  if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+  if (path.rfind("/fake/", 0) == 0) return handle_admin(srv, req, path);
+  if (!srv->resident.empty() && (path == "/v1/cutline/state" || path == "/metrics")) {
+    return handle_load_report(srv, req, path);
+  }
+
+  RecordedRequest rec = record_request(req, path);
+
+  if (path == "/v1/models") {
+    srv->requests.push_back(rec);
+    return send_json(req, 200,
+                     R"({"object":"list","data":[{"id":"fake","object":"model"},)"
+                     R"({"id":"fake-secret","object":"model","owned_by":"x"}]})");
+  }
+  if (path == "/v1/embeddings" && rec.method == "POST") {
+    const Script sc = parse_script(rec.script);
+    srv->requests.push_back(rec);
+    if (sc.status != 0) {
+      return send_json(
+          req, sc.status,
+          error_body("fake upstream status " + std::to_string(sc.status), sc.type, sc.code));
+    }
+    return send_json(req, 200,
+                     R"({"object":"list","data":[{"object":"embedding","index":0,)"
+                     R"("embedding":[0.25,-0.5,0.125]}],"model":"fake",)"
+                     R"("usage":{"prompt_tokens":3,"total_tokens":3}})");
+  }
+  if (path != "/v1/chat/completions" && path != "/v1/completions" && path != "/v1/responses") {
+    std::string out;
+    JsonWriter w(out);
+    w.begin_object().field("method", rec.method).field("path", path).field("body", rec.body);
+    const char* ua = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Test-Header");
+    w.field("x_test_header", ua ? ua : "").end_object();
+    srv->requests.push_back(rec);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Fake-Echo", "1");
+    return send_json(req, path == "/missing" ? 404 : 200, out);
+  }
+
+  auto s = std::make_unique<FakeStream>();
+  s->server = srv;
+  s->req = req;
+  s->conn = evhttp_request_get_connection(req);
+  s->chat = path == "/v1/chat/completions";
+  s->responses = path == "/v1/responses";
+  const int64_t max_tokens = read_completion_fields(rec.body, *s);
+  const bool script_header =
+      evhttp_find_header(evhttp_request_get_input_headers(req), "X-Fake-Script") != nullptr;
+  if (!script_header && s->model.rfind("fake-", 0) == 0) rec.script = s->model.substr(5);
+  s->script = parse_script(rec.script);
+  s->record = srv->requests.size();
+  srv->requests.push_back(rec);
+  if (!s->script.require_key.empty() && rec.authorization != "Bearer " + s->script.require_key) {
+    srv->requests.back().completed = true;
+    return send_json(req, 401,
+                     error_body("fake upstream: missing or wrong API key", "invalid_request_error",
+                                "invalid_api_key"));
+  }
+  if (s->script.status != 0) {
+    srv->requests.back().completed = true;
+    return send_json(req, s->script.status,
+                     error_body("fake upstream status " + std::to_string(s->script.status),
+                                s->script.type, s->script.code));
+  }
+  s->limit = s->script.tokens;
+  if (max_tokens >= 0 && max_tokens < s->limit) s->limit = static_cast<int>(max_tokens);
+
+  start_stream(std::move(s));
+}
+
+}  // namespace cutline::fake_upstream

@@ -1,0 +1,347 @@
+// `cutline policy check|explain --format json` (parsed back as a CI pipeline would) and
+// `cutline policy diff OLD NEW` and `cutline policy schema`, run through the command's entry point
+// with stdout captured.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "cutline/tools/policy/advise.h"
+#include "support/unique_temp_path.h"
+
+namespace cutline::tools {
+int run_policy(int argc, char** argv);
+}
+
+namespace {
+
+struct Outcome {
+  int rc = 0;
+  std::string out;
+};
+
+Outcome run(std::vector<std::string> args);
+
+Outcome run_capturing_stderr(std::vector<std::string> args, std::string& err) {
+  ::testing::internal::CaptureStderr();
+  Outcome r = run(std::move(args));
+  err = ::testing::internal::GetCapturedStderr();
+  return r;
+}
+
+Outcome run(std::vector<std::string> args) {
+  args.insert(args.begin(), "policy");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::testing::internal::CaptureStdout();
+  Outcome r;
+  r.rc = cutline::tools::run_policy(static_cast<int>(args.size()), argv.data());
+  std::fflush(stdout);
+  r.out = ::testing::internal::GetCapturedStdout();
+  return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = cutline::test::unique_temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+const std::string kExample = std::string(CUTLINE_SOURCE_DIR) + "/deploy/policies/cutline.yaml";
+const std::string kRequest = std::string(CUTLINE_SOURCE_DIR) + "/deploy/examples/req.json";
+
+TEST(PolicyCommand, CheckJsonIsOneDocumentWithThePolicy) {
+  Outcome r = run({"check", "--format", "json", kExample});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(doc["ok"].get_bool().value(), true);
+  EXPECT_EQ(std::string(doc["file"].get_string().value()), kExample);
+  simdjson::dom::array rules;
+  ASSERT_EQ(doc["policy"]["policies"].get_array().get(rules), simdjson::SUCCESS) << r.out;
+  EXPECT_GT(rules.size(), 0u);
+  simdjson::dom::array warnings;
+  ASSERT_EQ(doc["warnings"].get_array().get(warnings), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(warnings.size(), 0u) << r.out;
+}
+
+// A file whose first rule's route no request path can equal and whose third rule the first two
+// shadow: both are warnings, the check passes (exit 0) and the summary follows.
+const char* kWarned =
+    "listen:\n  - address: 127.0.0.1:8080\n"
+    "upstreams:\n  - name: u\n    url: http://127.0.0.1:1\n"
+    "policies:\n"
+    "  - name: chat\n"
+    "    match: {routes: [/v1/chat/completions/, \"/v1/*\"]}\n"
+    "  - name: gpt\n"
+    "    match: {models: [\"gpt-*\"]}\n"
+    "  - name: gpt4\n"
+    "    match: {models: [\"gpt-4*\"]}\n";
+
+TEST(PolicyCommand, CheckPrintsWarningsWithTheirPositionAndPasses) {
+  const std::string file = write_temp("warned.yaml", kWarned);
+  std::string err;
+  Outcome r = run_capturing_stderr({"check", file}, err);
+  EXPECT_EQ(r.rc, 0) << err;
+  EXPECT_EQ(err, file +
+                     ":8:22: warning: policies[0].match.routes[0]: no request path can match "
+                     "\"/v1/chat/completions/\": it ends with '/', which the gateway removes "
+                     "before matching (only \"/\" keeps it): write \"/v1/chat/completions\"\n" +
+                     file +
+                     ":11:5: warning: policies[2]: never matches (the first matching rule wins): "
+                     "policies[1] (\"gpt\", line 9) comes first and matches every request this "
+                     "rule would match\n"
+                     "2 warnings\n");
+  EXPECT_NE(r.out.find("gpt4"), std::string::npos) << r.out;  // the summary, as without warnings
+}
+
+TEST(PolicyCommand, CheckJsonListsWarningsBesideThePolicy) {
+  const std::string file = write_temp("warned.yaml", kWarned);
+  Outcome r = run({"check", "--format", "json", file});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(doc["ok"].get_bool().value(), true);
+  EXPECT_TRUE(doc["policy"].is_object());
+  simdjson::dom::array warnings;
+  ASSERT_EQ(doc["warnings"].get_array().get(warnings), simdjson::SUCCESS) << r.out;
+  ASSERT_EQ(warnings.size(), 2u) << r.out;
+  simdjson::dom::element first = warnings.at(0);
+  EXPECT_EQ(std::string(first["file"].get_string().value()), file);
+  EXPECT_EQ(first["line"].get_int64().value(), 8);
+  EXPECT_EQ(first["column"].get_int64().value(), 22);
+  EXPECT_EQ(std::string(first["path"].get_string().value()), "policies[0].match.routes[0]");
+  EXPECT_EQ(std::string(warnings.at(1)["path"].get_string().value()), "policies[2]");
+  EXPECT_EQ(warnings.at(1)["line"].get_int64().value(), 11);
+  EXPECT_NE(std::string(warnings.at(1)["message"].get_string().value()).find("never matches"),
+            std::string::npos);
+}
+
+TEST(PolicyCommand, CheckJsonListsEveryErrorWithItsPosition) {
+  const std::string bad = write_temp("bad.yaml",
+                                     "listen:\n  - address: 127.0.0.1:8080\n"
+                                     "upstreams:\n  - name: u\n    url: http://127.0.0.1:1\n"
+                                     "policies:\n  - name: p\n    deadline: 60\n"
+                                     "    on_cut: {mode: sometimes}\n");
+  Outcome r = run({"check", "--format", "json", bad});
+  EXPECT_EQ(r.rc, 1);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(doc["ok"].get_bool().value(), false);
+  simdjson::dom::array errors;
+  ASSERT_EQ(doc["errors"].get_array().get(errors), simdjson::SUCCESS) << r.out;
+  ASSERT_EQ(errors.size(), 2u) << r.out;
+  simdjson::dom::element first = errors.at(0);
+  EXPECT_EQ(first["line"].get_int64().value(), 8);
+  EXPECT_EQ(first["column"].get_int64().value(), 15);
+  EXPECT_EQ(std::string(first["path"].get_string().value()), "policies[0].deadline");
+  EXPECT_EQ(std::string(errors.at(1)["path"].get_string().value()), "policies[0].on_cut.mode");
+  EXPECT_NE(std::string(errors.at(1)["message"].get_string().value()).find("observe"),
+            std::string::npos);
+  simdjson::dom::array warnings;
+  ASSERT_EQ(doc["warnings"].get_array().get(warnings), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(warnings.size(), 0u);
+}
+
+TEST(PolicyCommand, ExplainJsonCarriesEveryNumberWithItsSource) {
+  Outcome r = run({"explain", kExample, "--request", kRequest, "--tenant", "alice", "--queue-depth",
+                   "9", "--format", "json"});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(std::string(doc["request"]["tenant"].get_string().value()), "alice");
+  simdjson::dom::element d = doc["decision"];
+  EXPECT_EQ(d["matched"].get_bool().value(), true);
+  // Same numbers as the text form (policy_cli_explain): the adaptive step on line 35.
+  EXPECT_EQ(d["max_output_tokens"]["value"].get_int64().value(), 256);
+  EXPECT_EQ(std::string(d["max_output_tokens"]["source"]["kind"].get_string().value()), "adaptive");
+  EXPECT_EQ(d["max_output_tokens"]["source"]["line"].get_int64().value(), 35);
+  EXPECT_EQ(d["live"]["queue_depth"].get_int64().value(), 9);
+  EXPECT_TRUE(doc["upstream"].is_object() || doc["upstream"].is_null());
+}
+
+TEST(PolicyCommand, DiffSaysWhatChangesForWhichRequests) {
+  const std::string head =
+      "listen:\n  - address: 127.0.0.1:8080\n"
+      "upstreams:\n  - name: u\n    url: http://127.0.0.1:1\n"
+      "policies:\n  - name: chat\n    match: {routes: [/v1/chat/completions]}\n";
+  const std::string before =
+      write_temp("before.yaml", head + "    deadline: 30s\n    on_cut: {mode: observe}\n");
+  const std::string after = write_temp("after.yaml", head + "    deadline: 20s\n");
+  Outcome r = run({"diff", before, after});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("policy \"chat\"  (policies[0] (line 7))  tenants *  models *  routes "
+                       "/v1/chat/completions"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("deadline             30s -> 20s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on_cut               observe/length -> label/length"), std::string::npos)
+      << r.out;
+  r = run({"diff", before, before});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("no changes"), std::string::npos) << r.out;
+}
+
+// A log with known distributions. Policy "chat", model "m": 200 answers, the i-th (1-based)
+// with i output tokens, a duration of 10*i ms, a TTFT of 3*i ms and a largest gap of 2.5*i ms,
+// arriving 5 s apart (never overlapping). Policy "batch": 100 answers of 500 ms arriving four at
+// a time each second (1, 2, 3, 4 in flight at their arrivals), plus refused requests that are
+// not measured.
+std::string generated_log() {
+  std::string log;
+  char line[512];
+  for (int i = 1; i <= 200; ++i) {
+    std::snprintf(line, sizeof line,
+                  R"({"ts":%d.0,"request_id":"c%d","method":"POST","path":"/v1/chat/completions",)"
+                  R"("tenant":"","model":"m","upstream":"u","status":200,"stream":true,)"
+                  R"("cause":"eos","origin":"model","truncated":false,"policy":"chat",)"
+                  R"("output_tokens":%d,"queue_ms":0.5,"ttft_ms":%g,"itl_max_ms":%g,)"
+                  R"("duration_ms":%d,"cutline":{"v":1,"cause":"eos"}})"
+                  "\n",
+                  1000 + 5 * i, i, i, 3.0 * i, 2.5 * i, 10 * i);
+    log += line;
+  }
+  for (int i = 0; i < 100; ++i) {
+    std::snprintf(line, sizeof line,
+                  R"({"ts":%d.%03d,"request_id":"b%d","model":"m","policy":"batch",)"
+                  R"("cause":"eos","output_tokens":10,"ttft_ms":20,"itl_max_ms":5,)"
+                  R"("duration_ms":500,"queue_ms":0})"
+                  "\n",
+                  5000 + i / 4, i % 4, i);
+    log += line;
+  }
+  log += R"({"ts":6000.0,"model":"m","policy":"chat","cause":"invalid_request","status":400})"
+         "\n";
+  log += R"({"ts":6000.0,"model":"m","policy":"batch","cause":"admission_rejected"})"
+         "\n";
+  return log;
+}
+
+TEST(PolicyAdvise, QuantilesAreNearestRank) {
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  EXPECT_EQ(cutline::tools::quantile(v, 0.5), 50);
+  EXPECT_EQ(cutline::tools::quantile(v, 0.99), 99);
+  EXPECT_EQ(cutline::tools::quantile(v, 1.0), 100);
+  EXPECT_EQ(cutline::tools::quantile(v, 0.001), 1);
+  std::vector<double> none;
+  EXPECT_FALSE(cutline::tools::quantile(none, 0.5).has_value());
+}
+
+TEST(PolicyAdvise, ProposesLimitsThatCutAtMostTheTargetShare) {
+  auto in = cutline::tools::read_access_log(generated_log());
+  ASSERT_TRUE(in.ok()) << in.error().message;
+  EXPECT_EQ(in->lines, 302);
+  EXPECT_EQ(in->skipped, 2);
+  cutline::tools::Observed& chat = in->groups.at({"chat", "m"});
+  cutline::tools::Proposal p = cutline::tools::propose(chat, 0.01);
+  EXPECT_EQ(p.max_output_tokens, 198);  // answers 199 and 200 (1%) would be cut
+  EXPECT_EQ(p.deadline_ms, 1980);
+  EXPECT_EQ(p.ttft_timeout_ms, 600);  // 594 ms, rounded up to 10 ms
+  EXPECT_EQ(p.idle_timeout_ms, 500);  // 495 ms, rounded up
+  EXPECT_EQ(p.max_concurrent, 1);
+  p = cutline::tools::propose(chat, 0.10);
+  EXPECT_EQ(p.max_output_tokens, 180);
+  EXPECT_EQ(p.deadline_ms, 1800);
+  cutline::tools::Observed& batch = in->groups.at({"batch", "m"});
+  EXPECT_EQ(cutline::tools::propose(batch, 0.01).max_concurrent, 4);
+  EXPECT_EQ(cutline::tools::propose(batch, 0.30).max_concurrent, 3);  // a quarter arrive 4th
+}
+
+TEST(PolicyAdvise, CommandPrintsTheNumbersBehindEachProposalAndADiff) {
+  const std::string log = write_temp("access.log", generated_log());
+  const std::string policy = write_temp("advise-policy.yaml",
+                                        "listen:\n  - address: 127.0.0.1:8080\n"
+                                        "upstreams:\n  - name: u\n    url: http://127.0.0.1:1\n"
+                                        "policies:\n"
+                                        "  - name: chat\n"
+                                        "    match: {routes: [/v1/chat/completions]}\n"
+                                        "    deadline: 30s\n"
+                                        "  - name: batch\n    match: {models: [other]}\n"
+                                        "  - name: rest\n");
+  Outcome r = run({"advise", log, "--target-cut-rate", "1%", "--policy", policy});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("302 requests read, 2 refused before an upstream"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("policy \"chat\"  model \"m\"  (200 requests)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  budget.max_output_tokens   198        output tokens: p50 100  p90 180  "
+                       "p99 198  max 200  (n 200)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  deadline                   1980ms     duration: p50 1000ms"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  admission.max_concurrent   4          in flight at arrival"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("deadline             30s -> 1980ms            policies[0].deadline "
+                       "(proposed)"),
+            std::string::npos)
+      << r.out;
+  // Deterministic: the same log gives the same report.
+  EXPECT_EQ(run({"advise", log, "--target-cut-rate", "0.01", "--policy", policy}).out, r.out);
+}
+
+TEST(PolicyAdvise, AnEmptyTruncatedOrForeignLogSaysSoAndExits2) {
+  std::string err;
+  Outcome r = run_capturing_stderr({"advise", write_temp("empty.log", "")}, err);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(err.find("empty"), std::string::npos) << err;
+
+  const std::string log = generated_log();
+  const std::string cut = log.substr(0, log.find('\n', log.size() / 2) + 20);  // mid-line
+  r = run_capturing_stderr({"advise", write_temp("cut.log", cut)}, err);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+
+  r = run_capturing_stderr(
+      {"advise",
+       write_temp("nginx.log",
+                  "127.0.0.1 - - [02/Dec/2026:02:00:00 +0000] \"GET / HTTP/1.1\" 200 612\n")},
+      err);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(err.find("line 1: not a JSON object"), std::string::npos) << err;
+
+  r = run_capturing_stderr({"advise", write_temp("other.json", "{\"level\":\"info\"}\n")}, err);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(err.find("line 1: no stop record"), std::string::npos) << err;
+
+  r = run_capturing_stderr({"advise", write_temp("ok.log", log), "--target-cut-rate", "120%"}, err);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(err.find("--target-cut-rate"), std::string::npos) << err;
+}
+
+TEST(PolicyCommand, SchemaPrintsTheCheckedInFile) {
+  Outcome r = run({"schema"});
+  ASSERT_EQ(r.rc, 0);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  std::string_view draft;
+  ASSERT_EQ(doc["$schema"].get(draft), simdjson::SUCCESS);
+  EXPECT_EQ(draft, "http://json-schema.org/draft-07/schema#");
+  bool closed = true;
+  ASSERT_EQ(doc["additionalProperties"].get(closed), simdjson::SUCCESS);
+  EXPECT_FALSE(closed);  // unknown top-level keys are refused, as the loader refuses them
+
+  std::ifstream in(std::string(CUTLINE_SOURCE_DIR) + "/deploy/policy.schema.json",
+                   std::ios::binary);
+  ASSERT_TRUE(in);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(r.out == file)
+      << "deploy/policy.schema.json differs from `cutline policy schema` (the key table in "
+         "policy/src/keys.cc changed); regenerate it: build/tools/cutline policy schema > "
+         "deploy/policy.schema.json";
+}
+
+}  // namespace

@@ -1,0 +1,196 @@
+// `cutline policy advise` (advise.h): the access log read into per-policy, per-model samples,
+// and limits proposed at the (1 - target) quantile of each.
+#include "cutline/tools/policy/advise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <queue>
+
+#include <simdjson.h>
+
+#include "cutline/policy/duration.h"
+
+namespace cutline::tools {
+
+namespace {
+
+Error log_error(int64_t line, const std::string& what) {
+  return make_error(ErrorKind::kBadRequest, "line " + std::to_string(line) + ": " + what);
+}
+
+int64_t round_up_ms(double ms) {
+  return static_cast<int64_t>(std::ceil(std::max(ms, 1.0) / 10.0 - 1e-9)) * 10;
+}
+
+// In flight at each arrival (the request itself included), for spans sorted by start.
+std::vector<double> concurrency_at_arrivals(std::vector<std::pair<double, double>> spans) {
+  std::sort(spans.begin(), spans.end());
+  std::priority_queue<double, std::vector<double>, std::greater<>> ends;
+  std::vector<double> out;
+  out.reserve(spans.size());
+  for (const auto& [start, end] : spans) {
+    while (!ends.empty() && ends.top() <= start) ends.pop();
+    ends.push(end);
+    out.push_back(static_cast<double>(ends.size()));
+  }
+  return out;
+}
+
+std::string num(double v) {
+  char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+  }
+  return buf;
+}
+
+// "p50 12  p90 40  p99 77  max 80  (n 1000)"
+std::string spread(std::vector<double>& v, const char* unit) {
+  if (v.empty()) return "no samples";
+  std::string out;
+  for (double q : {0.5, 0.9, 0.99}) {
+    char label[8];
+    std::snprintf(label, sizeof label, "p%.0f ", q * 100);
+    out += label + num(*quantile(v, q)) + unit + "  ";
+  }
+  out += "max " + num(v.back()) + unit + "  (n " + std::to_string(v.size()) + ")";
+  return out;
+}
+
+void line(std::string& out, const char* name, const std::string& value, const std::string& why) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "  %-26s %-10s ", name, value.c_str());
+  out += buf + why + "\n";
+}
+
+}  // namespace
+
+std::optional<double> quantile(std::vector<double>& values, double q) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  const double n = static_cast<double>(values.size());
+  int64_t rank = static_cast<int64_t>(std::ceil(q * n - 1e-9));
+  rank = std::clamp<int64_t>(rank, 1, static_cast<int64_t>(values.size()));
+  return values[static_cast<size_t>(rank - 1)];
+}
+
+Result<AdviceInput> read_access_log(std::string_view text) {
+  AdviceInput in;
+  simdjson::dom::parser parser;
+  int64_t number = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    const bool last_without_newline = end == std::string_view::npos;
+    if (last_without_newline) end = text.size();
+    const std::string_view raw = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (raw.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    simdjson::dom::element doc;
+    if (parser.parse(raw.data(), raw.size()).get(doc) != simdjson::SUCCESS || !doc.is_object()) {
+      if (last_without_newline && !raw.empty() && raw.front() == '{') {
+        return log_error(number,
+                         "truncated: the last line ends before its JSON object does (copy the "
+                         "log after the gateway has written it, or drop the partial line)");
+      }
+      return log_error(number,
+                       "not a JSON object: this is not a Cutline gateway access log (one JSON "
+                       "object per line)");
+    }
+    std::string_view cause;
+    if (doc["cause"].get_string().get(cause) != simdjson::SUCCESS) {
+      return log_error(number,
+                       "no stop record (\"cause\"): this is not a Cutline gateway access log");
+    }
+    ++in.lines;
+    if (cause == "invalid_request" || cause == "admission_rejected") {
+      ++in.skipped;
+      continue;
+    }
+    std::string_view policy;
+    std::string_view model;
+    if (doc["policy"].get_string().get(policy) != simdjson::SUCCESS) policy = {};
+    if (doc["model"].get_string().get(model) != simdjson::SUCCESS) model = {};
+    Observed& o = in.groups[{std::string(policy), std::string(model)}];
+    auto number_of = [&](const char* key) -> std::optional<double> {
+      double v = 0;
+      if (doc[key].get_double().get(v) == simdjson::SUCCESS) return v;
+      int64_t i = 0;
+      if (doc[key].get_int64().get(i) == simdjson::SUCCESS) return static_cast<double>(i);
+      return std::nullopt;
+    };
+    if (auto v = number_of("output_tokens")) o.output_tokens.push_back(*v);
+    if (auto v = number_of("duration_ms")) {
+      o.duration_ms.push_back(*v);
+      if (auto ts = number_of("ts")) o.spans_ms.emplace_back(*ts * 1000.0, *ts * 1000.0 + *v);
+    }
+    if (auto v = number_of("ttft_ms")) o.ttft_ms.push_back(*v);
+    if (auto v = number_of("itl_max_ms")) o.itl_max_ms.push_back(*v);
+    if (auto v = number_of("queue_ms")) o.queue_ms.push_back(*v);
+  }
+  if (in.lines == 0) {
+    return make_error(ErrorKind::kBadRequest,
+                      "empty: no access-log lines (is access_log set in the policy, and has "
+                      "traffic passed?)");
+  }
+  if (in.groups.empty()) {
+    return make_error(ErrorKind::kBadRequest,
+                      "every request was refused before an upstream (invalid_request or "
+                      "admission_rejected): nothing to measure");
+  }
+  return in;
+}
+
+Proposal propose(Observed& o, double target) {
+  const double q = 1.0 - target;
+  Proposal l;
+  if (auto v = quantile(o.output_tokens, q)) {
+    l.max_output_tokens = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(*v)));
+  }
+  if (auto v = quantile(o.duration_ms, q)) l.deadline_ms = round_up_ms(*v);
+  if (auto v = quantile(o.ttft_ms, q)) l.ttft_timeout_ms = round_up_ms(*v);
+  if (auto v = quantile(o.itl_max_ms, q)) l.idle_timeout_ms = round_up_ms(*v);
+  std::vector<double> c = concurrency_at_arrivals(o.spans_ms);
+  if (auto v = quantile(c, q)) l.max_concurrent = static_cast<int64_t>(*v);
+  return l;
+}
+
+std::string render_advice(AdviceInput& in, double target) {
+  std::string out;
+  char head[160];
+  std::snprintf(head, sizeof head,
+                "%lld requests read, %lld refused before an upstream (not measured); target: "
+                "cut at most %s%% of each policy and model\n",
+                static_cast<long long>(in.lines), static_cast<long long>(in.skipped),
+                num(target * 100).c_str());
+  out += head;
+  for (auto& [key, o] : in.groups) {
+    const Proposal l = propose(o, target);
+    out += "\npolicy \"" + (key.first.empty() ? std::string("(none matched)") : key.first) +
+           "\"  model \"" + key.second + "\"  (" + std::to_string(o.duration_ms.size()) +
+           " requests)\n";
+    auto show = [&](const char* name, const std::optional<int64_t>& v, bool ms,
+                    std::vector<double>& samples, const char* unit, const char* what) {
+      line(out, name,
+           v ? (ms ? policy::format_duration_ms(*v) : std::to_string(*v)) : std::string("-"),
+           std::string(what) + ": " + spread(samples, unit));
+    };
+    show("budget.max_output_tokens", l.max_output_tokens, false, o.output_tokens, "",
+         "output tokens");
+    show("deadline", l.deadline_ms, true, o.duration_ms, "ms", "duration");
+    show("ttft_timeout", l.ttft_timeout_ms, true, o.ttft_ms, "ms", "TTFT");
+    show("idle_timeout", l.idle_timeout_ms, true, o.itl_max_ms, "ms", "largest inter-token gap");
+    std::vector<double> c = concurrency_at_arrivals(o.spans_ms);
+    show("admission.max_concurrent", l.max_concurrent, false, c, "", "in flight at arrival");
+    std::string queue = spread(o.queue_ms, "ms");
+    line(out, "(queue wait)", "", "queue_ms: " + queue);
+  }
+  return out;
+}
+
+}  // namespace cutline::tools

@@ -1,0 +1,30 @@
+#pragma once
+// The two probe runs, as library calls (the `cutline probe` command and the integration tests
+// call these): the load sweep and the switch scenarios, each returning a ProbeReport with every
+// record and the verdict; and write_outputs, which writes report.json, requests.csv and
+// report.html into a directory.
+
+#include <functional>
+#include <string>
+
+#include "cutline/proto/clock.h"
+#include "cutline/proto/result.h"
+#include "cutline/tools/probe/options.h"
+#include "cutline/tools/probe/probe_report.h"
+
+namespace cutline::tools::probe {
+
+// Called after each request with (done, total, where the run is: "c=4" or a scenario).
+using ProgressFn = std::function<void(int done, int total, const std::string& where)>;
+
+// Jobs per level: every prompt × repeat, the same list (prompts and seeds) at every level. With
+// --repeat unset, repeat = ceil(max concurrency / prompts) so that the top level is reached.
+Result<ProbeReport> run_load(const ProbeOptions& options, const proto::Clock& clock,
+                             const ProgressFn& progress = {});
+Result<ProbeReport> run_switch(const ProbeOptions& options, const proto::Clock& clock,
+                               const ProgressFn& progress = {});
+
+// Writes report.json, requests.csv, report.html under `dir` (created when missing).
+Status write_outputs(const ProbeReport& report, const std::string& dir);
+
+}  // namespace cutline::tools::probe
