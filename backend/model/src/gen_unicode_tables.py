@@ -6,7 +6,7 @@ The pre-tokenizers classify characters by General_Category (\\p{L}, \\p{N}, \\p{
 `unicode-data` package installs in /usr/share/unicode: UnicodeData.txt (categories, including
 the "<..., First>" / "<..., Last>" ranges of CJK ideographs, Hangul syllables, ...) and
 PropList.txt (White_Space). The build uses the checked-in output; this script only runs to
-update it and in the test that regenerates it and compares (tests/unit/model/CMakeLists.txt).
+update it and in the test that regenerates it and compares (tests/unit/backend/model/CMakeLists.txt).
 
 Usage: gen_unicode_tables.py [--ucd DIR] [--out FILE | --check FILE]
   --check FILE  exit 1 when FILE differs from what would be written (0 when equal)
