@@ -4,21 +4,21 @@
 #include <cctype>
 #include <mutex>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/timer.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/net/timer.h"
 
 namespace cutline::gateway {
 namespace {
 
 const proto::HttpHeaders kJson{{"Content-Type", "application/json"}};
 
-void write_limit(proto::JsonWriter& w, std::string_view key,
+void write_limit(base::JsonWriter& w, std::string_view key,
                  const std::optional<policy::Limit>& limit) {
   if (limit) w.field(key, limit->value);
 }
@@ -120,7 +120,7 @@ void Admin::streams(std::shared_ptr<proto::ServerStream> s) {
   for (int i = 0; i < gw_.workers().size(); ++i) {
     gw_.worker(i).loop.post([g, gw, i, home] {
       std::string part;
-      proto::JsonWriter w(part);
+      base::JsonWriter w(part);
       const int64_t now = gw->clock().now_ns();
       w.begin_array();
       for (const auto& [id, stream] : gw->worker(i).streams) {
@@ -198,7 +198,7 @@ void Admin::probe_ready(std::shared_ptr<proto::ServerStream> s) {
     p->sent = true;
     bool ready = !p->names.empty() && !gw->draining();
     std::string body;
-    proto::JsonWriter w(body);
+    base::JsonWriter w(body);
     w.begin_object();
     w.key("unreachable").begin_array();
     for (size_t i = 0; i < p->names.size(); ++i) {
@@ -263,7 +263,7 @@ void Admin::probe_ready(std::shared_ptr<proto::ServerStream> s) {
 std::string Admin::policy_json() const {
   auto policy = gw_.policy();
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object();
   w.field("source_file", policy->source_file);
   w.field("generation", static_cast<int64_t>(gw_.policy_generation()));

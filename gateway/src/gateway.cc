@@ -20,8 +20,8 @@
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 namespace {

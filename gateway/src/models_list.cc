@@ -12,8 +12,8 @@
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/glob.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
 namespace {

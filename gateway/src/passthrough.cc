@@ -10,9 +10,9 @@
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 namespace {

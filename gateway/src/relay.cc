@@ -2,9 +2,9 @@
 
 #include <ctime>
 
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/openai_writer.h"
-#include "cutline/proto/sse_writer.h"
+#include "cutline/proto/sse/sse_writer.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/openai_writer.h"
 
 namespace cutline::gateway {
 namespace {

@@ -26,7 +26,7 @@
 
 #include "cutline/device/device.h"
 #include "cutline/model/synth.h"
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 #include "cutline/residency/load_report.h"
 #include "cutline/server/file_prefetch.h"
 #include "cutline/server/served_model.h"

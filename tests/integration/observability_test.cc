@@ -26,7 +26,7 @@
 #include <simdjson.h>
 
 #include "../support/ci.h"
-#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/http/http_fetch.h"
 #include "process_harness.h"
 
 namespace cutline::test {

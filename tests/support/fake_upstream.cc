@@ -74,12 +74,12 @@
 
 #include <simdjson.h>
 
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/base/json_writer.h"
+#include "cutline/proto/tls/tls_context.h"
 
 namespace {
 
-using cutline::proto::JsonWriter;
+using cutline::base::JsonWriter;
 
 struct Script {
   int tokens = 5;

@@ -24,6 +24,7 @@
 #include <simdjson.h>
 
 #include "advise.h"
+#include "cutline/base/json_writer.h"
 #include "cutline/cli/cli.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
@@ -32,7 +33,6 @@
 #include "cutline/policy/json_schema.h"
 #include "cutline/policy/loader.h"
 #include "cutline/policy/policy_json.h"
-#include "cutline/proto/json_writer.h"
 
 namespace cutline::tools {
 
@@ -51,7 +51,7 @@ void print_json(const std::string& json) {
 // {"ok": false, "file": F, "errors": [...], "warnings": []}.
 void print_errors_json(const std::string& file, const LoadResult& r) {
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object().field("ok", false).field("file", file).key("errors");
   write_diagnostics_json(w, r.errors);
   w.key("warnings");
@@ -136,7 +136,7 @@ int run_check(const std::string& file, Format format) {
       return 1;
     }
     std::string out;
-    proto::JsonWriter w(out);
+    base::JsonWriter w(out);
     w.begin_object().field("ok", true).field("file", file).key("policy");
     write_policy_json(w, *r.policy);
     w.key("warnings");
@@ -295,7 +295,7 @@ int run_explain(const ExplainArgs& args) {
   Decision d = decide(policy, facts, live);
   if (args.format == Format::kJson) {
     std::string out;
-    proto::JsonWriter w(out);
+    base::JsonWriter w(out);
     w.begin_object().field("ok", true).field("file", file);
     w.key("request")
         .begin_object()

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/http/http_fetch.h"
 #include "html_report.h"
 #include "prompt_set.h"
 #include "record_writers.h"
@@ -72,7 +72,7 @@ Result<std::vector<Prompt>> prompts_of(const ProbeOptions& o) {
 
 }  // namespace
 
-Result<ProbeReport> run_load(const ProbeOptions& o, const proto::Clock& clock,
+Result<ProbeReport> run_load(const ProbeOptions& o, const base::Clock& clock,
                              const ProgressFn& progress) {
   auto config = runner_config(o);
   if (!config.ok()) return std::move(config).error();
@@ -109,7 +109,7 @@ Result<ProbeReport> run_load(const ProbeOptions& o, const proto::Clock& clock,
   return report;
 }
 
-Result<ProbeReport> run_switch(const ProbeOptions& o, const proto::Clock& clock,
+Result<ProbeReport> run_switch(const ProbeOptions& o, const base::Clock& clock,
                                const ProgressFn& progress) {
   auto config = runner_config(o);
   if (!config.ok()) return std::move(config).error();

@@ -7,9 +7,9 @@
 #include <functional>
 #include <utility>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/model/synth.h"
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/wire/openai_error.h"
 #include "cutline/server/completion_request.h"
 #include "cutline/server/completion_stream.h"
 #include "cutline/server/completion_writer.h"
@@ -250,7 +250,7 @@ void BackendServer::handle(std::shared_ptr<proto::ServerStream> http) {
 
 void BackendServer::send_models(proto::ServerStream& http) {
   std::string body;
-  proto::JsonWriter w(body);
+  base::JsonWriter w(body);
   w.begin_object().field("object", "list").key("data").begin_array();
   for (const auto& m : residency_->snapshot()) {
     w.begin_object();

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <utility>
 
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::server {
 

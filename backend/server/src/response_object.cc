@@ -18,7 +18,7 @@ ResponseOutcome response_outcome(proto::Cause cause, bool runner_error) {
   return {"incomplete", std::nullopt};
 }
 
-void write_output_text_part(proto::JsonWriter& w, std::string_view text,
+void write_output_text_part(base::JsonWriter& w, std::string_view text,
                             const std::string* logprobs_items) {
   w.begin_object().field("type", "output_text").field("text", text);
   w.key("annotations").begin_array().end_array();
@@ -26,7 +26,7 @@ void write_output_text_part(proto::JsonWriter& w, std::string_view text,
   w.end_object();
 }
 
-void write_output_message(proto::JsonWriter& w, std::string_view item_id, std::string_view status,
+void write_output_message(base::JsonWriter& w, std::string_view item_id, std::string_view status,
                           const std::string* text, const std::string* logprobs_items) {
   w.begin_object()
       .field("id", item_id)
@@ -44,7 +44,7 @@ std::string function_call_item_id(const ParsedToolCall& call) {
   return "fc_" + std::string(id);
 }
 
-void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
+void write_function_call_item(base::JsonWriter& w, const ParsedToolCall& call,
                               std::string_view status) {
   w.begin_object()
       .field("id", function_call_item_id(call))
@@ -56,7 +56,7 @@ void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
       .end_object();
 }
 
-void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) {
+void write_response_object(base::JsonWriter& w, const ResponseObjectFields& f) {
   w.begin_object()
       .field("id", f.id)
       .field("object", "response")

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "../../support/redis_server.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/timer.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/net/timer.h"
 
 namespace cutline::gateway {
 namespace {
@@ -130,7 +130,7 @@ class StoreThread {
   std::atomic<int> log_lines{0};
 
  private:
-  proto::SystemClock clock_;
+  base::MonotonicClock clock_;
   LoopThread lt_;
   std::unique_ptr<AsyncRedisPoolStore> store_;
   std::vector<AsyncReservation> held_;
@@ -160,7 +160,7 @@ class AsyncRedisTest : public ::testing::Test {
   }
 
   RedisServer* server_ = nullptr;
-  proto::SystemClock clock_;
+  base::MonotonicClock clock_;
   policy::MemoryPoolStore local_{clock_};
 };
 

@@ -17,13 +17,13 @@
 #include <optional>
 #include <thread>
 
-#include "cutline/proto/connection.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/listener.h"
-#include "cutline/proto/tls_context.h"
-#include "cutline/proto/worker_threads.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/connection.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/net/listener.h"
+#include "cutline/proto/net/worker_threads.h"
+#include "cutline/proto/tls/tls_context.h"
 #include "tls_test_util.h"
 
 namespace cutline::proto {

@@ -39,9 +39,9 @@
 #include <string>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/policy/token_pool.h"
-#include "cutline/proto/clock.h"
 
 struct redisAsyncContext;
 struct redisReply;
@@ -75,7 +75,7 @@ struct AsyncRedisOptions {
 class AsyncRedisPoolStore final : public AsyncPoolStore {
  public:
   // `fallback` serves fail-open calls (the process's MemoryPoolStore, shared by workers).
-  AsyncRedisPoolStore(proto::EventLoop& loop, AsyncRedisOptions options, const proto::Clock& clock,
+  AsyncRedisPoolStore(proto::EventLoop& loop, AsyncRedisOptions options, const base::Clock& clock,
                       policy::PoolStore& fallback);
   ~AsyncRedisPoolStore() override;
   AsyncRedisPoolStore(const AsyncRedisPoolStore&) = delete;
@@ -113,7 +113,7 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
 
   proto::EventLoop& loop_;
   AsyncRedisOptions options_;
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   policy::PoolStore& fallback_;
   std::unique_ptr<DnsResolver> resolver_;
 

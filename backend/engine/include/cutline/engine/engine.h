@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/engine/clock.h"
 #include "cutline/engine/engine_event.h"
 #include "cutline/engine/engine_stats.h"
@@ -47,7 +48,6 @@
 #include "cutline/kv/kv_cache_manager.h"
 #include "cutline/model/model_runner.h"
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::engine {
 

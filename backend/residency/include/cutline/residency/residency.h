@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 #include "cutline/residency/load_report.h"
 
 namespace cutline::residency {

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "cutline/device/device.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/worker_threads.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/worker_threads.h"
+#include "cutline/proto/wire/openai_request.h"
 #include "cutline/residency/residency.h"
 #include "cutline/server/backend_metrics.h"
 #include "cutline/server/backend_options.h"

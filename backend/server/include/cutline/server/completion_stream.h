@@ -19,9 +19,9 @@
 
 #include "cutline/engine/engine.h"
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/server_stream.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/wire/openai_request.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "cutline/residency/residency.h"
 #include "cutline/server/backend_metrics.h"
 #include "cutline/server/event_router.h"
