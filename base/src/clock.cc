@@ -10,4 +10,8 @@ int64_t MonotonicClock::now_ns() const {
       .count();
 }
 
+double wall_time_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace cutline::base

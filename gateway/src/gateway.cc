@@ -4,9 +4,9 @@
 #include <sys/time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/admin.h"
 #include "cutline/gateway/async_redis_pool_store.h"
 #include "cutline/gateway/listener_tls.h"
@@ -104,11 +104,6 @@ bool redis_answers(const policy::BudgetStore& store) {
   return ok;
 }
 
-double unix_now_s() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
 // What `cutline policy check` warns about (parts of the file no request can reach), once per
 // load: at start and on every reload that is applied.
 void log_policy_warnings(const policy::LoadResult& loaded) {
@@ -171,7 +166,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> i
       metrics_(bounds_of(*initial)),
       pools_(std::make_unique<policy::MemoryPoolStore>(clock_)),
       workers_(std::max(1, options_.workers)) {
-  loaded_unix_s_ = unix_now_s();
+  loaded_unix_s_ = base::wall_time_s();
   for (int i = 0; i < workers_.size(); ++i) {
     per_loop_.push_back(std::make_unique<Worker>(workers_.loop(i)));
   }
@@ -377,7 +372,7 @@ void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& 
                       path == "/v1/responses" || path == "/v1/embeddings";
   if (AccessLog* log = access_log()) {
     AccessLogEntry e;
-    e.ts_unix_s = unix_now_s();
+    e.ts_unix_s = base::wall_time_s();
     e.request_id = id;
     e.method = req.method;
     e.path = path;
@@ -475,7 +470,7 @@ Status Gateway::reload() {
                  "restart\n",
                  options_.config_path.c_str(), listen.size(), servers_.size());
   }
-  loaded_unix_s_ = unix_now_s();
+  loaded_unix_s_ = base::wall_time_s();
   metrics_.set_bounds(bounds_of(*r.policy));
   apply_queue_limits(*r.policy);
   std::fprintf(stderr, "cutline-gateway: policy reloaded from %s (generation %llu)\n",

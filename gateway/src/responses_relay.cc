@@ -1,7 +1,6 @@
 #include "cutline/gateway/responses_relay.h"
 
-#include <ctime>
-
+#include "cutline/base/clock.h"
 #include "cutline/base/json_writer.h"
 #include "cutline/proto/sse/sse_writer.h"
 #include "cutline/proto/wire/openai_error.h"
@@ -233,7 +232,7 @@ void ResponsesRelay::write_response_object(const proto::StopRecord& record,
   const std::string id = id_.empty() ? "resp_" + options_.fallback_id : id_;
   base::JsonWriter w(out);
   w.begin_object().field("id", id).field("object", "response");
-  w.field("created_at", created_at_ != 0 ? created_at_ : static_cast<int64_t>(std::time(nullptr)));
+  w.field("created_at", created_at_ != 0 ? created_at_ : static_cast<int64_t>(base::wall_time_s()));
   w.field("status", "incomplete");
   w.field("model", model_.empty() ? options_.fallback_model : model_);
   w.key("output").begin_array();

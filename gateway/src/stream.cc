@@ -1,9 +1,9 @@
 #include "cutline/gateway/stream.h"
 
 #include <charconv>
-#include <chrono>
 #include <cstdio>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/upstream_headers.h"
@@ -23,11 +23,6 @@ constexpr size_t kMaxUpstreamErrorBody = 64 * 1024;
 // llama.cpp take more, so the gateway allows 16 of at most 256 bytes each.
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopStringBytes = 256;
-
-double unix_now_s() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 // The bytes for the client that one upstream read produced: one buffer per worker thread,
 // emptied by send_client_bytes() before the read callback returns (a per-stream buffer would keep
@@ -136,7 +131,7 @@ void Stream::start() {
 // accept: request id, arrival time, the client's close callback (client_cancel from here on).
 void Stream::accept() {
   phase_ = Phase::kAccept;
-  arrival_unix_s_ = unix_now_s();
+  arrival_unix_s_ = base::wall_time_s();
   request_id_ = request_id_for(client_->request().headers);
   body_ = std::move(client_->request().body);
   bytes_in_ = static_cast<int64_t>(body_.size());

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cutline/base/clock.h"
 #include "cutline/proto/http/http_fetch.h"
 #include "html_report.h"
 #include "prompt_set.h"
@@ -16,7 +17,7 @@ namespace cutline::tools::probe {
 namespace {
 
 std::string now_utc() {
-  std::time_t t = std::time(nullptr);
+  const auto t = static_cast<std::time_t>(base::wall_time_s());
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];

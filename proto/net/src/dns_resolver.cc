@@ -3,22 +3,11 @@
 #include <event2/dns.h>
 #include <event2/util.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "cutline/proto/net/event_loop.h"
 
 namespace cutline::proto {
-
-namespace {
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 struct DnsResolver::Lookup {
   DnsResolver* resolver = nullptr;
@@ -77,7 +66,7 @@ bool DnsResolver::ensure_base(std::string* error) {
 
 const DnsResolver::Address* DnsResolver::cached(const std::string& host) const {
   auto it = cache_.find(host);
-  if (it == cache_.end() || it->second.expires_ms <= steady_ms()) return nullptr;
+  if (it == cache_.end() || it->second.expires_ms <= clock_.now_ms()) return nullptr;
   return &it->second.address;
 }
 
@@ -126,7 +115,7 @@ void DnsResolver::on_result(int result, addrinfo* res, void* arg) {
   if (ok) {
     std::memcpy(&address.addr, res->ai_addr, res->ai_addrlen);
     address.len = static_cast<socklen_t>(res->ai_addrlen);
-    self.cache_[owned->host] = Entry{address, steady_ms() + self.cache_ms_};
+    self.cache_[owned->host] = Entry{address, self.clock_.now_ms() + self.cache_ms_};
   } else {
     error = "cannot resolve " + owned->host + ": " + evutil_gai_strerror(result);
   }

@@ -26,5 +26,22 @@ TEST(ClockTest, MonotonicClockIsMonotonic) {
   }
 }
 
+TEST(ClockTest, ManualClockAdvancesInEachUnit) {
+  ManualClock clock;
+  clock.advance_us(3);
+  clock.advance_ns(7);
+  EXPECT_EQ(clock.now_ns(), 3'007);
+  clock.advance_ms(2);
+  EXPECT_EQ(clock.now_us(), 2'003);
+}
+
+TEST(ClockTest, WallTimeIsUnixTime) {
+  // 2020-01-01 and 2100-01-01: any machine running this is between them, and a monotonic clock
+  // (seconds since boot) never is.
+  const double s = wall_time_s();
+  EXPECT_GT(s, 1577836800.0);
+  EXPECT_LT(s, 4102444800.0);
+}
+
 }  // namespace
 }  // namespace cutline::base

@@ -35,8 +35,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/base/result.h"
-#include "cutline/engine/clock.h"
 #include "cutline/engine/engine_event.h"
 #include "cutline/engine/engine_stats.h"
 #include "cutline/engine/sampler.h"
@@ -66,8 +66,10 @@ struct EngineConfig {
   int32_t max_running = 256;
   int32_t max_preemptions = 8;
   bool prefix_caching = true;
-  // The monotonic clock (not owned; must outlive the engine). nullptr: a SteadyClock.
-  const Clock* clock = nullptr;
+  // The monotonic clock every engine timing is taken on (queue, prefill, first decode, TTFT,
+  // decode); read on the engine thread and, for arrival stamps, on the thread calling add().
+  // Not owned; must outlive the engine. nullptr: a MonotonicClock.
+  const base::Clock* clock = nullptr;
   // Seeds for requests without one (called on the thread calling add()). Empty: a
   // std::random_device-seeded generator.
   std::function<uint64_t()> seed_source;
@@ -143,8 +145,8 @@ class Engine {
   model::ModelRunner& runner_;
   const model::Tokenizer& tokenizer_;
   EngineConfig config_;
-  SteadyClock steady_clock_;
-  const Clock* clock_;
+  base::MonotonicClock monotonic_clock_;
+  const base::Clock* clock_;
   kv::KVCacheManager kv_;
   Scheduler scheduler_;
   Sampler sampler_;

@@ -106,7 +106,9 @@ struct ModelStatus {
 
 class Residency {
  public:
-  Residency(ResidencyOptions options, NowUs now, Loader loader);
+  // `clock` (monotonic; load phases, queue waits and LRU order are taken on it) is not owned and
+  // must outlive the residency.
+  Residency(ResidencyOptions options, const base::Clock& clock, Loader loader);
   ~Residency();
   Residency(const Residency&) = delete;
   Residency& operator=(const Residency&) = delete;
@@ -150,7 +152,7 @@ class Residency {
   bool any_busy_evictable(const Entry* keep) const;
 
   ResidencyOptions options_;
-  NowUs now_;
+  const base::Clock& clock_;
   Loader loader_;
 
   mutable std::mutex mu_;

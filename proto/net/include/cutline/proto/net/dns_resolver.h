@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/clock.h"
+
 struct evdns_base;
 struct addrinfo;
 
@@ -62,7 +64,8 @@ class DnsResolver {
   int64_t cache_ms_;
   int64_t timeout_ms_;
   evdns_base* base_ = nullptr;
-  std::unordered_map<std::string, Entry> cache_;
+  std::unordered_map<std::string, Entry> cache_;  // expiry on clock_
+  base::MonotonicClock clock_;
   std::unordered_map<std::string, Lookup*> in_flight_;  // owned by their evdns callbacks
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
