@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/base/result.h"
 #include "cutline/proto/net/connection.h"
 #include "cutline/proto/net/timer.h"
@@ -148,6 +149,7 @@ class Http2ServerConnection final : public ServerConnection, public Connection::
   size_t buffered_request_bytes_ = 0;  // body bytes of the streams still arriving
   double reset_tokens_ = 0;            // the reset rate's bucket
   int64_t reset_refill_ms_ = 0;        // when the bucket was last refilled
+  base::MonotonicClock clock_;         // deadlines and the reset rate
 };
 
 }  // namespace cutline::proto
