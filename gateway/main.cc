@@ -34,7 +34,7 @@
 #include "cutline/cli/cli.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/supervisor.h"
-#include "cutline/proto/descriptor_limit.h"
+#include "cutline/proto/net/descriptor_limit.h"
 
 namespace {
 

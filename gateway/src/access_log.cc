@@ -5,14 +5,14 @@
 #include <memory>
 #include <utility>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 
 namespace cutline::gateway {
 
 std::string access_log_line(const AccessLogEntry& e) {
   std::string out;
   out.reserve(768);
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object();
   w.field("ts", e.ts_unix_s).field("request_id", e.request_id);
   w.field("method", e.method).field("path", e.path);

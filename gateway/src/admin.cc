@@ -4,15 +4,16 @@
 #include <cctype>
 #include <mutex>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/policy_json.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/timer.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/base/json_writer.h"
+#include "cutline/proto/net/timer.h"
 
 namespace cutline::gateway {
 namespace {
@@ -116,7 +117,7 @@ void Admin::streams(std::shared_ptr<proto::ServerStream> s) {
   for (int i = 0; i < gw_.workers().size(); ++i) {
     gw_.worker(i).loop.post([g, gw, i, home] {
       std::string part;
-      proto::JsonWriter w(part);
+      base::JsonWriter w(part);
       const int64_t now = gw->clock().now_ns();
       w.begin_array();
       for (const auto& [id, stream] : gw->worker(i).streams) {
@@ -194,7 +195,7 @@ void Admin::probe_ready(std::shared_ptr<proto::ServerStream> s) {
     p->sent = true;
     bool ready = !p->names.empty() && !gw->draining();
     std::string body;
-    proto::JsonWriter w(body);
+    base::JsonWriter w(body);
     w.begin_object();
     w.key("unreachable").begin_array();
     for (size_t i = 0; i < p->names.size(); ++i) {
@@ -259,7 +260,7 @@ void Admin::probe_ready(std::shared_ptr<proto::ServerStream> s) {
 std::string Admin::policy_json() const {
   auto policy = gw_.policy();
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object();
   w.field("generation", static_cast<int64_t>(gw_.policy_generation()));
   w.field("loaded_at_unix_s", gw_.policy_loaded_unix_s());

@@ -1,7 +1,7 @@
 // The asynchronous token-pool interface and its in-process implementation (async_pool_store.h).
 #include "cutline/gateway/async_pool_store.h"
 
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 

@@ -11,9 +11,9 @@
 
 #include "cutline/gateway/dns_resolver.h"
 #include "cutline/gateway/redis_connection.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/timer.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/net/timer.h"
+#include "cutline/proto/tls/tls_context.h"
 
 namespace cutline::gateway {
 
@@ -153,7 +153,7 @@ struct AsyncRedisPoolStore::Command {
 };
 
 AsyncRedisPoolStore::AsyncRedisPoolStore(proto::EventLoop& loop, AsyncRedisOptions options,
-                                         const proto::Clock& clock, policy::PoolStore& fallback)
+                                         const base::Clock& clock, policy::PoolStore& fallback)
     : loop_(loop),
       options_(std::move(options)),
       clock_(clock),

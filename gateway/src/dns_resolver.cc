@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 

@@ -87,17 +87,17 @@ bool EndpointLease::report(EndpointOutcome outcome) {
 
 // ---- EndpointPool -----------------------------------------------------------------------------
 
-EndpointPool::EndpointPool(const policy::Upstream& upstream, const proto::Clock& clock,
+EndpointPool::EndpointPool(const policy::Upstream& upstream, const base::Clock& clock,
                            uint64_t seed)
     : upstream_(upstream), clock_(clock), rng_(seed) {}
 
 std::shared_ptr<EndpointPool> EndpointPool::create(const policy::Upstream& upstream,
-                                                   const proto::Clock& clock, uint64_t seed) {
+                                                   const base::Clock& clock, uint64_t seed) {
   return create(upstream, clock, seed, nullptr);
 }
 
 std::shared_ptr<EndpointPool> EndpointPool::create(const policy::Upstream& upstream,
-                                                   const proto::Clock& clock, uint64_t seed,
+                                                   const base::Clock& clock, uint64_t seed,
                                                    std::shared_ptr<const void> owner) {
   auto pool = std::make_shared<EndpointPool>(upstream, clock, seed);
   pool->owner_ = std::move(owner);

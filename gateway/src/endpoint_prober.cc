@@ -2,7 +2,7 @@
 #include "cutline/gateway/endpoint_prober.h"
 
 #include "cutline/gateway/load_report.h"
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 

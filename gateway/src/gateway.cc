@@ -3,9 +3,9 @@
 #include <sys/time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/admin.h"
 #include "cutline/gateway/async_redis_pool_store.h"
 #include "cutline/gateway/listener_tls.h"
@@ -19,8 +19,8 @@
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 namespace {
@@ -72,12 +72,6 @@ std::vector<std::string> fields_needing_restart(const policy::Policy& started,
   }
   if (!(started.limits == next.limits)) out.emplace_back("limits");
   return out;
-}
-
-// PING with the store's timeout and credentials; true when Redis answered PONG.
-double unix_now_s() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
 // What `cutline policy check` warns about (parts of the file no request can reach), once per
@@ -172,7 +166,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> i
       metrics_(bounds_of(*initial)),
       pools_(std::make_unique<policy::MemoryPoolStore>(clock_)),
       workers_(std::max(1, options_.workers)) {
-  loaded_unix_s_ = unix_now_s();
+  loaded_unix_s_ = base::wall_time_s();
   for (int i = 0; i < workers_.size(); ++i) {
     per_loop_.push_back(std::make_unique<Worker>(workers_.loop(i)));
   }
@@ -378,7 +372,7 @@ void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& 
                       path == "/v1/responses" || path == "/v1/embeddings";
   if (AccessLog* log = access_log()) {
     AccessLogEntry e;
-    e.ts_unix_s = unix_now_s();
+    e.ts_unix_s = base::wall_time_s();
     e.request_id = id;
     e.method = req.method;
     e.path = path;
@@ -450,7 +444,7 @@ Status Gateway::reload() {
                  "restart\n",
                  options_.config_path.c_str(), listen.size(), servers_.size());
   }
-  loaded_unix_s_ = unix_now_s();
+  loaded_unix_s_ = base::wall_time_s();
   metrics_.set_bounds(bounds_of(*r.policy));
   apply_queue_limits(*r.policy);
   std::fprintf(stderr, "cutline-gateway: policy reloaded from %s (generation %llu)\n",

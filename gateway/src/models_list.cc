@@ -1,9 +1,8 @@
 #include "cutline/gateway/models_list.h"
 
-#include <chrono>
-
 #include <simdjson.h>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/upstream_headers.h"
@@ -12,8 +11,8 @@
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/glob.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
 namespace {
@@ -22,11 +21,6 @@ constexpr size_t kMaxModelsBody = 4u << 20;
 constexpr std::string_view kModelsPath = "/v1/models";
 constexpr std::string_view kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
                                         "/v1/embeddings"};
-
-double unix_now_s() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 bool serves(const policy::Upstream& u, std::string_view model) {
   for (const auto& g : u.models) {
@@ -66,7 +60,7 @@ ModelsList::ModelsList(Gateway& gateway, Worker& worker,
     : gw_(gateway), worker_(worker), client_(std::move(client)), id_(id) {}
 
 void ModelsList::start() {
-  arrival_unix_s_ = unix_now_s();
+  arrival_unix_s_ = base::wall_time_s();
   policy_ = gw_.policy();
   generation_ = gw_.policy_generation();
   const proto::HttpRequest& req = client_->request();
@@ -262,7 +256,7 @@ void ModelsList::finish(int status, const std::string& body, proto::StopRecord r
   done_ = true;
   record.reporter = "gateway";
   record.request_id = request_id_;
-  record.duration_ms = (unix_now_s() - arrival_unix_s_) * 1000.0;
+  record.duration_ms = (base::wall_time_s() - arrival_unix_s_) * 1000.0;
   if (status != 499 && !client_->closed()) {
     // The client's copy leaves out the endpoints asked unless --upstream-error-detail.
     std::vector<std::string> endpoints;

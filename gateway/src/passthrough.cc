@@ -1,26 +1,20 @@
 #include "cutline/gateway/passthrough.h"
 
-#include <chrono>
-
 #include <simdjson.h>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 namespace {
-
-double unix_now_s() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 // The model a passthrough request names: "model" in a JSON object body (/v1/embeddings, ...), or
 // the last path segment of /v1/models/{model}. "" when it names none.
@@ -48,7 +42,7 @@ Passthrough::Passthrough(Gateway& gateway, Worker& worker,
     : gw_(gateway), worker_(worker), client_(std::move(client)), id_(id) {}
 
 void Passthrough::start() {
-  arrival_unix_s_ = unix_now_s();
+  arrival_unix_s_ = base::wall_time_s();
   policy_ = gw_.policy();
   proto::HttpRequest& req = client_->request();
   request_id_ = request_id_for(req.headers);
@@ -283,7 +277,7 @@ proto::StopRecord Passthrough::make_record() const {
     r.cause = Cause::kEos;
   }
   attempts_.fill_record(r);
-  r.duration_ms = (unix_now_s() - arrival_unix_s_) * 1000.0;
+  r.duration_ms = (base::wall_time_s() - arrival_unix_s_) * 1000.0;
   return r;
 }
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 

@@ -1,10 +1,9 @@
 #include "cutline/gateway/relay.h"
 
-#include <ctime>
-
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/openai_writer.h"
-#include "cutline/proto/sse_writer.h"
+#include "cutline/base/clock.h"
+#include "cutline/proto/sse/sse_writer.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/openai_writer.h"
 
 namespace cutline::gateway {
 namespace {
@@ -172,7 +171,7 @@ void Relay::write_end(const proto::StopRecord& record,
   const std::string_view id = id_.empty() ? std::string_view(options_.fallback_id) : id_;
   const std::string_view model =
       model_.empty() ? std::string_view(options_.fallback_model) : model_;
-  const int64_t created = created_ != 0 ? created_ : static_cast<int64_t>(std::time(nullptr));
+  const int64_t created = created_ != 0 ? created_ : static_cast<int64_t>(base::wall_time_s());
   if (!options_.client_stream) {
     proto::CompletionFields f;
     f.endpoint = options_.endpoint;

@@ -1,10 +1,9 @@
 #include "cutline/gateway/responses_relay.h"
 
-#include <ctime>
-
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/sse_writer.h"
+#include "cutline/base/clock.h"
+#include "cutline/base/json_writer.h"
+#include "cutline/proto/sse/sse_writer.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
 namespace {
@@ -231,9 +230,9 @@ UpstreamEnd ResponsesRelay::upstream_end(bool transport_closed) const {
 void ResponsesRelay::write_response_object(const proto::StopRecord& record,
                                            std::string& out) const {
   const std::string id = id_.empty() ? "resp_" + options_.fallback_id : id_;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object().field("id", id).field("object", "response");
-  w.field("created_at", created_at_ != 0 ? created_at_ : static_cast<int64_t>(std::time(nullptr)));
+  w.field("created_at", created_at_ != 0 ? created_at_ : static_cast<int64_t>(base::wall_time_s()));
   w.field("status", "incomplete");
   w.field("model", model_.empty() ? options_.fallback_model : model_);
   w.key("output").begin_array();
@@ -293,13 +292,13 @@ void ResponsesRelay::write_end(const proto::StopRecord& record, bool gateway_cut
   if (!relayed_any_) {
     // The SDKs' stream helpers need a response.created before anything else.
     std::string created;
-    proto::JsonWriter w(created);
+    base::JsonWriter w(created);
     w.begin_object().field("type", "response.created").field("sequence_number", ++sequence_);
     w.key("response").raw(response).end_object();
     proto::append_sse_event(out, "response.created", created);
   }
   std::string incomplete;
-  proto::JsonWriter w(incomplete);
+  base::JsonWriter w(incomplete);
   w.begin_object().field("type", "response.incomplete").field("sequence_number", ++sequence_);
   w.key("response").raw(response).end_object();
   proto::append_sse_event(out, "response.incomplete", incomplete);

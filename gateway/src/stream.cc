@@ -6,9 +6,9 @@
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/request_rewriter.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/request_rewriter.h"
 
 namespace cutline::gateway {
 namespace {

@@ -8,8 +8,8 @@
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
 namespace {
@@ -385,7 +385,7 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
   gw_.metrics().stream_closed();
 }
 
-void Stream::describe(proto::JsonWriter& w, int64_t now) const {
+void Stream::describe(base::JsonWriter& w, int64_t now) const {
   auto left = [&](const proto::Timer& t, const std::optional<int64_t>& limit_ms,
                   int64_t from_ns) -> std::optional<double> {
     if (!t.armed() || !limit_ms) return std::nullopt;

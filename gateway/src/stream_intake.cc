@@ -3,12 +3,13 @@
 #include <charconv>
 #include <chrono>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
 namespace {
@@ -19,11 +20,6 @@ using proto::Cause;
 // llama.cpp take more, so the gateway allows 16 of at most 256 bytes each.
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopStringBytes = 256;
-
-double unix_now_s() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 // A client header's value as it may appear in an error message or a log line: printable ASCII
 // kept, every other byte written as \xNN (invalid UTF-8 never reaches a JSON string), at most
@@ -58,7 +54,7 @@ bool is_json_content_type(std::optional<std::string_view> ct) {
 // accept: request id, arrival time, the client's close callback (client_cancel from here on).
 void Stream::accept() {
   phase_ = Phase::kAccept;
-  arrival_unix_s_ = unix_now_s();
+  arrival_unix_s_ = base::wall_time_s();
   request_id_ = request_id_for(client_->request().headers);
   body_ = std::move(client_->request().body);
   hot_.bytes_in = static_cast<int64_t>(body_.size());

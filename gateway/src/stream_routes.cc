@@ -9,7 +9,7 @@
 #include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
 namespace {

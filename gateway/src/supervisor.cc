@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/http/http_fetch.h"
 
 extern char** environ;
 

@@ -3,12 +3,11 @@
 
 #include <unordered_map>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 
 namespace cutline::gateway {
 
-UpstreamPools::UpstreamPools(std::shared_ptr<const policy::Policy> policy,
-                             const proto::Clock& clock)
+UpstreamPools::UpstreamPools(std::shared_ptr<const policy::Policy> policy, const base::Clock& clock)
     : policy_(std::move(policy)), clock_(clock) {
   uint64_t seed = static_cast<uint64_t>(clock_.now_ns());
   for (const auto& u : policy_->upstreams)
@@ -59,7 +58,7 @@ void UpstreamPools::stop_probing() {
 std::string UpstreamPools::render_json() const {
   const int64_t now = clock_.now_ns();
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object().key("upstreams").begin_array();
   for (const auto& pool : pools_) {
     const policy::Upstream& u = pool->upstream();

@@ -10,7 +10,7 @@ namespace {
 constexpr int64_t kNsPerMs = 1000000;
 }  // namespace
 
-AdmissionQueue::AdmissionQueue(AdmissionLimits limits, const proto::Clock& clock)
+AdmissionQueue::AdmissionQueue(AdmissionLimits limits, const base::Clock& clock)
     : clock_(clock), limits_(limits) {}
 
 AdmissionLimits AdmissionQueue::limits_of(const AdmissionGroup& group) {

@@ -5,18 +5,18 @@
 #include <optional>
 #include <string_view>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/policy/duration.h"
 #include "cutline/policy/keys.h"
-#include "cutline/proto/json_writer.h"
 
 namespace cutline::policy {
 
 namespace {
 
+using base::JsonWriter;
 using keys::KeySpec;
 using keys::MapSpec;
 using keys::Type;
-using proto::JsonWriter;
 
 // Mirrors YamlReader::name, read_secret and read_api_key (policy/src).
 constexpr std::string_view kNamePattern = "^[A-Za-z0-9_.-]{1,128}$";

@@ -5,7 +5,7 @@ namespace cutline::policy {
 
 namespace {
 
-using proto::JsonWriter;
+using base::JsonWriter;
 
 void write_strings(JsonWriter& w, std::string_view key, const std::vector<std::string>& items) {
   w.key(key).begin_array();

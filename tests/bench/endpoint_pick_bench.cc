@@ -29,7 +29,7 @@ std::shared_ptr<const policy::Policy> load(int endpoints, const std::string& key
 void run(benchmark::State& state, const std::string& keys, bool with_reports, bool prompt) {
   const int n = static_cast<int>(state.range(0));
   auto policy = load(n, keys);
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   auto pool = gateway::EndpointPool::create(policy->upstreams[0], clock, 1);
   if (with_reports) {
     int i = 0;

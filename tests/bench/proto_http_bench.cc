@@ -18,10 +18,10 @@
 #include <mutex>
 #include <vector>
 
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/timer.h"
-#include "cutline/proto/worker_threads.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/timer.h"
+#include "cutline/proto/net/worker_threads.h"
 
 using namespace cutline::proto;
 

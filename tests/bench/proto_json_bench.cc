@@ -10,12 +10,12 @@
 
 #include <string>
 
-#include "cutline/proto/openai_chunk.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/openai_writer.h"
-#include "cutline/proto/request_rewriter.h"
-#include "cutline/proto/sse_parser.h"
-#include "cutline/proto/sse_writer.h"
+#include "cutline/proto/sse/sse_parser.h"
+#include "cutline/proto/sse/sse_writer.h"
+#include "cutline/proto/wire/openai_chunk.h"
+#include "cutline/proto/wire/openai_request.h"
+#include "cutline/proto/wire/openai_writer.h"
+#include "cutline/proto/wire/request_rewriter.h"
 
 namespace {
 

@@ -24,9 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/device/device.h"
 #include "cutline/model/synth.h"
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 #include "cutline/residency/load_report.h"
 #include "cutline/server/file_prefetch.h"
 #include "cutline/server/served_model.h"
@@ -155,7 +156,8 @@ int main(int argc, char** argv) {
     read_mbps.push_back(static_cast<double>(file_bytes) / 1e3 / read_ms);
 
     resident_fractions.push_back(evict(path));
-    residency::PhaseRecorder recorder(residency::steady_now_us());
+    const base::MonotonicClock clock;
+    residency::PhaseRecorder recorder(clock);
     residency::ModelSpec spec{"bench", path, false, file_bytes};
     t0 = Clock::now();
     auto loaded = server::load_served_model(spec, options, device, dispatch, recorder);

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/completion_assembler.h"
-#include "cutline/proto/openai_writer.h"
+#include "cutline/proto/wire/completion_assembler.h"
+#include "cutline/proto/wire/openai_writer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cutline::proto;

@@ -9,10 +9,10 @@
 
 #include <simdjson.h>
 
-#include "cutline/proto/openai_chunk.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/openai_response.h"
-#include "cutline/proto/openai_writer.h"
+#include "cutline/proto/wire/openai_chunk.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/openai_response.h"
+#include "cutline/proto/wire/openai_writer.h"
 
 using namespace cutline::proto;
 

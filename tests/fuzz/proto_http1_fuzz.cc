@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/http1_parser.h"
+#include "cutline/proto/http1/http1_parser.h"
 
 namespace {
 

@@ -10,8 +10,8 @@
 
 #include <simdjson.h>
 
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/request_rewriter.h"
+#include "cutline/proto/wire/openai_request.h"
+#include "cutline/proto/wire/request_rewriter.h"
 
 using namespace cutline::proto;
 

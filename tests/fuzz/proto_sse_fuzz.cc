@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/sse/sse_parser.h"
 
 namespace {
 

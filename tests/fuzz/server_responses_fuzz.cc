@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "cutline/engine/token_logprobs.h"
-#include "cutline/proto/openai_request.h"
+#include "cutline/proto/wire/openai_request.h"
 #include "cutline/server/responses_request.h"
 
 using namespace cutline;

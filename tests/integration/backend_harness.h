@@ -24,9 +24,9 @@
 #include <simdjson.h>
 
 #include "cutline/model/synth.h"
-#include "cutline/proto/http_fetch.h"
-#include "cutline/proto/sse_parser.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/http_fetch.h"
+#include "cutline/proto/sse/sse_parser.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "process_harness.h"
 
 namespace cutline::test {

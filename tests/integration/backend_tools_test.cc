@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "backend_harness.h"
-#include "cutline/proto/completion_assembler.h"
+#include "cutline/proto/wire/completion_assembler.h"
 
 namespace cutline::test {
 namespace {

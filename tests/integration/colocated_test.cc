@@ -20,8 +20,8 @@
 #include <simdjson.h>
 
 #include "cutline/model/synth.h"
-#include "cutline/proto/http_fetch.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/http_fetch.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {

@@ -20,10 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "cutline/proto/http_fetch.h"
-#include "cutline/proto/openai_chunk.h"
-#include "cutline/proto/sse_parser.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/http_fetch.h"
+#include "cutline/proto/sse/sse_parser.h"
+#include "cutline/proto/wire/openai_chunk.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "process_harness.h"
 
 namespace cutline::test {

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "../unit/proto/tls_test_util.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/http_fetch.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/http_fetch.h"
+#include "cutline/proto/tls/tls_context.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {

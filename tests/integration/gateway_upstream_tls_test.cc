@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "../unit/proto/tls_test_util.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/tls/tls_context.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {

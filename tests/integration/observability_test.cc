@@ -25,7 +25,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/http/http_fetch.h"
 #include "process_harness.h"
 #include "support/ci.h"
 

@@ -70,7 +70,7 @@ class ProbeGatewayTest : public ::testing::Test {
 GatewayEnv* ProbeGatewayTest::env = nullptr;
 
 TEST_F(ProbeGatewayTest, ShortDeadlineMakesAnswersShorterAtEightAndTheVerdictNamesIt) {
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   auto report = tools::probe::run_load(options("deadline", {1, 8}), clock);
   ASSERT_TRUE(report.ok()) << report.error().message;
   ASSERT_EQ(report->records.size(), 18u);
@@ -103,7 +103,7 @@ TEST_F(ProbeGatewayTest, ShortDeadlineMakesAnswersShorterAtEightAndTheVerdictNam
 }
 
 TEST_F(ProbeGatewayTest, WithoutLimitsLengthsAndOutputsAreIdenticalAcrossLevels) {
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   auto report = tools::probe::run_load(options("none", {1, 2, 4, 8}), clock);
   ASSERT_TRUE(report.ok()) << report.error().message;
   ASSERT_EQ(report->load.levels.size(), 4u);
@@ -153,7 +153,7 @@ TEST_F(ProbeGatewayTest, HtmlReportRendersInHeadlessChromium) {
     GTEST_SKIP() << "chromium is not installed (apt-get install -y chromium, or deploy/setup.sh "
                     "with CUTLINE_SETUP_BROWSER=1): HTML report not rendered";
   }
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   auto report = tools::probe::run_load(options("deadline", {1, 4}), clock);
   ASSERT_TRUE(report.ok()) << report.error().message;
   const std::string dir = env->dir + "/html";
@@ -209,7 +209,7 @@ TEST(ProbeBackendTest, ColdSwitchShowsLoadWarmReturnDoesNot) {
   o.models = {"tiny", "other"};
   o.max_tokens = 4;
   o.timeout_ms = 60000;
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   auto report = tools::probe::run_switch(o, clock);
   ASSERT_TRUE(report.ok()) << report.error().message;
   ASSERT_EQ(report->records.size(), 10u);

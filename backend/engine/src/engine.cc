@@ -79,7 +79,7 @@ Engine::Engine(model::ModelRunner& runner, const model::Tokenizer& tokenizer, En
     : runner_(runner),
       tokenizer_(tokenizer),
       config_(std::move(config)),
-      clock_(config_.clock ? config_.clock : &steady_clock_),
+      clock_(config_.clock ? config_.clock : &monotonic_clock_),
       kv_(num_blocks, config_.block_size,
           kv::model_salt(runner.info().architecture + "/" + runner.info().name + "/" +
                          std::to_string(runner.info().weight_bytes)),

@@ -1,7 +1,6 @@
 #include "cutline/residency/load_report.h"
 
 #include <cassert>
-#include <chrono>
 
 namespace cutline::residency {
 
@@ -57,23 +56,15 @@ double LoadReport::read_bytes_per_s() const {
   return ms > 0 ? static_cast<double>(bytes) / (ms / 1000.0) : 0.0;
 }
 
-NowUs steady_now_us() {
-  return [] {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-}
-
 void PhaseRecorder::begin(LoadPhase phase) {
   assert(open_since_us_ < 0 && "PhaseRecorder::begin while a phase is open");
   open_phase_ = phase;
-  open_since_us_ = now_();
+  open_since_us_ = clock_.now_us();
 }
 
 void PhaseRecorder::end(int64_t bytes) {
   assert(open_since_us_ >= 0 && "PhaseRecorder::end without begin");
-  const int64_t elapsed_us = now_() - open_since_us_;
+  const int64_t elapsed_us = clock_.now_us() - open_since_us_;
   open_since_us_ = -1;
   add(open_phase_, static_cast<double>(elapsed_us) / 1000.0, bytes);
 }

@@ -75,8 +75,8 @@ const std::string& Lease::name() const {
 
 // --- Residency ---
 
-Residency::Residency(ResidencyOptions options, NowUs now, Loader loader)
-    : options_(options), now_(std::move(now)), loader_(std::move(loader)) {}
+Residency::Residency(ResidencyOptions options, const base::Clock& clock, Loader loader)
+    : options_(options), clock_(clock), loader_(std::move(loader)) {}
 
 Residency::~Residency() {
   std::vector<std::unique_ptr<ResidentModel>> doomed;
@@ -145,7 +145,7 @@ Result<Lease> Residency::acquire(std::string_view name) {
   Entry* entry = find(name);
   if (entry == nullptr)
     return make_error(ErrorKind::kNotFound, "The model '" + std::string(name) + "' does not exist");
-  const int64_t start_us = now_();
+  const int64_t start_us = clock_.now_us();
   int64_t queue_wait_us = 0;    // waiting for busy models to go idle
   bool waited_on_load = false;  // another request's load of this model was in progress
   const int64_t budget = options_.weights_budget_bytes;
@@ -154,7 +154,7 @@ Result<Lease> Residency::acquire(std::string_view name) {
     if (shut_down_) return make_error(ErrorKind::kExhausted, "the backend is shutting down");
     if (entry->state == EntryState::kResident) {
       entry->busy++;
-      entry->last_used_us = now_();
+      entry->last_used_us = clock_.now_us();
       Lease lease(this, entry);
       if (waited_on_load) {
         lease.found = entry->last_load_found;
@@ -169,9 +169,9 @@ Result<Lease> Residency::acquire(std::string_view name) {
       continue;
     }
     if (load_in_progress_) {  // one load at a time keeps the budget accounting exact
-      const int64_t t0 = now_();
+      const int64_t t0 = clock_.now_us();
       cv_.wait(lock);
-      queue_wait_us += now_() - t0;
+      queue_wait_us += clock_.now_us() - t0;
       continue;
     }
     const int64_t need = entry->spec.weight_bytes_estimate;
@@ -198,14 +198,14 @@ Result<Lease> Residency::acquire(std::string_view name) {
                               " bytes but pinned models hold " + std::to_string(used_bytes_) +
                               " of the " + std::to_string(budget) + " byte weights budget");
       // Evicted models stay evicted (they were idle and LRU); wait for a busy one to go idle.
-      const int64_t t0 = now_();
+      const int64_t t0 = clock_.now_us();
       lock.unlock();
       doomed.clear();
       if (on_evict_)
         for (const auto& n : evicted) on_evict_(n);
       lock.lock();
       cv_.wait(lock);
-      queue_wait_us += now_() - t0;
+      queue_wait_us += clock_.now_us() - t0;
       continue;
     }
 
@@ -219,10 +219,10 @@ Result<Lease> Residency::acquire(std::string_view name) {
     doomed.clear();  // frees the evicted models' memory before loading the new one
     if (on_evict_)
       for (const auto& n : evicted) on_evict_(n);
-    PhaseRecorder recorder(now_);
-    const int64_t load_start_us = now_();
+    PhaseRecorder recorder(clock_);
+    const int64_t load_start_us = clock_.now_us();
     auto loaded = loader_(entry->spec, recorder);
-    const int64_t load_end_us = now_();
+    const int64_t load_end_us = clock_.now_us();
     LoadReport report = recorder.take();
     report.total_ms = us_to_ms(load_end_us - load_start_us);
     lock.lock();
@@ -266,7 +266,7 @@ Result<std::optional<Lease>> Residency::try_acquire(std::string_view name) {
   if (shut_down_) return make_error(ErrorKind::kExhausted, "the backend is shutting down");
   if (entry->state != EntryState::kResident) return std::optional<Lease>();
   entry->busy++;
-  entry->last_used_us = now_();
+  entry->last_used_us = clock_.now_us();
   return std::optional<Lease>(Lease(this, entry));
 }
 
@@ -274,7 +274,7 @@ void Residency::release(Entry* entry) {
   std::lock_guard<std::mutex> lock(mu_);
   assert(entry->busy > 0);
   entry->busy--;
-  entry->last_used_us = now_();
+  entry->last_used_us = clock_.now_us();
   cv_.notify_all();
 }
 

@@ -2,14 +2,14 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <utility>
 
+#include "cutline/base/clock.h"
+#include "cutline/base/json_writer.h"
 #include "cutline/model/synth.h"
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/wire/openai_error.h"
 #include "cutline/server/completion_request.h"
 #include "cutline/server/completion_stream.h"
 #include "cutline/server/completion_writer.h"
@@ -21,12 +21,6 @@
 namespace cutline::server {
 
 namespace {
-
-int64_t steady_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 void send_error(proto::ServerStream& http, const Error& error, std::string_view param = {},
                 std::string_view code = {}) {
@@ -88,7 +82,7 @@ BackendServer::BackendServer(BackendOptions options) : options_(std::move(option
 Result<std::unique_ptr<BackendServer>> BackendServer::create(BackendOptions options) {
   auto server = std::unique_ptr<BackendServer>(new BackendServer(std::move(options)));
   BackendServer& s = *server;
-  s.started_unix_s_ = static_cast<int64_t>(std::time(nullptr));
+  s.started_unix_s_ = static_cast<int64_t>(base::wall_time_s());
 
   device::DeviceOptions dev_options;
   dev_options.kind = device_kind(s.options_.device);
@@ -129,8 +123,8 @@ Result<std::unique_ptr<BackendServer>> BackendServer::create(BackendOptions opti
                                                                residency::PhaseRecorder& recorder) {
     return load_served_model(spec, model_options, device, *dispatch, recorder);
   };
-  s.residency_ = std::make_unique<residency::Residency>(residency::ResidencyOptions{budget},
-                                                        residency::steady_now_us(), loader);
+  s.residency_ =
+      std::make_unique<residency::Residency>(residency::ResidencyOptions{budget}, s.clock_, loader);
   s.residency_->set_on_load([metrics](const std::string& name, const residency::LoadReport& r) {
     metrics->on_model_load(name, r);
     std::fprintf(stderr,
@@ -250,7 +244,7 @@ void BackendServer::handle(std::shared_ptr<proto::ServerStream> http) {
 
 void BackendServer::send_models(proto::ServerStream& http) {
   std::string body;
-  proto::JsonWriter w(body);
+  base::JsonWriter w(body);
   w.begin_object().field("object", "list").key("data").begin_array();
   for (const auto& m : residency_->snapshot()) {
     w.begin_object();
@@ -271,7 +265,7 @@ void BackendServer::send_models(proto::ServerStream& http) {
 
 BackendState BackendServer::state() const {
   BackendState st;
-  st.now_us = steady_us();
+  st.now_us = clock_.now_us();
   st.weights_budget_bytes = residency_->budget_bytes();
   st.kv_memory_bytes = options_.kv_memory_bytes;
   st.device = device_->description();
@@ -295,7 +289,7 @@ BackendState BackendServer::state() const {
 
 void BackendServer::handle_completion(std::shared_ptr<proto::ServerStream> http,
                                       proto::Endpoint endpoint) {
-  const int64_t arrival_us = steady_us();
+  const int64_t arrival_us = clock_.now_us();
   if (draining_.load())
     return send_error(*http, make_error(ErrorKind::kExhausted, "the backend is shutting down"));
   auto& parser = *parsers_[static_cast<size_t>(http->loop().index())];
@@ -312,7 +306,7 @@ void BackendServer::handle_completion(std::shared_ptr<proto::ServerStream> http,
 }
 
 void BackendServer::handle_responses(std::shared_ptr<proto::ServerStream> http) {
-  const int64_t arrival_us = steady_us();
+  const int64_t arrival_us = clock_.now_us();
   if (draining_.load())
     return send_error(*http, make_error(ErrorKind::kExhausted, "the backend is shutting down"));
   RequestErrorDetail detail;
@@ -423,7 +417,7 @@ void BackendServer::admit(std::shared_ptr<PendingRequest> pending, residency::Le
   ExchangeParams params;
   params.model = pending->model();
   params.arrival_us = pending->arrival_us;
-  const int64_t now_unix_s = static_cast<int64_t>(std::time(nullptr));
+  const int64_t now_unix_s = static_cast<int64_t>(base::wall_time_s());
 
   if (pending->responses) {
     const ResponsesRequest& r = *pending->responses;
@@ -465,9 +459,9 @@ void BackendServer::launch(std::shared_ptr<proto::ServerStream> http, residency:
                            engine::AddRequest add, ExchangeParams params,
                            std::unique_ptr<ExchangeWriter> writer) {
   const std::string model = params.model;
-  auto stream = std::make_shared<CompletionStream>(std::move(http), std::move(lease),
-                                                   std::move(params), std::move(writer), metrics_,
-                                                   [this](CompletionStream* s) { stream_done(s); });
+  auto stream = std::make_shared<CompletionStream>(
+      std::move(http), std::move(lease), std::move(params), std::move(writer), metrics_, clock_,
+      [this](CompletionStream* s) { stream_done(s); });
   {
     std::lock_guard<std::mutex> lock(active_mu_);
     ++active_;
@@ -508,11 +502,11 @@ void BackendServer::wait_for_flush(int64_t timeout_ms) {
 
 void BackendServer::shutdown(int64_t drain_timeout_ms) {
   // Each phase is timed: the line at the end says where a slow stop spent its time.
-  const int64_t begin_us = steady_us();
+  const int64_t begin_us = clock_.now_us();
   int64_t mark_us = begin_us;
   std::string phases;
   auto phase_done = [&](const char* name) {
-    const int64_t now = steady_us();
+    const int64_t now = clock_.now_us();
     phases += std::string(phases.empty() ? "" : ", ") + name + " " +
               std::to_string((now - mark_us) / 1000) + " ms";
     mark_us = now;
@@ -565,7 +559,7 @@ void BackendServer::shutdown(int64_t drain_timeout_ms) {
   residency_->unload_all_idle();
   phase_done("unload");
   std::fprintf(stderr, "cutline-backend: shut down in %lld ms (%s; %zu streams cut)\n",
-               static_cast<long long>((steady_us() - begin_us) / 1000), phases.c_str(), cut);
+               static_cast<long long>((clock_.now_us() - begin_us) / 1000), phases.c_str(), cut);
 }
 
 }  // namespace cutline::server

@@ -1,6 +1,6 @@
 #include "cutline/server/backend_state.h"
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 
 namespace cutline::server {
 
@@ -38,7 +38,7 @@ GaugeSnapshot gauges_of(const BackendState& state) {
 
 namespace {
 
-void write_load(proto::JsonWriter& w, const residency::LoadReport& r) {
+void write_load(base::JsonWriter& w, const residency::LoadReport& r) {
   w.begin_object();
   w.field("total_ms", r.total_ms);
   w.field("load_ms", r.load_ms());
@@ -62,7 +62,7 @@ void write_load(proto::JsonWriter& w, const residency::LoadReport& r) {
 std::string backend_state_json(const BackendState& state) {
   const BackendTotals t = totals_of(state);
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object();
   w.field("draining", state.draining);
   w.field("active_requests", state.active_requests);

@@ -1,20 +1,13 @@
 #include "cutline/server/completion_stream.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::server {
 
 namespace {
-
-int64_t steady_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 void send_error(proto::ServerStream& http, const Error& error, std::string_view param,
                 std::string_view code) {
@@ -30,12 +23,14 @@ void send_error(proto::ServerStream& http, const Error& error, std::string_view 
 CompletionStream::CompletionStream(std::shared_ptr<proto::ServerStream> http,
                                    residency::Lease lease, ExchangeParams params,
                                    std::unique_ptr<ExchangeWriter> writer, BackendMetrics& metrics,
+                                   const base::Clock& clock,
                                    std::function<void(CompletionStream*)> on_done)
     : http_(std::move(http)),
       lease_(std::move(lease)),
       params_(std::move(params)),
       writer_(std::move(writer)),
       metrics_(metrics),
+      clock_(clock),
       series_(metrics.series_for(params_.model)),
       on_done_(std::move(on_done)) {}
 
@@ -46,7 +41,7 @@ ServedModel& CompletionStream::served() const { return static_cast<ServedModel&>
 proto::EventLoop& CompletionStream::sink_loop() const { return http_->loop(); }
 
 Status CompletionStream::start(engine::AddRequest add) {
-  added_us_ = steady_us();
+  added_us_ = clock_.now_us();
   auto id = served().router().add(std::move(add), shared_from_this());
   if (!id.ok()) {
     send_error(*http_, id.error(), "", "");
@@ -73,7 +68,7 @@ void CompletionStream::abort_for_shutdown() {
 void CompletionStream::on_engine_event(engine::EngineEvent event) {
   if (done_) return;
   if (!event.tokens.empty()) {
-    const int64_t now = steady_us();
+    const int64_t now = clock_.now_us();
     if (last_token_us_ >= 0)
       metrics_.observe_inter_token_seconds(series_,
                                            static_cast<double>(now - last_token_us_) / 1e6);

@@ -2,10 +2,10 @@
 
 #include <utility>
 
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/openai_writer.h"
-#include "cutline/proto/sse_writer.h"
+#include "cutline/base/json_writer.h"
+#include "cutline/proto/sse/sse_writer.h"
+#include "cutline/proto/wire/openai_error.h"
+#include "cutline/proto/wire/openai_writer.h"
 
 namespace cutline::server {
 
@@ -14,7 +14,7 @@ namespace {
 // The envelope of a chat chunk whose delta is `delta` (a JSON object).
 std::string chat_delta_chunk(const CompletionParams& p, std::string_view delta) {
   std::string json;
-  proto::JsonWriter w(json);
+  base::JsonWriter w(json);
   w.begin_object()
       .field("id", p.id)
       .field("object", "chat.completion.chunk")
@@ -124,7 +124,7 @@ void CompletionWriter::send_content(proto::ServerStream& http, std::string_view 
 
 void CompletionWriter::send_tool_call(proto::ServerStream& http, const ParsedToolCall& call) {
   std::string head;
-  proto::JsonWriter h(head);
+  base::JsonWriter h(head);
   h.begin_object()
       .key("tool_calls")
       .begin_array()
@@ -141,7 +141,7 @@ void CompletionWriter::send_tool_call(proto::ServerStream& http, const ParsedToo
       .end_array()
       .end_object();
   std::string args;
-  proto::JsonWriter a(args);
+  base::JsonWriter a(args);
   a.begin_object()
       .key("tool_calls")
       .begin_array()
@@ -260,7 +260,7 @@ void CompletionWriter::finish(proto::ServerStream& http, const proto::StopRecord
     proto::write_completion(body, f);
     insert_choice_logprobs(body, logprobs_object({}));
     std::string raw;
-    proto::JsonWriter uw(raw);
+    base::JsonWriter uw(raw);
     uw.begin_object()
         .field("prompt_tokens", usage.prompt_tokens)
         .field("completion_tokens", usage.completion_tokens)
@@ -268,7 +268,7 @@ void CompletionWriter::finish(proto::ServerStream& http, const proto::StopRecord
         .end_object();
     append_top_level(body, "usage", raw);
     raw.clear();
-    proto::JsonWriter rw(raw);
+    base::JsonWriter rw(raw);
     proto::write_stop_record(rw, stop);
     append_top_level(body, "cutline", raw);
   }

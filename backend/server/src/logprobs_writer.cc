@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 
 namespace cutline::server {
 
@@ -45,7 +45,7 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-void write_logprob(proto::JsonWriter& w, float logprob) {
+void write_logprob(base::JsonWriter& w, float logprob) {
   // JSON has no -Infinity; a token the model gives probability 0 is written as OpenAI does
   // for such tokens (-9999.0).
   if (!std::isfinite(logprob)) logprob = -9999.0f;
@@ -55,13 +55,13 @@ void write_logprob(proto::JsonWriter& w, float logprob) {
   w.raw(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
 }
 
-void write_bytes(proto::JsonWriter& w, std::string_view bytes) {
+void write_bytes(base::JsonWriter& w, std::string_view bytes) {
   w.begin_array();
   for (unsigned char c : bytes) w.value(static_cast<int64_t>(c));
   w.end_array();
 }
 
-void write_chat_entry(proto::JsonWriter& w, const model::Tokenizer& tok, int32_t token,
+void write_chat_entry(base::JsonWriter& w, const model::Tokenizer& tok, int32_t token,
                       float logprob) {
   w.field("token", logprob_token_text(tok, token));
   w.key("logprob");
@@ -95,7 +95,7 @@ void append_chat_logprobs_items(std::string& out, std::span<const engine::TokenL
                                 const model::Tokenizer& tok) {
   for (const engine::TokenLogprobs& t : tokens) {
     std::string item;
-    proto::JsonWriter w(item);
+    base::JsonWriter w(item);
     w.begin_object();
     write_chat_entry(w, tok, t.token, t.logprob);
     w.key("top_logprobs").begin_array();
@@ -119,14 +119,14 @@ std::string chat_logprobs_object(std::string_view items) {
 void CompletionLogprobs::add(std::span<const engine::TokenLogprobs> tokens) {
   for (const engine::TokenLogprobs& t : tokens) {
     std::string v;
-    proto::append_json_string(v, logprob_token_text(tokenizer_, t.token));
+    base::append_json_string(v, logprob_token_text(tokenizer_, t.token));
     append_item(tokens_, v);
     v.clear();
-    proto::JsonWriter lw(v);
+    base::JsonWriter lw(v);
     write_logprob(lw, t.logprob);
     append_item(token_logprobs_, v);
     v.clear();
-    proto::JsonWriter tw(v);
+    base::JsonWriter tw(v);
     tw.begin_object();
     bool sampled_listed = false;
     for (const engine::TopLogprob& alt : t.top) {
@@ -173,7 +173,7 @@ void append_top_level(std::string& json, std::string_view key, std::string_view 
   if (json.empty() || json.back() != '}') return;
   json.pop_back();
   json += ',';
-  proto::append_json_string(json, key);
+  base::append_json_string(json, key);
   json += ':';
   json.append(raw);
   json += '}';

@@ -18,7 +18,7 @@ ResponseOutcome response_outcome(proto::Cause cause, bool runner_error) {
   return {"incomplete", std::nullopt};
 }
 
-void write_output_text_part(proto::JsonWriter& w, std::string_view text,
+void write_output_text_part(base::JsonWriter& w, std::string_view text,
                             const std::string* logprobs_items) {
   w.begin_object().field("type", "output_text").field("text", text);
   w.key("annotations").begin_array().end_array();
@@ -26,7 +26,7 @@ void write_output_text_part(proto::JsonWriter& w, std::string_view text,
   w.end_object();
 }
 
-void write_output_message(proto::JsonWriter& w, std::string_view item_id, std::string_view status,
+void write_output_message(base::JsonWriter& w, std::string_view item_id, std::string_view status,
                           const std::string* text, const std::string* logprobs_items) {
   w.begin_object()
       .field("id", item_id)
@@ -44,7 +44,7 @@ std::string function_call_item_id(const ParsedToolCall& call) {
   return "fc_" + std::string(id);
 }
 
-void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
+void write_function_call_item(base::JsonWriter& w, const ParsedToolCall& call,
                               std::string_view status) {
   w.begin_object()
       .field("id", function_call_item_id(call))
@@ -59,7 +59,7 @@ void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
 namespace {
 
 // "error" (failed) and "incomplete_details" (incomplete), null otherwise.
-void write_error_and_incomplete_details(proto::JsonWriter& w, const ResponseObjectFields& f) {
+void write_error_and_incomplete_details(base::JsonWriter& w, const ResponseObjectFields& f) {
   w.key("error");
   if (f.error_message) {
     w.begin_object().field("code", "server_error").field("message", *f.error_message).end_object();
@@ -81,7 +81,7 @@ void write_error_and_incomplete_details(proto::JsonWriter& w, const ResponseObje
 }
 
 // "usage", with the token details the Responses API names; null when unset.
-void write_usage(proto::JsonWriter& w, const ResponseUsage* usage) {
+void write_usage(base::JsonWriter& w, const ResponseUsage* usage) {
   w.key("usage");
   if (usage) {
     w.begin_object()
@@ -104,7 +104,7 @@ void write_usage(proto::JsonWriter& w, const ResponseUsage* usage) {
 
 }  // namespace
 
-void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f) {
+void write_response_object(base::JsonWriter& w, const ResponseObjectFields& f) {
   w.begin_object()
       .field("id", f.id)
       .field("object", "response")

@@ -6,7 +6,7 @@
 #include <simdjson.h>
 
 #include "cutline/engine/token_logprobs.h"
-#include "cutline/proto/openai_request.h"
+#include "cutline/proto/wire/openai_request.h"
 #include "cutline/server/responses_tools.h"
 
 namespace cutline::server {

@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/openai_error.h"
-#include "cutline/proto/sse_writer.h"
+#include "cutline/base/json_writer.h"
+#include "cutline/proto/sse/sse_writer.h"
+#include "cutline/proto/wire/openai_error.h"
 #include "cutline/server/logprobs_writer.h"
 
 namespace cutline::server {
@@ -12,7 +12,7 @@ namespace cutline::server {
 namespace {
 
 // output_index, content_index (with a part) and item_id, as the item and part events carry them.
-void write_position(proto::JsonWriter& w, std::string_view item_id, bool with_part) {
+void write_position(base::JsonWriter& w, std::string_view item_id, bool with_part) {
   w.field("item_id", item_id).field("output_index", static_cast<int64_t>(0));
   if (with_part) w.field("content_index", static_cast<int64_t>(0));
 }
@@ -52,7 +52,7 @@ ResponseObjectFields ResponsesWriter::object_fields() const {
 template <class Body>
 void ResponsesWriter::emit(std::string_view type, Body&& body) {
   json_.clear();
-  proto::JsonWriter w(json_);
+  base::JsonWriter w(json_);
   w.begin_object().field("type", type).field("sequence_number", sequence_number_++);
   body(w);
   w.end_object();
@@ -74,18 +74,18 @@ void ResponsesWriter::start(proto::ServerStream& http) {
   http.send_head(200, headers, proto::BodyFraming::chunked());
   const ResponseObjectFields in_progress = object_fields();
   for (std::string_view type : {"response.created", "response.in_progress"}) {
-    emit(type, [&](proto::JsonWriter& w) {
+    emit(type, [&](base::JsonWriter& w) {
       w.key("response");
       write_response_object(w, in_progress);
     });
   }
-  emit("response.output_item.added", [&](proto::JsonWriter& w) {
+  emit("response.output_item.added", [&](base::JsonWriter& w) {
     w.field("output_index", static_cast<int64_t>(0)).key("item");
     write_output_message(w, params_.item_id, "in_progress", nullptr, nullptr);
   });
   const std::string empty;
   const std::string no_items;
-  emit("response.content_part.added", [&](proto::JsonWriter& w) {
+  emit("response.content_part.added", [&](base::JsonWriter& w) {
     write_position(w, params_.item_id, true);
     w.key("part");
     write_output_text_part(w, empty, params_.top_logprobs >= 0 ? &no_items : nullptr);
@@ -111,7 +111,7 @@ void ResponsesWriter::text(proto::ServerStream& http, std::string_view text,
   if (!message_closed_ && (!text.empty() || with_logprobs)) {
     delta_items_.clear();
     if (with_logprobs) append_chat_logprobs_items(delta_items_, logprobs, tokenizer_);
-    emit("response.output_text.delta", [&](proto::JsonWriter& w) {
+    emit("response.output_text.delta", [&](base::JsonWriter& w) {
       write_position(w, params_.item_id, true);
       w.field("delta", text);
       w.key("logprobs").raw("[" + delta_items_ + "]");
@@ -129,17 +129,17 @@ void ResponsesWriter::close_message(std::string_view status) {
   if (message_closed_) return;
   message_closed_ = true;
   const std::string* items = params_.top_logprobs >= 0 ? &logprobs_items_ : nullptr;
-  emit("response.output_text.done", [&](proto::JsonWriter& w) {
+  emit("response.output_text.done", [&](base::JsonWriter& w) {
     write_position(w, params_.item_id, true);
     w.field("text", text_);
     w.key("logprobs").raw("[" + (items ? *items : std::string()) + "]");
   });
-  emit("response.content_part.done", [&](proto::JsonWriter& w) {
+  emit("response.content_part.done", [&](base::JsonWriter& w) {
     write_position(w, params_.item_id, true);
     w.key("part");
     write_output_text_part(w, text_, items);
   });
-  emit("response.output_item.done", [&](proto::JsonWriter& w) {
+  emit("response.output_item.done", [&](base::JsonWriter& w) {
     w.field("output_index", static_cast<int64_t>(0)).key("item");
     write_output_message(w, params_.item_id, status, &text_, items);
   });
@@ -150,17 +150,17 @@ void ResponsesWriter::emit_call(const ParsedToolCall& call) {
   const std::string item_id = function_call_item_id(call);
   ParsedToolCall opening = call;
   opening.arguments.clear();
-  emit("response.output_item.added", [&](proto::JsonWriter& w) {
+  emit("response.output_item.added", [&](base::JsonWriter& w) {
     w.field("output_index", index).key("item");
     write_function_call_item(w, opening, "in_progress");
   });
-  emit("response.function_call_arguments.delta", [&](proto::JsonWriter& w) {
+  emit("response.function_call_arguments.delta", [&](base::JsonWriter& w) {
     w.field("item_id", item_id).field("output_index", index).field("delta", call.arguments);
   });
-  emit("response.function_call_arguments.done", [&](proto::JsonWriter& w) {
+  emit("response.function_call_arguments.done", [&](base::JsonWriter& w) {
     w.field("item_id", item_id).field("output_index", index).field("arguments", call.arguments);
   });
-  emit("response.output_item.done", [&](proto::JsonWriter& w) {
+  emit("response.output_item.done", [&](base::JsonWriter& w) {
     w.field("output_index", index).key("item");
     write_function_call_item(w, call, "completed");
   });
@@ -174,7 +174,7 @@ void ResponsesWriter::finish(proto::ServerStream& http, const proto::StopRecord&
     std::string held;
     tool_parser_->finish(held);
     if (params_.stream && !message_closed_ && !held.empty()) {
-      emit("response.output_text.delta", [&](proto::JsonWriter& w) {
+      emit("response.output_text.delta", [&](base::JsonWriter& w) {
         write_position(w, params_.item_id, true);
         w.field("delta", held);
         w.key("logprobs").raw("[]");
@@ -204,7 +204,7 @@ void ResponsesWriter::finish(proto::ServerStream& http, const proto::StopRecord&
       return;
     }
     std::string body;
-    proto::JsonWriter w(body);
+    base::JsonWriter w(body);
     write_response_object(w, final_object);
     http.send_simple(200, headers, body);
     return;
@@ -212,7 +212,7 @@ void ResponsesWriter::finish(proto::ServerStream& http, const proto::StopRecord&
 
   if (!rec.runner_error) close_message(outcome.status);
   const std::string type = "response." + std::string(outcome.status);
-  emit(type, [&](proto::JsonWriter& w) {
+  emit(type, [&](base::JsonWriter& w) {
     w.key("response");
     write_response_object(w, final_object);
   });

@@ -4,9 +4,9 @@
 
 #include <vector>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/model/chat_template.h"
 #include "cutline/model/special_tokens.h"
-#include "cutline/proto/json_writer.h"
 #include "cutline/server/prompt_encoding.h"
 
 namespace cutline::server {
@@ -60,7 +60,7 @@ Result<std::vector<model::ChatMessage>> messages_of(simdjson::dom::element value
   return out;
 }
 
-void write_tokens(proto::JsonWriter& w, const model::Tokenizer& tok, std::span<const int32_t> ids,
+void write_tokens(base::JsonWriter& w, const model::Tokenizer& tok, std::span<const int32_t> ids,
                   bool with_pieces) {
   w.key("tokens").begin_array();
   for (int32_t id : ids) {
@@ -133,7 +133,7 @@ Result<std::string> tokenize_json(std::string_view body, const ModelTextInfo& mo
     ids.insert(ids.end(), chat.begin(), chat.end());
   }
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object();
   write_tokens(w, tok, ids, *with_pieces);
   w.field("count", static_cast<int64_t>(ids.size()));
@@ -167,7 +167,7 @@ Result<std::string> detokenize_json(std::string_view body, const ModelTextInfo& 
   }
   text += utf8.flush();
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object().field("prompt", text).end_object();
   return out;
 }

@@ -9,13 +9,13 @@
 #include <string>
 #include <utility>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 #include "fake_upstream.h"
 
 namespace cutline::fake_upstream {
 namespace {
 
-using cutline::proto::JsonWriter;
+using cutline::base::JsonWriter;
 
 // /fake/reset forgets every request; /fake/requests (any other /fake/ path) lists them.
 void handle_admin(Server* srv, evhttp_request* req, const std::string& path) {

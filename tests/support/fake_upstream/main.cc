@@ -68,7 +68,7 @@
 #include <memory>
 #include <string>
 
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/tls/tls_context.h"
 #include "fake_upstream.h"
 
 namespace {

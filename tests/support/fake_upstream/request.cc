@@ -10,12 +10,12 @@
 
 #include <simdjson.h>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 #include "fake_upstream.h"
 
 namespace cutline::fake_upstream {
 
-using cutline::proto::JsonWriter;
+using cutline::base::JsonWriter;
 
 const char* method_name(evhttp_cmd_type t) {
   switch (t) {

@@ -3,13 +3,13 @@
 // a sequence_number, no [DONE]) or as one response object.
 #include <string>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 #include "fake_upstream.h"
 
 namespace cutline::fake_upstream {
 namespace {
 
-using cutline::proto::JsonWriter;
+using cutline::base::JsonWriter;
 
 // The Responses API's response object (status "in_progress", "completed" or "incomplete").
 void write_response_object(JsonWriter& w, const FakeStream& s, const std::string& status) {

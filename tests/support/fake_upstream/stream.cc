@@ -12,13 +12,13 @@
 #include <memory>
 #include <string>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 #include "fake_upstream.h"
 
 namespace cutline::fake_upstream {
 namespace {
 
-using cutline::proto::JsonWriter;
+using cutline::base::JsonWriter;
 
 // Tool call i's arguments, and the two pieces they are streamed in.
 std::string tool_arguments(int i) { return "{\"city\":\"City " + std::to_string(i) + "\"}"; }

@@ -8,8 +8,8 @@
 #include <optional>
 #include <utility>
 
-#include "cutline/proto/clock.h"
-#include "cutline/proto/event_loop.h"
+#include "cutline/base/clock.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 namespace {
@@ -31,7 +31,7 @@ class AsyncMemoryStoreTest : public ::testing::Test {
     return got ? std::move(*got) : AsyncReservation();
   }
 
-  proto::ManualClock clock_;
+  base::ManualClock clock_;
   policy::MemoryPoolStore pools_{clock_};
   proto::EventLoop loop_;
   AsyncMemoryStore store_{loop_, pools_};

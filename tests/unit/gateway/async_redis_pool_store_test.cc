@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "../proto/tls_test_util.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/timer.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/net/timer.h"
+#include "cutline/proto/tls/tls_context.h"
 #include "support/ci.h"
 #include "support/redis_server.h"
 #include "support/wait_for.h"
@@ -130,7 +130,7 @@ class StoreThread {
  private:
   std::mutex log_mu_;
   std::string last_log_;
-  proto::SystemClock clock_;
+  base::MonotonicClock clock_;
   LoopThread lt_;
   std::unique_ptr<AsyncRedisPoolStore> store_;
   std::vector<AsyncReservation> held_;
@@ -160,7 +160,7 @@ class AsyncRedisTest : public ::testing::Test {
   }
 
   RedisServer* server_ = nullptr;
-  proto::SystemClock clock_;
+  base::MonotonicClock clock_;
   policy::MemoryPoolStore local_{clock_};
 };
 
@@ -353,7 +353,7 @@ class AsyncRedisTlsTest : public ::testing::Test {
   proto::testing::CertFiles server_cert_;
   proto::testing::CertFiles client_cert_;
   RedisServer server_;
-  proto::SystemClock clock_;
+  base::MonotonicClock clock_;
   policy::MemoryPoolStore local_{clock_};
 };
 

@@ -54,7 +54,7 @@ class PoolTest : public ::testing::Test {
     return l ? l.endpoint().address().label : "";
   }
 
-  proto::ManualClock clock_{1000000000};
+  base::ManualClock clock_{1000000000};
   std::shared_ptr<const policy::Policy> policy_;
   std::shared_ptr<EndpointPool> pool_;
 };

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "cutline/policy/loader.h"
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 namespace {
@@ -101,7 +101,7 @@ bool run_until(proto::EventLoop& loop, const std::function<bool()>& done, int64_
 
 TEST(EndpointProber, HealthAndLoadReportsComeFromTheEndpoints) {
   proto::EventLoop loop;
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   MiniServer good(loop), sick(loop);
   SilentServer silent;
   good.metrics =
@@ -151,7 +151,7 @@ TEST(EndpointProber, HealthAndLoadReportsComeFromTheEndpoints) {
 
 TEST(EndpointProber, ADnsPoolTakesEveryAddressOfTheName) {
   proto::EventLoop loop;
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   auto policy = load(
       "    endpoints: {dns: \"localhost:8081\", resolve_interval: 1s}\n    health: off\n"
       "    outlier: off\n");
@@ -181,7 +181,7 @@ TEST(EndpointProber, ADnsPoolTakesEveryAddressOfTheName) {
 
 TEST(EndpointProber, AFailedResolutionKeepsTheLastAddressesAndSaysWhy) {
   proto::EventLoop loop;
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   auto policy = load("    endpoints: {dns: \"no-such-host.invalid:8081\"}\n    health: off\n");
   ASSERT_TRUE(policy);
   auto pool = EndpointPool::create(policy->upstreams[0], clock);

@@ -12,7 +12,7 @@
 
 #include "../proto/tls_test_util.h"
 #include "cutline/gateway/gateway.h"
-#include "cutline/proto/http_server.h"
+#include "cutline/proto/http/http_server.h"
 
 namespace cutline::gateway {
 namespace {

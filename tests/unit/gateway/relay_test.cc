@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cutline/proto/openai_chunk.h"
+#include "cutline/proto/wire/openai_chunk.h"
 
 namespace cutline::gateway {
 namespace {

@@ -24,7 +24,7 @@ std::shared_ptr<const policy::Policy> load() {
 }
 
 TEST(UpstreamAttempts, PicksRetriesElsewhereAndRecordsEveryEndpoint) {
-  proto::ManualClock clock(1000000000);
+  base::ManualClock clock(1000000000);
   auto policy = load();
   UpstreamPools pools(policy, clock);
   const policy::Upstream& up = policy->upstreams[0];

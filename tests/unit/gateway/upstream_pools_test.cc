@@ -23,7 +23,7 @@ std::shared_ptr<const policy::Policy> load(const std::string& extra = "") {
 }
 
 TEST(UpstreamPools, OnePoolPerUpstreamAndTheLivePicture) {
-  proto::ManualClock clock(1000000000);
+  base::ManualClock clock(1000000000);
   auto policy = load();
   UpstreamPools pools(policy, clock);
   ASSERT_NE(pools.find(policy->upstreams[1]), nullptr);
@@ -67,7 +67,7 @@ TEST(UpstreamPools, OnePoolPerUpstreamAndTheLivePicture) {
 }
 
 TEST(UpstreamPools, AReloadKeepsTheStateOfEndpointsThatStay) {
-  proto::ManualClock clock(1000000000);
+  base::ManualClock clock(1000000000);
   auto before = load();
   UpstreamPools old_pools(before, clock);
   EndpointLease l = old_pools.find("pool")->pick({});

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cutline/gateway/relay.h"
-#include "cutline/proto/openai_chunk.h"
+#include "cutline/proto/wire/openai_chunk.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};

@@ -15,7 +15,7 @@ namespace {
 constexpr int64_t kMsNs = 1000000;
 
 TEST(AdmissionQueue, AdmitsUpToTheLimitThenQueuesThenRejects) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({2, 1}, clock);
   EXPECT_EQ(q.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
   EXPECT_EQ(q.arrive(2, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
@@ -32,7 +32,7 @@ TEST(AdmissionQueue, AdmitsUpToTheLimitThenQueuesThenRejects) {
 }
 
 TEST(AdmissionQueue, UnlimitedAlwaysAdmits) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({std::nullopt, 0}, clock);
   for (uint64_t i = 0; i < 100; ++i) {
     EXPECT_EQ(q.arrive(i, "a", Priority::kBatch, 1), Arrival::kAdmitted);
@@ -41,14 +41,14 @@ TEST(AdmissionQueue, UnlimitedAlwaysAdmits) {
 }
 
 TEST(AdmissionQueue, NoQueueMeansRejectAtOnce) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({1, 0}, clock);
   EXPECT_EQ(q.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
   EXPECT_EQ(q.arrive(2, "a", Priority::kInteractive, 1000), Arrival::kRejectedQueueFull);
 }
 
 TEST(AdmissionQueue, InteractiveBeforeBatch) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({1, 10}, clock);
   ASSERT_EQ(q.arrive(1, "a", Priority::kInteractive, 10000), Arrival::kAdmitted);
   ASSERT_EQ(q.arrive(2, "a", Priority::kBatch, 10000), Arrival::kQueued);
@@ -60,7 +60,7 @@ TEST(AdmissionQueue, InteractiveBeforeBatch) {
 }
 
 TEST(AdmissionQueue, RoundRobinAcrossTenantsFifoWithin) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({1, 100}, clock);
   ASSERT_EQ(q.arrive(0, "flood", Priority::kInteractive, 10000), Arrival::kAdmitted);
   for (uint64_t i = 1; i <= 5; ++i) q.arrive(i, "flood", Priority::kInteractive, 10000);
@@ -76,7 +76,7 @@ TEST(AdmissionQueue, RoundRobinAcrossTenantsFifoWithin) {
 // wait behind the whole flood (seconds); with round-robin its wait stays within one service
 // time.
 TEST(AdmissionQueue, AFloodingTenantCannotStarveAnother) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({4, 1000}, clock);
   std::multimap<int64_t, uint64_t> running;  // finish time -> id
   std::map<uint64_t, int64_t> quiet_arrival;
@@ -121,7 +121,7 @@ TEST(AdmissionQueue, AFloodingTenantCannotStarveAnother) {
 }
 
 TEST(AdmissionQueue, ExpireReturnsWaitersWhoseTimeoutPassed) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({1, 10}, clock);
   q.arrive(1, "a", Priority::kInteractive, 1000);
   q.arrive(2, "a", Priority::kInteractive, 2000);
@@ -143,7 +143,7 @@ TEST(AdmissionQueue, ExpireReturnsWaitersWhoseTimeoutPassed) {
 }
 
 TEST(AdmissionQueue, CancelRemovesAWaiter) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({1, 10}, clock);
   q.arrive(1, "a", Priority::kInteractive, 1000);
   q.arrive(2, "a", Priority::kInteractive, 1000);
@@ -156,7 +156,7 @@ TEST(AdmissionQueue, CancelRemovesAWaiter) {
 }
 
 TEST(AdmissionQueue, RaisedLimitAdmitsWaitersLoweredLimitDrains) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({1, 10}, clock);
   q.arrive(1, "a", Priority::kInteractive, 1000);
   q.arrive(2, "a", Priority::kInteractive, 1000);
@@ -175,7 +175,7 @@ TEST(AdmissionQueue, RaisedLimitAdmitsWaitersLoweredLimitDrains) {
 // Worker threads arrive and release concurrently: the slot limit is never exceeded and every
 // queued waiter is eventually admitted exactly once.
 TEST(AdmissionQueue, ConcurrentUseKeepsTheLimit) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({3, 10000}, clock);
   std::atomic<int> running{0}, max_running{0}, admitted{0};
   std::mutex mu;
@@ -231,7 +231,7 @@ TEST(AdmissionQueue, ConcurrentUseKeepsTheLimit) {
 // Observe mode: requests take no slot and never wait, but each learns the arrival it would have
 // had, counting the enforced and the observed requests of the group together.
 TEST(AdmissionQueue, ObservedArrivalsSayWhatEnforcingWouldHaveDone) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   AdmissionQueue q({2, 1}, clock);
   EXPECT_EQ(q.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
   auto a = q.observe_arrive();  // one enforced running: a slot is free

@@ -25,7 +25,7 @@ Decision decide_for(const Policy& p, std::string_view tenant, std::optional<int6
 
 class Budget : public ::testing::Test {
  protected:
-  proto::ManualClock clock_;
+  base::ManualClock clock_;
   MemoryPoolStore store_{clock_};
 };
 

@@ -56,7 +56,7 @@ TEST(Explain, NoMatchSaysWhatTheGatewayDoes) {
 TEST(Explain, PoolRejectionShowsRetryAfter) {
   auto p = testing::load_ok(testing::with_policies(
       "  - name: chat\n    budget: {max_output_tokens: 100, global_tokens_per_minute: 100}\n"));
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   RequestFacts f;
   f.model = "m";

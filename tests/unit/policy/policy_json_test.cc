@@ -14,7 +14,7 @@ TEST(PolicyJson, PolicyIsValidJsonWithoutDigests) {
       "  - name: chat\n    budget: {max_output_tokens: 100}\n    deadline: 2s\n",
       "tenants:\n  - {name: alice, api_keys: [\"sha256:" + std::string(64, 'a') + "\"]}\n"));
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   write_policy_json(w, *p);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -33,7 +33,7 @@ TEST(PolicyJson, DecisionCarriesSources) {
   f.route = "/v1/chat/completions";
   f.client_max_tokens = 500;
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   write_decision_json(w, decide(*p, f, {}));
   EXPECT_NE(out.find("\"max_output_tokens\":{\"value\":100,\"source\":{\"kind\":\"rule_clamp\","
                      "\"path\":\"policies[0].budget.max_output_tokens\",\"line\":8}}"),
@@ -61,7 +61,7 @@ TEST(PolicyJson, UpstreamCredentialsShowOnlyTheirSource) {
       o);
   ASSERT_TRUE(p);
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   write_policy_json(w, *p);
   EXPECT_EQ(out.find("sk-secret"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("api_key":"env:KEY","headers":{"X-Org":"env:ORG"})"), std::string::npos)

@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kSecondNs = 1000000000;
 
 TEST(TokenPool, StartsFullAndRefillsContinuously) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"tenant/p/alice", 600};  // 10 tokens per second
   EXPECT_EQ(store.available(spec), 600);
@@ -28,7 +28,7 @@ TEST(TokenPool, StartsFullAndRefillsContinuously) {
 }
 
 TEST(TokenPool, AllOrNothingSaysWhenToRetry) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"k", 60};  // 1 token per second
   ASSERT_EQ(store.take(spec, 50, 50).granted_tokens, 50);
@@ -42,7 +42,7 @@ TEST(TokenPool, AllOrNothingSaysWhenToRetry) {
 }
 
 TEST(TokenPool, ClampTakesWhatRemainsAboveTheMinimum) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"k", 100};
   ASSERT_EQ(store.take(spec, 70, 70).granted_tokens, 70);
@@ -54,7 +54,7 @@ TEST(TokenPool, ClampTakesWhatRemainsAboveTheMinimum) {
 }
 
 TEST(TokenPool, ReservationRefundsTheUnusedPartAtSettle) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"k", 1000};
   {
@@ -69,7 +69,7 @@ TEST(TokenPool, ReservationRefundsTheUnusedPartAtSettle) {
 }
 
 TEST(TokenPool, AnUnsettledReservationRefundsEverything) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"k", 1000};
   {
@@ -82,7 +82,7 @@ TEST(TokenPool, AnUnsettledReservationRefundsEverything) {
 }
 
 TEST(TokenPool, MoveAssignmentRefundsTheOverwrittenReservation) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"k", 1000};
   Reservation a(&store, spec, store.take(spec, 100, 100).granted_tokens);
@@ -95,7 +95,7 @@ TEST(TokenPool, MoveAssignmentRefundsTheOverwrittenReservation) {
 }
 
 TEST(TokenPool, UseBeyondTheReservationIsChargedAsDebt) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"k", 100};
   Reservation r(&store, spec, store.take(spec, 100, 100).granted_tokens);
@@ -105,7 +105,7 @@ TEST(TokenPool, UseBeyondTheReservationIsChargedAsDebt) {
 }
 
 TEST(TokenPool, ShrinkGivesBackTheDifference) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   PoolSpec spec{"k", 1000};
   Reservation r(&store, spec, store.take(spec, 500, 500).granted_tokens);
@@ -117,7 +117,7 @@ TEST(TokenPool, ShrinkGivesBackTheDifference) {
 }
 
 TEST(TokenPool, FullBucketsArePruned) {
-  proto::ManualClock clock;
+  base::ManualClock clock;
   MemoryPoolStore store(clock);
   store.take({"a", 60}, 60, 60);
   store.take({"b", 60}, 1, 1);
@@ -129,7 +129,7 @@ TEST(TokenPool, FullBucketsArePruned) {
 }
 
 TEST(TokenPool, ConcurrentTakesNeverOverdraw) {
-  proto::ManualClock clock;  // frozen: no refill during the race
+  base::ManualClock clock;  // frozen: no refill during the race
   MemoryPoolStore store(clock);
   PoolSpec spec{"shared", 10000};
   std::atomic<int64_t> granted{0};

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "cutline/proto/descriptor_limit.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/listener.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/descriptor_limit.h"
+#include "cutline/proto/net/listener.h"
 #include "net_test_util.h"
 
 namespace cutline::proto {

@@ -1,12 +1,12 @@
 // The non-streaming answer the gateway assembles from a stream keeps everything the upstream said:
 // every choice, tool calls split over many chunks, reasoning, refusals and logprobs.
 
-#include "cutline/proto/completion_assembler.h"
+#include "cutline/proto/wire/completion_assembler.h"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include "cutline/proto/openai_writer.h"
+#include "cutline/proto/wire/openai_writer.h"
 
 namespace cutline::proto {
 namespace {

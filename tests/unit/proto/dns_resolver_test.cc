@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/timer.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/timer.h"
 #include "net_test_util.h"
 
 namespace cutline::proto {

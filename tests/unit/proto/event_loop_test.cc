@@ -1,12 +1,12 @@
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
-#include "cutline/proto/timer.h"
-#include "cutline/proto/worker_threads.h"
+#include "cutline/proto/net/timer.h"
+#include "cutline/proto/net/worker_threads.h"
 
 namespace cutline::proto {
 namespace {

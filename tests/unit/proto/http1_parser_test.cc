@@ -1,4 +1,4 @@
-#include "cutline/proto/http1_parser.h"
+#include "cutline/proto/http1/http1_parser.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "cutline/proto/http1_parser.h"
-#include "cutline/proto/http_server.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/http1/http1_parser.h"
 #include "net_test_util.h"
 
 namespace cutline::proto {

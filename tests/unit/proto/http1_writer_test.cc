@@ -1,9 +1,9 @@
-#include "cutline/proto/http1_writer.h"
+#include "cutline/proto/http1/http1_writer.h"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include "cutline/proto/http1_parser.h"
+#include "cutline/proto/http1/http1_parser.h"
 
 namespace cutline::proto {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "cutline/proto/http_server.h"
+#include "cutline/proto/http/http_server.h"
 #include "http2_test_client.h"
 #include "net_test_util.h"
 

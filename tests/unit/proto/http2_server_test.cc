@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/tls/tls_context.h"
 #include "http2_test_client.h"
 #include "net_test_util.h"
 #include "tls_test_util.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "cutline/proto/http_message.h"
+#include "cutline/proto/http1/http_message.h"
 #include "net_test_util.h"
 
 namespace cutline::proto::testing {

@@ -1,12 +1,12 @@
-#include "cutline/proto/http_client.h"
+#include "cutline/proto/http/http_client.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "cutline/proto/http_fetch.h"
-#include "cutline/proto/listener.h"
-#include "cutline/proto/timer.h"
+#include "cutline/proto/http/http_fetch.h"
+#include "cutline/proto/net/listener.h"
+#include "cutline/proto/net/timer.h"
 #include "net_test_util.h"
 
 namespace cutline::proto {

@@ -1,4 +1,4 @@
-#include "cutline/proto/http_message.h"
+#include "cutline/proto/http1/http_message.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/http_server.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/http_server.h"
 #include "net_test_util.h"
 
 namespace cutline::proto {

@@ -1,12 +1,12 @@
-#include "cutline/proto/http_server.h"
+#include "cutline/proto/http/http_server.h"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
 #include <atomic>
 
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/http_fetch.h"
+#include "cutline/proto/http/http_fetch.h"
+#include "cutline/proto/net/event_loop.h"
 #include "net_test_util.h"
 
 namespace cutline::proto {

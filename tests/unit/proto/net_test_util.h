@@ -15,8 +15,8 @@
 #include <mutex>
 #include <string>
 
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/worker_threads.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/net/worker_threads.h"
 
 namespace cutline::proto::testing {
 

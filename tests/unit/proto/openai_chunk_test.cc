@@ -1,8 +1,8 @@
-#include "cutline/proto/openai_chunk.h"
+#include "cutline/proto/wire/openai_chunk.h"
 
 #include <gtest/gtest.h>
 
-#include "cutline/proto/openai_response.h"
+#include "cutline/proto/wire/openai_response.h"
 
 namespace cutline::proto {
 namespace {

@@ -1,4 +1,4 @@
-#include "cutline/proto/openai_error.h"
+#include "cutline/proto/wire/openai_error.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cutline/proto/openai_request.h"
+#include "cutline/proto/wire/openai_request.h"
 
 #include <gtest/gtest.h>
 
@@ -212,17 +212,6 @@ TEST(OpenAiRequestTest, ParserIsReusableAndInPlaceParsingKeepsOffsets) {
   EXPECT_EQ(second->model, "b");
   EXPECT_EQ(second->message_text(0), "two");
   EXPECT_EQ(second->body.data(), other.data());
-}
-
-TEST(OpenAiRequestTest, DecodeJsonString) {
-  std::string out;
-  EXPECT_TRUE(decode_json_string(R"("a\"b\\c\/\n\u0041\ud83d\ude00")", out));
-  EXPECT_EQ(out, "a\"b\\c/\nA\xF0\x9F\x98\x80");
-  out.clear();
-  EXPECT_TRUE(decode_json_string(R"("\ud800x")", out));  // lone surrogate -> U+FFFD
-  EXPECT_EQ(out, "\xEF\xBF\xBDx");
-  EXPECT_FALSE(decode_json_string(R"("\q")", out));
-  EXPECT_FALSE(decode_json_string(R"(abc)", out));
 }
 
 }  // namespace

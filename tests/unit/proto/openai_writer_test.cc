@@ -1,8 +1,8 @@
-#include "cutline/proto/openai_writer.h"
+#include "cutline/proto/wire/openai_writer.h"
 
 #include <gtest/gtest.h>
 
-#include "cutline/proto/openai_response.h"
+#include "cutline/proto/wire/openai_response.h"
 
 namespace cutline::proto {
 namespace {

@@ -1,4 +1,4 @@
-#include "cutline/proto/request_rewriter.h"
+#include "cutline/proto/wire/request_rewriter.h"
 
 #include <gtest/gtest.h>
 
@@ -131,8 +131,9 @@ TEST(RequestRewriterTest, InsertedLimitKeyIsTheRoutesAndClientKeysAreKept) {
   RewriteOptions opt;
   opt.max_tokens = 64;
   opt.inserted_limit_key = "max_completion_tokens";
-  EXPECT_EQ(rewrite_request(parse(none), opt),
-            R"({"max_completion_tokens":64,"model":"m","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(
+      rewrite_request(parse(none), opt),
+      R"({"max_completion_tokens":64,"model":"m","messages":[{"role":"user","content":"x"}]})");
   const std::string legacy =
       R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":500})";
   EXPECT_EQ(rewrite_request(parse(legacy), opt),

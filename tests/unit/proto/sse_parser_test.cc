@@ -1,4 +1,4 @@
-#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/sse/sse_parser.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-#include "cutline/proto/sse_writer.h"
+#include "cutline/proto/sse/sse_writer.h"
 
 #include <gtest/gtest.h>
 
-#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/sse/sse_parser.h"
 
 namespace cutline::proto {
 namespace {

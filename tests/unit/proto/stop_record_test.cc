@@ -1,4 +1,4 @@
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 
 #include <gtest/gtest.h>
 

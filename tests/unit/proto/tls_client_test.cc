@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/tls/tls_context.h"
 #include "tls_test_util.h"
 
 namespace cutline::proto {

@@ -1,4 +1,4 @@
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/tls/tls_context.h"
 
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>

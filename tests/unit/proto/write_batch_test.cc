@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "cutline/proto/connection.h"
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/connection.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::proto {
 namespace {

@@ -31,7 +31,7 @@
 #include "cutline/policy/json_schema.h"
 #include "cutline/policy/loader.h"
 #include "cutline/policy/policy_json.h"
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 #include "cutline/tools/policy/advise.h"
 
 namespace cutline::tools {
@@ -51,7 +51,7 @@ void print_json(const std::string& json) {
 // {"ok": false, "file": F, "errors": [...], "warnings": []}.
 void print_errors_json(const std::string& file, const LoadResult& r) {
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object().field("ok", false).field("file", file).key("errors");
   write_diagnostics_json(w, r.errors);
   w.key("warnings");
@@ -136,7 +136,7 @@ int run_check(const std::string& file, Format format) {
       return 1;
     }
     std::string out;
-    proto::JsonWriter w(out);
+    base::JsonWriter w(out);
     w.begin_object().field("ok", true).field("file", file).key("policy");
     write_policy_json(w, *r.policy);
     w.key("warnings");
@@ -265,7 +265,7 @@ bool resolve_tenant(const Policy& policy, const std::optional<std::string>& api_
 void print_explain_json(const std::string& file, const Policy& policy, const std::string& tenant,
                         const std::string& model, const std::string& route, const Decision& d) {
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object().field("ok", true).field("file", file);
   w.key("request")
       .begin_object()

@@ -29,7 +29,7 @@ int run_probe(int argc, char** argv) {
     return cli::kExitOk;
   }
   const ProbeOptions& o = command_line.options;
-  proto::SystemClock clock;
+  base::MonotonicClock clock;
   ProgressBar* bar = nullptr;
   std::unique_ptr<ProgressBar> holder;
   const bool tty = o.progress && isatty(STDERR_FILENO);

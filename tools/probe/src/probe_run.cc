@@ -5,7 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cutline/proto/http_fetch.h"
+#include "cutline/base/clock.h"
+#include "cutline/proto/http/http_fetch.h"
 #include "cutline/tools/probe/html_report.h"
 #include "cutline/tools/probe/record_writers.h"
 #include "prompt_set.h"
@@ -16,7 +17,7 @@ namespace cutline::tools::probe {
 namespace {
 
 std::string now_utc() {
-  std::time_t t = std::time(nullptr);
+  const auto t = static_cast<std::time_t>(base::wall_time_s());
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
@@ -72,7 +73,7 @@ Result<std::vector<Prompt>> prompts_of(const ProbeOptions& o) {
 
 }  // namespace
 
-Result<ProbeReport> run_load(const ProbeOptions& o, const proto::Clock& clock,
+Result<ProbeReport> run_load(const ProbeOptions& o, const base::Clock& clock,
                              const ProgressFn& progress) {
   auto config = runner_config(o);
   if (!config.ok()) return std::move(config).error();
@@ -109,7 +110,7 @@ Result<ProbeReport> run_load(const ProbeOptions& o, const proto::Clock& clock,
   return report;
 }
 
-Result<ProbeReport> run_switch(const ProbeOptions& o, const proto::Clock& clock,
+Result<ProbeReport> run_switch(const ProbeOptions& o, const base::Clock& clock,
                                const ProgressFn& progress) {
   auto config = runner_config(o);
   if (!config.ok()) return std::move(config).error();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 
 namespace cutline::tools::probe {
 

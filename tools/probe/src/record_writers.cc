@@ -2,13 +2,13 @@
 
 #include <cstdio>
 
-#include "cutline/proto/json_writer.h"
+#include "cutline/base/json_writer.h"
 
 namespace cutline::tools::probe {
 
 namespace {
 
-using proto::JsonWriter;
+using base::JsonWriter;
 
 void write_record(JsonWriter& w, const RequestRecord& r) {
   w.begin_object();

@@ -3,19 +3,19 @@
 #include <map>
 #include <memory>
 
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/openai_chunk.h"
-#include "cutline/proto/openai_response.h"
-#include "cutline/proto/sse_parser.h"
-#include "cutline/proto/timer.h"
+#include "cutline/base/json_writer.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/net/timer.h"
+#include "cutline/proto/sse/sse_parser.h"
+#include "cutline/proto/wire/openai_chunk.h"
+#include "cutline/proto/wire/openai_response.h"
 
 namespace cutline::tools::probe {
 
 std::string request_body(const RunnerConfig& config, const Job& job) {
   std::string out;
-  proto::JsonWriter w(out);
+  base::JsonWriter w(out);
   w.begin_object().field("model", job.model);
   if (config.target.find("/chat/") != std::string::npos) {
     w.key("messages").begin_array().begin_object();
@@ -52,7 +52,7 @@ struct InFlight {
 
 class Sweep {
  public:
-  Sweep(const RunnerConfig& config, const proto::Clock& clock, int64_t origin_ns,
+  Sweep(const RunnerConfig& config, const base::Clock& clock, int64_t origin_ns,
         const std::vector<Job>& jobs, int concurrency,
         const std::function<void(const RequestRecord&)>& on_done)
       : config_(config),
@@ -226,7 +226,7 @@ class Sweep {
   }
 
   const RunnerConfig& config_;
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   int64_t origin_ns_;
   const std::vector<Job>& jobs_;
   int concurrency_;
@@ -241,7 +241,7 @@ class Sweep {
 
 }  // namespace
 
-Runner::Runner(RunnerConfig config, const proto::Clock& clock, int64_t origin_ns)
+Runner::Runner(RunnerConfig config, const base::Clock& clock, int64_t origin_ns)
     : config_(std::move(config)), clock_(clock), origin_ns_(origin_ns) {}
 
 std::vector<RequestRecord> Runner::run(const std::vector<Job>& jobs, int concurrency,

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "cutline/proto/clock.h"
+#include "cutline/base/clock.h"
 #include "cutline/tools/probe/record.h"
 
 namespace cutline::tools::probe {
@@ -48,14 +48,14 @@ std::string request_body(const RunnerConfig& config, const Job& job);
 class Runner {
  public:
   // `clock` is the probe's one monotonic clock; times are ms since `origin_ns` on it.
-  Runner(RunnerConfig config, const proto::Clock& clock, int64_t origin_ns);
+  Runner(RunnerConfig config, const base::Clock& clock, int64_t origin_ns);
 
   std::vector<RequestRecord> run(const std::vector<Job>& jobs, int concurrency,
                                  const std::function<void(const RequestRecord&)>& on_done = {});
 
  private:
   RunnerConfig config_;
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   int64_t origin_ns_;
 };
 

@@ -19,8 +19,8 @@
 #include <string_view>
 #include <thread>
 
-#include "cutline/proto/result.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/base/result.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 

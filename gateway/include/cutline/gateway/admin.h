@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
+#include "cutline/proto/http/http_server.h"
 
 namespace cutline::gateway {
 

@@ -38,11 +38,12 @@
 #include <string>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/policy/policy.h"
 #include "cutline/policy/token_pool.h"
-#include "cutline/proto/clock.h"
-#include "cutline/proto/result.h"
+#include "cutline/base/clock.h"
+#include "cutline/base/result.h"
 
 struct redisReply;
 
@@ -92,7 +93,7 @@ bool redis_answers(const AsyncRedisOptions& options);
 class AsyncRedisPoolStore final : public AsyncPoolStore {
  public:
   // `fallback` serves fail-open calls (the process's MemoryPoolStore, shared by workers).
-  AsyncRedisPoolStore(proto::EventLoop& loop, AsyncRedisOptions options, const proto::Clock& clock,
+  AsyncRedisPoolStore(proto::EventLoop& loop, AsyncRedisOptions options, const base::Clock& clock,
                       policy::PoolStore& fallback);
   ~AsyncRedisPoolStore() override;
   AsyncRedisPoolStore(const AsyncRedisPoolStore&) = delete;
@@ -130,7 +131,7 @@ class AsyncRedisPoolStore final : public AsyncPoolStore {
 
   proto::EventLoop& loop_;
   AsyncRedisOptions options_;
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   policy::PoolStore& fallback_;
   std::unique_ptr<DnsResolver> resolver_;
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 
 struct evdns_base;
 

@@ -43,10 +43,10 @@
 #include <string_view>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/pool_endpoint.h"
 #include "cutline/gateway/prefix_ring.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/clock.h"
 
 namespace cutline::gateway {
 
@@ -94,11 +94,11 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   // now; a DNS pool starts empty until set_addresses(). `seed` makes least_request's random
   // choices reproducible in tests.
   static std::shared_ptr<EndpointPool> create(const policy::Upstream& upstream,
-                                              const proto::Clock& clock, uint64_t seed = 0);
+                                              const base::Clock& clock, uint64_t seed = 0);
   // The same, keeping `owner` (the policy snapshot `upstream` belongs to) alive as long as the
   // pool: a lease taken before a reload can still report after it.
   static std::shared_ptr<EndpointPool> create(const policy::Upstream& upstream,
-                                              const proto::Clock& clock, uint64_t seed,
+                                              const base::Clock& clock, uint64_t seed,
                                               std::shared_ptr<const void> owner);
 
   EndpointLease pick(const PickRequest& request) const;
@@ -116,7 +116,7 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
 
   const policy::Upstream& upstream() const { return upstream_; }
   const std::string& name() const { return upstream_.name; }
-  const proto::Clock& clock() const { return clock_; }
+  const base::Clock& clock() const { return clock_; }
   const policy::OutlierDetection* outlier() const {
     return upstream_.outlier ? &*upstream_.outlier : nullptr;
   }
@@ -128,7 +128,7 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   void set_resolve_error(std::string error);
   std::string resolve_error() const;
 
-  EndpointPool(const policy::Upstream& upstream, const proto::Clock& clock, uint64_t seed);
+  EndpointPool(const policy::Upstream& upstream, const base::Clock& clock, uint64_t seed);
 
  private:
   struct Set {
@@ -143,7 +143,7 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
 
   std::shared_ptr<const void> owner_;  // keeps upstream_ alive
   const policy::Upstream& upstream_;
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   mutable std::atomic<uint64_t> rng_;
   mutable std::atomic<uint64_t> round_robin_{0};
   mutable std::atomic<uint64_t> no_endpoint_{0};

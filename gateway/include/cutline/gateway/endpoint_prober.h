@@ -21,9 +21,9 @@
 
 #include "cutline/gateway/dns_resolver.h"
 #include "cutline/gateway/endpoint_pool.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/timer.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/net/timer.h"
+#include "cutline/proto/tls/tls_context.h"
 
 namespace cutline::gateway {
 

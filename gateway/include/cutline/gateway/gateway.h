@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/access_log.h"
 #include "cutline/gateway/metrics.h"
 #include "cutline/gateway/supervisor.h"
@@ -26,9 +27,8 @@
 #include "cutline/policy/admission_queue.h"
 #include "cutline/policy/policy_holder.h"
 #include "cutline/policy/token_pool.h"
-#include "cutline/proto/clock.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/worker_threads.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/worker_threads.h"
 
 namespace cutline::gateway {
 
@@ -86,7 +86,7 @@ class Gateway {
   Status reload();
 
   // ---- for streams and the admin listener (thread-safe) ------------------------------------
-  const proto::Clock& clock() const { return clock_; }
+  const base::Clock& clock() const { return clock_; }
   GatewayMetrics& metrics() { return metrics_; }
   AccessLog* access_log() { return access_log_.get(); }
   // Reopens the access log file at its path (SIGUSR1, after logrotate renamed it).
@@ -142,7 +142,7 @@ class Gateway {
   void apply_queue_limits(const policy::Policy& policy);
 
   GatewayOptions options_;
-  proto::SystemClock clock_;
+  base::MonotonicClock clock_;
   std::unique_ptr<policy::PolicyHolder> holder_;
   UpstreamTlsCache upstream_tls_;
   // Rebuilt on every (re)load, taking over the endpoints' state; probed on worker 0's loop.

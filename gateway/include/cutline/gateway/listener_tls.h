@@ -6,9 +6,9 @@
 
 #include <memory>
 
+#include "cutline/base/result.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/result.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/tls/tls_context.h"
 
 namespace cutline::gateway {
 

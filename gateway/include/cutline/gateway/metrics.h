@@ -23,7 +23,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 

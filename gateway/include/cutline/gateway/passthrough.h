@@ -23,9 +23,9 @@
 
 #include "cutline/gateway/upstream_attempts.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/server_stream.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 
 namespace cutline::gateway {
 

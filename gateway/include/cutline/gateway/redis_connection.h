@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cutline/proto/connection.h"
+#include "cutline/proto/net/connection.h"
 
 struct redisReader;
 struct redisReply;

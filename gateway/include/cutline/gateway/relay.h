@@ -18,14 +18,14 @@
 #include <string>
 #include <string_view>
 
+#include "cutline/base/result.h"
 #include "cutline/gateway/stop_classifier.h"
 #include "cutline/gateway/token_timing.h"
-#include "cutline/proto/completion_assembler.h"
-#include "cutline/proto/openai_chunk.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/result.h"
-#include "cutline/proto/sse_parser.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/sse/sse_parser.h"
+#include "cutline/proto/wire/completion_assembler.h"
+#include "cutline/proto/wire/openai_chunk.h"
+#include "cutline/proto/wire/openai_request.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/http_message.h"
+#include "cutline/proto/http1/http_message.h"
 
 namespace cutline::gateway {
 

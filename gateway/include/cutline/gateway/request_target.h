@@ -17,8 +17,8 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/http_message.h"
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
+#include "cutline/proto/http1/http_message.h"
 
 namespace cutline::gateway {
 

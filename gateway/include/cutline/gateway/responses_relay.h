@@ -21,12 +21,12 @@
 
 #include <simdjson.h>
 
+#include "cutline/base/result.h"
 #include "cutline/gateway/relay.h"
 #include "cutline/gateway/stop_classifier.h"
 #include "cutline/gateway/token_timing.h"
-#include "cutline/proto/result.h"
-#include "cutline/proto/sse_parser.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/sse/sse_parser.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 

@@ -7,7 +7,7 @@
 
 #include "cutline/gateway/metrics.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/http_server.h"
+#include "cutline/proto/http/http_server.h"
 
 namespace cutline::gateway {
 

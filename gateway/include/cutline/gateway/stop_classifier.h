@@ -22,7 +22,7 @@
 #include <optional>
 #include <string_view>
 
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/endpoint_pool.h"
 #include "cutline/gateway/relay.h"
@@ -30,13 +31,12 @@
 #include "cutline/policy/budget.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/route_request.h"
-#include "cutline/proto/server_stream.h"
-#include "cutline/proto/stop_record.h"
-#include "cutline/proto/timer.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/net/timer.h"
+#include "cutline/proto/wire/openai_request.h"
+#include "cutline/proto/wire/route_request.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 
@@ -106,7 +106,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   uint64_t id() const { return id_; }
   Phase phase() const { return phase_; }
   // One entry of /v1/cutline/streams.
-  void describe(proto::JsonWriter& w, int64_t now_ns) const;
+  void describe(base::JsonWriter& w, int64_t now_ns) const;
 
  private:
   // ---- phases ------------------------------------------------------------------------------

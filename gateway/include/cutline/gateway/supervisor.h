@@ -40,9 +40,9 @@
 #include <thread>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/gateway/metrics.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::gateway {
 

@@ -27,11 +27,11 @@
 #include <string_view>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/gateway/endpoint_pool.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/result.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 

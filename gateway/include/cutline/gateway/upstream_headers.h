@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "cutline/policy/policy.h"
-#include "cutline/proto/http_message.h"
+#include "cutline/proto/http1/http_message.h"
 
 namespace cutline::gateway {
 

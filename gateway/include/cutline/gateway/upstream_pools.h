@@ -16,18 +16,18 @@
 #include <string>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/gateway/dns_resolver.h"
 #include "cutline/gateway/endpoint_pool.h"
 #include "cutline/gateway/endpoint_prober.h"
 #include "cutline/gateway/upstream_target.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/clock.h"
 
 namespace cutline::gateway {
 
 class UpstreamPools {
  public:
-  UpstreamPools(std::shared_ptr<const policy::Policy> policy, const proto::Clock& clock);
+  UpstreamPools(std::shared_ptr<const policy::Policy> policy, const base::Clock& clock);
   ~UpstreamPools();
 
   // The pool of `upstream` (an Upstream of this policy, or one with the same name); null when
@@ -58,7 +58,7 @@ class UpstreamPools {
 
  private:
   std::shared_ptr<const policy::Policy> policy_;
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   std::vector<std::shared_ptr<EndpointPool>> pools_;  // one per policy upstream, same order
   std::unique_ptr<DnsResolver> resolver_;
   std::vector<std::unique_ptr<EndpointProber>> probers_;

@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/result.h"
-#include "cutline/proto/tls_context.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/tls/tls_context.h"
 
 namespace cutline::gateway {
 

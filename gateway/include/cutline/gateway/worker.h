@@ -9,10 +9,10 @@
 
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/models_list.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/http_client.h"
-#include "cutline/proto/openai_chunk.h"
-#include "cutline/proto/openai_request.h"
+#include "cutline/proto/http/http_client.h"
+#include "cutline/proto/net/event_loop.h"
+#include "cutline/proto/wire/openai_chunk.h"
+#include "cutline/proto/wire/openai_request.h"
 
 namespace cutline::gateway {
 

@@ -31,9 +31,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/clock.h"
 
 namespace cutline::policy {
 
@@ -55,7 +55,7 @@ struct Dequeued {
 
 class AdmissionQueue {
  public:
-  AdmissionQueue(AdmissionLimits limits, const proto::Clock& clock);
+  AdmissionQueue(AdmissionLimits limits, const base::Clock& clock);
 
   // Builds the limits from a policy's admission group.
   static AdmissionLimits limits_of(const AdmissionGroup& group);
@@ -113,7 +113,7 @@ class AdmissionQueue {
   std::optional<Dequeued> admit_next_locked();
   void remove_locked(uint64_t waiter_id);
 
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   mutable std::mutex mu_;
   AdmissionLimits limits_;
   int64_t in_flight_ = 0;

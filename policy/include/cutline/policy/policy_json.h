@@ -8,17 +8,17 @@
 
 #include <vector>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/loader.h"
 #include "cutline/policy/policy.h"
-#include "cutline/proto/json_writer.h"
 
 namespace cutline::policy {
 
-void write_policy_json(proto::JsonWriter& w, const Policy& policy);
-void write_decision_json(proto::JsonWriter& w, const Decision& decision);
+void write_policy_json(base::JsonWriter& w, const Policy& policy);
+void write_decision_json(base::JsonWriter& w, const Decision& decision);
 // The loader's errors as an array of {file, line, column, path, message} (`cutline policy check
 // --format json`); line and column are 0 when the error has no position.
-void write_diagnostics_json(proto::JsonWriter& w, const std::vector<Diagnostic>& errors);
+void write_diagnostics_json(base::JsonWriter& w, const std::vector<Diagnostic>& errors);
 
 }  // namespace cutline::policy

@@ -26,7 +26,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "cutline/proto/clock.h"
+#include "cutline/base/clock.h"
 
 namespace cutline::policy {
 
@@ -71,7 +71,7 @@ class PoolStore {
 // One process's pools, in memory.
 class MemoryPoolStore final : public PoolStore {
  public:
-  explicit MemoryPoolStore(const proto::Clock& clock) : clock_(clock) {}
+  explicit MemoryPoolStore(const base::Clock& clock) : clock_(clock) {}
 
   PoolTake take(const PoolSpec& spec, int64_t want_tokens, int64_t min_tokens) override;
   void refund(const PoolSpec& spec, int64_t tokens) override;
@@ -90,7 +90,7 @@ class MemoryPoolStore final : public PoolStore {
   };
   Bucket& bucket_locked(const PoolSpec& spec, int64_t now_ns);
 
-  const proto::Clock& clock_;
+  const base::Clock& clock_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Bucket> buckets_;
   uint64_t ops_since_prune_ = 0;

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "cutline/base/clock.h"
 #include "engine_harness.h"
 
 namespace cutline::engine {
@@ -61,7 +62,7 @@ TEST(Engine, RejectsInvalidRequests) {
 TEST(Engine, GeneratesMaxTokensAndReportsRecord) {
   FakeRunner runner;
   FakeTokenizer tok;
-  ManualClock clock;
+  base::ManualClock clock;
   runner.on_forward([&](const model::ForwardBatch&) { clock.advance_us(2000); });
   EngineConfig cfg;
   cfg.num_blocks = 64;
@@ -102,7 +103,7 @@ TEST(Engine, GeneratesMaxTokensAndReportsRecord) {
 TEST(Engine, PrefillPhasesAddUpWhenChunked) {
   FakeRunner runner;
   FakeTokenizer tok;
-  ManualClock clock;
+  base::ManualClock clock;
   runner.on_forward([&](const model::ForwardBatch&) { clock.advance_us(1000); });
   EngineConfig cfg;
   cfg.num_blocks = 64;
@@ -168,7 +169,7 @@ TEST(Engine, AbortFreesBlocksBeforeNextStepAndReportsClientCancel) {
 TEST(Engine, AbortOfWaitingSequenceReportsCancelWithQueueTime) {
   FakeRunner runner;
   FakeTokenizer tok;
-  ManualClock clock;
+  base::ManualClock clock;
   EngineConfig cfg;
   cfg.num_blocks = 64;
   cfg.clock = &clock;

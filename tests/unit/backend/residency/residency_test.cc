@@ -25,15 +25,12 @@ class FakeModel : public ResidentModel {
 
 // A fake clock and a fake loader: each load advances the clock by fixed phase durations.
 struct Fixture {
-  std::atomic<int64_t> now_us{1'000'000};
+  base::ManualClock clock{1'000'000'000};  // 1 s
   std::atomic<int> alive{0};
   std::vector<std::string> loads;  // names in load order
   std::mutex loads_mu;
   bool fail_next = false;
 
-  NowUs clock() {
-    return [this] { return now_us.load(); };
-  }
   Loader loader() {
     return [this](const ModelSpec& spec,
                   PhaseRecorder& rec) -> Result<std::unique_ptr<ResidentModel>> {
@@ -46,23 +43,23 @@ struct Fixture {
         return make_error(ErrorKind::kIo, "cannot read " + spec.path);
       }
       rec.begin(LoadPhase::kRead);
-      now_us += 40'000;  // 40 ms
+      clock.advance_us(40'000);  // 40 ms
       rec.end(spec.weight_bytes_estimate);
       rec.begin(LoadPhase::kConvert);
-      now_us += 10'000;  // 10 ms
+      clock.advance_us(10'000);  // 10 ms
       rec.end();
-      now_us += 1'000;  // 1 ms gap between phases counts as load
+      clock.advance_us(1'000);  // 1 ms gap between phases counts as load
       rec.begin(LoadPhase::kWarmup);
-      now_us += 5'000;  // 5 ms
+      clock.advance_us(5'000);  // 5 ms
       rec.end();
       rec.add(LoadPhase::kKvAlloc, 2.0);
-      now_us += 2'000;
+      clock.advance_us(2'000);
       return std::unique_ptr<ResidentModel>(
           std::make_unique<FakeModel>(spec.weight_bytes_estimate, &alive));
     };
   }
   std::unique_ptr<Residency> make(int64_t budget) {
-    return std::make_unique<Residency>(ResidencyOptions{budget}, clock(), loader());
+    return std::make_unique<Residency>(ResidencyOptions{budget}, clock, loader());
   }
 };
 
@@ -148,11 +145,11 @@ TEST(Residency, EvictsLeastRecentlyUsedIdleModel) {
   auto r = f.make(250);
   for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(r->add_model(spec(n, 100)).ok());
   ASSERT_TRUE(r->acquire("a").ok());
-  f.now_us += 1000;
+  f.clock.advance_us(1000);
   ASSERT_TRUE(r->acquire("b").ok());
-  f.now_us += 1000;
+  f.clock.advance_us(1000);
   ASSERT_TRUE(r->acquire("a").ok());  // a is now more recent than b
-  f.now_us += 1000;
+  f.clock.advance_us(1000);
   auto c = r->acquire("c");  // needs 100 more: b (LRU) goes
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->found, ModelState::kCold);
@@ -178,9 +175,9 @@ TEST(Residency, PinnedModelIsNeverEvicted) {
   ASSERT_TRUE(r->add_model(spec("b", 100)).ok());
   ASSERT_TRUE(r->add_model(spec("c", 100)).ok());
   ASSERT_TRUE(r->acquire("pinned").ok());
-  f.now_us += 1000;
+  f.clock.advance_us(1000);
   ASSERT_TRUE(r->acquire("b").ok());
-  f.now_us += 1000;
+  f.clock.advance_us(1000);
   ASSERT_TRUE(r->acquire("c").ok());  // pinned is LRU but b is the one to go
   auto all = r->snapshot();
   EXPECT_TRUE(status_of(all, "pinned").resident);
@@ -226,7 +223,7 @@ TEST(Residency, BusyModelIsNeverEvictedRequestWaitsAndReportsQueueTime) {
   EXPECT_TRUE(status_of(all, "a").resident);
   EXPECT_FALSE(status_of(all, "b").resident);
 
-  f.now_us += 30'000;  // a runs for 30 ms more
+  f.clock.advance_us(30'000);  // a runs for 30 ms more
   a->release();
   ASSERT_EQ(pending.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   auto b = pending.get();

@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "cutline/proto/completion_assembler.h"
-#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/sse/sse_parser.h"
+#include "cutline/proto/wire/completion_assembler.h"
 #include "cutline/server/completion_writer.h"
 #include "writer_test_support.h"
 

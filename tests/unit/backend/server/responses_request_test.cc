@@ -91,7 +91,7 @@ TEST(ResponseOutcome, ModelStopsCompleteLimitsAreIncompleteFailuresFail) {
 
 TEST(ResponseObject, FinalObjectCarriesOutputUsageAndRecord) {
   std::string json;
-  proto::JsonWriter w(json);
+  base::JsonWriter w(json);
   ResponseObjectFields f;
   f.id = "resp_1";
   f.created_at = 1700000000;

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/sse/sse_parser.h"
 #include "cutline/server/completion_request.h"
 #include "cutline/server/responses_request.h"
 #include "cutline/server/responses_writer.h"

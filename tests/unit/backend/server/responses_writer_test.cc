@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/sse/sse_parser.h"
 #include "writer_test_support.h"
 
 namespace cutline::server {

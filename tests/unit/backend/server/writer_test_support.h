@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/server_stream.h"
-#include "cutline/proto/sse_parser.h"
+#include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/sse/sse_parser.h"
 
 namespace cutline::server::test {
 

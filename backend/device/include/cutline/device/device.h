@@ -18,8 +18,8 @@
 #include <memory>
 #include <string>
 
+#include "cutline/base/result.h"
 #include "cutline/device/quant.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::device {
 

@@ -35,7 +35,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cutline/engine/clock.h"
+#include "cutline/base/clock.h"
+#include "cutline/base/result.h"
 #include "cutline/engine/engine_event.h"
 #include "cutline/engine/engine_stats.h"
 #include "cutline/engine/sampler.h"
@@ -47,7 +48,6 @@
 #include "cutline/kv/kv_cache_manager.h"
 #include "cutline/model/model_runner.h"
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::engine {
 
@@ -66,8 +66,10 @@ struct EngineConfig {
   int32_t max_running = 256;
   int32_t max_preemptions = 8;
   bool prefix_caching = true;
-  // The monotonic clock (not owned; must outlive the engine). nullptr: a SteadyClock.
-  const Clock* clock = nullptr;
+  // The monotonic clock every engine timing is taken on (queue, prefill, first decode, TTFT,
+  // decode); read on the engine thread and, for arrival stamps, on the thread calling add().
+  // Not owned; must outlive the engine. nullptr: a MonotonicClock.
+  const base::Clock* clock = nullptr;
   // Seeds for requests without one (called on the thread calling add()). Empty: a
   // std::random_device-seeded generator.
   std::function<uint64_t()> seed_source;
@@ -142,8 +144,8 @@ class Engine {
   model::ModelRunner& runner_;
   const model::Tokenizer& tokenizer_;
   EngineConfig config_;
-  SteadyClock steady_clock_;
-  const Clock* clock_;
+  base::MonotonicClock monotonic_clock_;
+  const base::Clock* clock_;
   kv::KVCacheManager kv_;
   Scheduler scheduler_;
   Sampler sampler_;

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::engine {
 

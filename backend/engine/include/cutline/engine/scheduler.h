@@ -29,7 +29,7 @@
 
 #include "cutline/engine/sequence.h"
 #include "cutline/kv/kv_cache_manager.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::engine {
 

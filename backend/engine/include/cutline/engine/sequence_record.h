@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cutline/proto/result.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/base/result.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::engine {
 

@@ -19,8 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/model/tensor_type.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::model {
 

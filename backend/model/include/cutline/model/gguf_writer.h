@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/tensor_type.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::model {
 

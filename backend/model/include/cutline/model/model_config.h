@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/model/gguf_file.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::model {
 

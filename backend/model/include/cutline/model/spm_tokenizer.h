@@ -16,9 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/model/tokenizer.h"
 #include "cutline/model/vocabulary.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::model {
 

@@ -15,8 +15,8 @@
 #include <functional>
 #include <string>
 
+#include "cutline/base/result.h"
 #include "cutline/model/tensor_type.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::model {
 

@@ -6,10 +6,10 @@
 
 #include <memory>
 
+#include "cutline/base/result.h"
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/tokenizer.h"
 #include "cutline/model/vocabulary.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::model {
 

@@ -5,9 +5,11 @@
 // the TTFT phases (load, warmup) of the request that waited for it.
 
 #include <cstdint>
-#include <functional>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "cutline/base/clock.h"
 
 namespace cutline::residency {
 
@@ -43,15 +45,12 @@ struct LoadReport {
   double read_bytes_per_s() const;
 };
 
-// Monotonic time in microseconds. Injected so that tests drive time by hand.
-using NowUs = std::function<int64_t()>;
-NowUs steady_now_us();
-
 // Handed to a loader: it brackets each phase with begin/end (or adds one it timed itself), all on
 // the residency's clock so that phases and the total share one time base.
 class PhaseRecorder {
  public:
-  explicit PhaseRecorder(NowUs now) : now_(std::move(now)) {}
+  // `clock` is not owned and must outlive the recorder.
+  explicit PhaseRecorder(const base::Clock& clock) : clock_(clock) {}
 
   void begin(LoadPhase phase);
   // Ends the phase begun last, recording `bytes`.
@@ -63,7 +62,7 @@ class PhaseRecorder {
   LoadReport take() { return std::move(report_); }
 
  private:
-  NowUs now_;
+  const base::Clock& clock_;
   LoadReport report_;
   LoadPhase open_phase_ = LoadPhase::kRead;
   int64_t open_since_us_ = -1;

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 #include "cutline/residency/load_report.h"
 
 namespace cutline::residency {
@@ -106,7 +106,9 @@ struct ModelStatus {
 
 class Residency {
  public:
-  Residency(ResidencyOptions options, NowUs now, Loader loader);
+  // `clock` (monotonic; load phases, queue waits and LRU order are taken on it) is not owned and
+  // must outlive the residency.
+  Residency(ResidencyOptions options, const base::Clock& clock, Loader loader);
   ~Residency();
   Residency(const Residency&) = delete;
   Residency& operator=(const Residency&) = delete;
@@ -149,7 +151,7 @@ class Residency {
   bool any_busy_evictable(const Entry* keep) const;
 
   ResidencyOptions options_;
-  NowUs now_;
+  const base::Clock& clock_;
   Loader loader_;
 
   mutable std::mutex mu_;

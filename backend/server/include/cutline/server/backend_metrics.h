@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "cutline/residency/load_report.h"
 
 namespace prometheus {

@@ -29,10 +29,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/clock.h"
 #include "cutline/device/device.h"
-#include "cutline/proto/http_server.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/worker_threads.h"
+#include "cutline/proto/http/http_server.h"
+#include "cutline/proto/net/worker_threads.h"
+#include "cutline/proto/wire/openai_request.h"
 #include "cutline/residency/residency.h"
 #include "cutline/server/backend_metrics.h"
 #include "cutline/server/backend_options.h"
@@ -86,7 +87,10 @@ class BackendServer {
   std::string next_id(const char* prefix);  // "<prefix><start time><counter>", unique per process
 
   BackendOptions options_;
-  int64_t started_unix_s_ = 0;
+  int64_t started_unix_s_ = 0;  // wall time, for ids and /v1/models "created"
+  // Every request timing (arrival, state, shutdown phases, inter-token gaps, model loads); it
+  // outlives the residency and the streams that read it.
+  base::MonotonicClock clock_;
   BackendMetrics metrics_;
   std::shared_ptr<device::Device> device_;
   std::unique_ptr<residency::Residency> residency_;

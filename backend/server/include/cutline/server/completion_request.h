@@ -23,11 +23,11 @@
 #include <string_view>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/engine/engine.h"
 #include "cutline/model/chat_template.h"
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/result.h"
+#include "cutline/proto/wire/openai_request.h"
 #include "cutline/server/tool_request.h"
 
 namespace cutline::server {

@@ -17,11 +17,12 @@
 #include <optional>
 #include <string>
 
+#include "cutline/base/clock.h"
 #include "cutline/engine/engine.h"
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/server_stream.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/wire/openai_request.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "cutline/residency/residency.h"
 #include "cutline/server/backend_metrics.h"
 #include "cutline/server/event_router.h"
@@ -42,10 +43,11 @@ class CompletionStream final : public EventSink,
                                public std::enable_shared_from_this<CompletionStream> {
  public:
   // `on_done` runs on the loop once the exchange is over (response sent or client gone and the
-  // engine finished the sequence).
+  // engine finished the sequence). Inter-token gaps are taken on `clock` (not owned).
   CompletionStream(std::shared_ptr<proto::ServerStream> http, residency::Lease lease,
                    ExchangeParams params, std::unique_ptr<ExchangeWriter> writer,
-                   BackendMetrics& metrics, std::function<void(CompletionStream*)> on_done);
+                   BackendMetrics& metrics, const base::Clock& clock,
+                   std::function<void(CompletionStream*)> on_done);
   ~CompletionStream() override;
 
   // Loop thread. Adds the sequence to the model's engine; on failure answers the OpenAI error
@@ -70,6 +72,7 @@ class CompletionStream final : public EventSink,
   ExchangeParams params_;
   std::unique_ptr<ExchangeWriter> writer_;
   BackendMetrics& metrics_;
+  const base::Clock& clock_;
   ModelSeries series_;  // the model's per-token series
   std::function<void(CompletionStream*)> on_done_;
 

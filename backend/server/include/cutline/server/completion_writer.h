@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/openai_chunk.h"
-#include "cutline/proto/openai_request.h"
+#include "cutline/proto/wire/openai_chunk.h"
+#include "cutline/proto/wire/openai_request.h"
 #include "cutline/server/exchange_writer.h"
 #include "cutline/server/logprobs_writer.h"
 #include "cutline/server/tool_call_parser.h"

@@ -16,9 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/engine/engine.h"
-#include "cutline/proto/event_loop.h"
-#include "cutline/proto/result.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::server {
 

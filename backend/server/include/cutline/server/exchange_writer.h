@@ -10,8 +10,8 @@
 
 #include "cutline/engine/sequence_record.h"
 #include "cutline/engine/token_logprobs.h"
-#include "cutline/proto/server_stream.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::server {
 

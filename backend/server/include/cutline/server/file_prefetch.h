@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 
 namespace cutline::server {
 

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "cutline/proto/openai_request.h"
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
+#include "cutline/proto/wire/openai_request.h"
 #include "cutline/server/completion_request.h"
 
 namespace cutline::server {

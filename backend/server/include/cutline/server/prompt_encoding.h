@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::server {
 

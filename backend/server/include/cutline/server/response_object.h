@@ -18,8 +18,8 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/json_writer.h"
-#include "cutline/proto/stop_record.h"
+#include "cutline/base/json_writer.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "cutline/server/tool_call_parser.h"
 
 namespace cutline::server {
@@ -59,19 +59,19 @@ struct ResponseObjectFields {
   const ResponseUsage* usage = nullptr;  // "usage": null when unset
   const proto::StopRecord* cutline = nullptr;
 };
-void write_response_object(proto::JsonWriter& w, const ResponseObjectFields& f);
+void write_response_object(base::JsonWriter& w, const ResponseObjectFields& f);
 
 // The output message item {"id","type":"message","status","role":"assistant","content":[...]}
 // with no part (`text` null) or one output_text part.
-void write_output_message(proto::JsonWriter& w, std::string_view item_id, std::string_view status,
+void write_output_message(base::JsonWriter& w, std::string_view item_id, std::string_view status,
                           const std::string* text, const std::string* logprobs_items);
 // {"id":"fc_...","type":"function_call","status","call_id","name","arguments"}
-void write_function_call_item(proto::JsonWriter& w, const ParsedToolCall& call,
+void write_function_call_item(base::JsonWriter& w, const ParsedToolCall& call,
                               std::string_view status);
 // The function_call item's id for a call ("fc_" and the call id's random part).
 std::string function_call_item_id(const ParsedToolCall& call);
 // {"type":"output_text","text","annotations":[],"logprobs":[...]?}
-void write_output_text_part(proto::JsonWriter& w, std::string_view text,
+void write_output_text_part(base::JsonWriter& w, std::string_view text,
                             const std::string* logprobs_items);
 
 }  // namespace cutline::server

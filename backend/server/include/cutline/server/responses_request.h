@@ -27,8 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/model/chat_template.h"
-#include "cutline/proto/result.h"
 #include "cutline/server/completion_request.h"
 #include "cutline/server/tool_request.h"
 

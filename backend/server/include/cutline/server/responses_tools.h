@@ -16,8 +16,8 @@
 
 #include <simdjson.h>
 
+#include "cutline/base/result.h"
 #include "cutline/model/chat_template.h"
-#include "cutline/proto/result.h"
 #include "cutline/server/completion_request.h"
 #include "cutline/server/tool_request.h"
 

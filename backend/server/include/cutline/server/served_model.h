@@ -19,7 +19,7 @@
 #include "cutline/model/gguf_file.h"
 #include "cutline/model/model_runner.h"
 #include "cutline/model/tokenizer.h"
-#include "cutline/proto/event_loop.h"
+#include "cutline/proto/net/event_loop.h"
 #include "cutline/residency/residency.h"
 #include "cutline/server/completion_request.h"
 #include "cutline/server/event_router.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 
 namespace cutline::server {
 

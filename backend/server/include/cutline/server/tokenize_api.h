@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 #include "cutline/server/completion_request.h"
 
 namespace cutline::server {

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/model/chat_template.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::server {
 

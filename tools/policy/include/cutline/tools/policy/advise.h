@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "cutline/proto/result.h"
+#include "cutline/base/result.h"
 
 namespace cutline::tools {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "cutline/base/result.h"
 #include "cutline/cli/parsed.h"
-#include "cutline/proto/result.h"
 
 namespace cutline::tools::probe {
 

@@ -7,8 +7,8 @@
 #include <functional>
 #include <string>
 
-#include "cutline/proto/clock.h"
-#include "cutline/proto/result.h"
+#include "cutline/base/clock.h"
+#include "cutline/base/result.h"
 #include "cutline/tools/probe/options.h"
 #include "cutline/tools/probe/probe_report.h"
 
@@ -19,9 +19,9 @@ using ProgressFn = std::function<void(int done, int total, const std::string& wh
 
 // Jobs per level: every prompt × repeat, the same list (prompts and seeds) at every level. With
 // --repeat unset, repeat = ceil(max concurrency / prompts) so that the top level is reached.
-Result<ProbeReport> run_load(const ProbeOptions& options, const proto::Clock& clock,
+Result<ProbeReport> run_load(const ProbeOptions& options, const base::Clock& clock,
                              const ProgressFn& progress = {});
-Result<ProbeReport> run_switch(const ProbeOptions& options, const proto::Clock& clock,
+Result<ProbeReport> run_switch(const ProbeOptions& options, const base::Clock& clock,
                                const ProgressFn& progress = {});
 
 // Writes report.json, requests.csv, report.html under `dir` (created when missing).

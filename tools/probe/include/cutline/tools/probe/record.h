@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::tools::probe {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cutline/proto/stop_record.h"
+#include "cutline/proto/wire/stop_record.h"
 #include "cutline/tools/probe/record.h"
 
 namespace cutline::tools::probe {

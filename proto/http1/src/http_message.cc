@@ -1,0 +1,195 @@
+#include "cutline/proto/http1/http_message.h"
+
+#include <algorithm>
+#include <array>
+
+namespace cutline::proto {
+
+namespace {
+
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Calls fn(token) for each comma-separated, trimmed, non-empty element of `value`.
+template <typename Fn>
+bool any_token(std::string_view value, Fn&& fn) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    const std::string_view token = trim(value.substr(0, comma));
+    if (!token.empty() && fn(token)) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+HttpHeaders::HttpHeaders(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> init) {
+  entries_.reserve(init.size());
+  for (const auto& [name, value] : init) add(name, value);
+}
+
+void HttpHeaders::add(std::string_view name, std::string_view value) {
+  entries_.push_back(HttpHeader{std::string(name), std::string(value)});
+}
+
+void HttpHeaders::set(std::string_view name, std::string_view value) {
+  remove(name);
+  add(name, value);
+}
+
+size_t HttpHeaders::remove(std::string_view name) {
+  const size_t before = entries_.size();
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                [&](const HttpHeader& h) { return iequals(h.name, name); }),
+                 entries_.end());
+  return before - entries_.size();
+}
+
+std::optional<std::string_view> HttpHeaders::get(std::string_view name) const {
+  for (const auto& h : entries_) {
+    if (iequals(h.name, name)) return std::string_view(h.value);
+  }
+  return std::nullopt;
+}
+
+bool HttpHeaders::has_token(std::string_view name, std::string_view token) const {
+  for (const auto& h : entries_) {
+    if (!iequals(h.name, name)) continue;
+    if (any_token(h.value, [&](std::string_view t) { return iequals(t, token); })) return true;
+  }
+  return false;
+}
+
+bool is_hop_by_hop(std::string_view name) {
+  static constexpr std::array<std::string_view, 9> kHopByHop = {"connection",
+                                                                "keep-alive",
+                                                                "proxy-connection",
+                                                                "te",
+                                                                "trailer",
+                                                                "transfer-encoding",
+                                                                "upgrade",
+                                                                "proxy-authenticate",
+                                                                "proxy-authorization"};
+  for (std::string_view h : kHopByHop) {
+    if (iequals(h, name)) return true;
+  }
+  return false;
+}
+
+void remove_hop_by_hop(HttpHeaders& headers) {
+  // Names listed in Connection are hop-by-hop for this message too.
+  std::vector<std::string> listed;
+  for (const auto& h : headers) {
+    if (!iequals(h.name, "connection")) continue;
+    any_token(h.value, [&](std::string_view t) {
+      listed.emplace_back(t);
+      return false;
+    });
+  }
+  for (const auto& name : listed) headers.remove(name);
+  HttpHeaders kept;
+  for (const auto& h : headers) {
+    if (!is_hop_by_hop(h.name)) kept.add(h.name, h.value);
+  }
+  headers = std::move(kept);
+}
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 101:
+      return "Switching Protocols";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 206:
+      return "Partial Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 307:
+      return "Temporary Redirect";
+    case 308:
+      return "Permanent Redirect";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Content";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 499:
+      return "Client Closed Request";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string_view HttpRequest::path() const {
+  const std::string_view t(target);
+  return t.substr(0, t.find('?'));
+}
+
+std::string_view HttpRequest::query() const {
+  const std::string_view t(target);
+  const size_t q = t.find('?');
+  return q == std::string_view::npos ? std::string_view() : t.substr(q + 1);
+}
+
+}  // namespace cutline::proto
