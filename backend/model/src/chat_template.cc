@@ -2,11 +2,16 @@
 
 #include <cctype>
 
+#include "chat_builder.h"
 #include "cutline/model/special_tokens.h"
 
 namespace cutline::model {
 
 namespace {
+
+using detail::Builder;
+using detail::render_hermes_tools;
+using detail::tool_calls_text;
 
 struct NamedKind {
   std::string_view name;
@@ -44,23 +49,6 @@ std::string trim(std::string_view s) {
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   return std::string(s.substr(b, e - b));
 }
-
-class Builder {
- public:
-  void special(std::string_view text) { chat_.pieces.push_back({true, std::string(text)}); }
-  void text(std::string_view text) {
-    if (text.empty()) return;
-    if (!chat_.pieces.empty() && !chat_.pieces.back().special) {
-      chat_.pieces.back().text.append(text);
-    } else {
-      chat_.pieces.push_back({false, std::string(text)});
-    }
-  }
-  RenderedChat take() { return std::move(chat_); }
-
- private:
-  RenderedChat chat_;
-};
 
 Status check_roles(ChatTemplateKind kind, std::span<const ChatMessage> messages) {
   const bool tools = supports_tools(kind);
@@ -240,18 +228,6 @@ void render_tools_system(std::string_view system, const std::vector<std::string>
   b.text("\n");
 }
 
-// Each call as <tool_call>\n{"name": "...", "arguments": {...}}\n</tool_call>; `newline_first`
-// puts "\n" before the first one too.
-std::string tool_calls_text(const std::vector<ChatToolCall>& calls, bool newline_first) {
-  std::string out;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    if (i > 0 || newline_first) out += "\n";
-    out += "<tool_call>\n{\"name\": \"" + calls[i].name +
-           "\", \"arguments\": " + calls[i].arguments + "}\n</tool_call>";
-  }
-  return out;
-}
-
 // A run of tool messages is one user turn of <tool_response> blocks.
 void render_tool_message(std::span<const ChatMessage> messages, size_t i, Builder& b) {
   if (i == 0 || messages[i - 1].role != "tool") {
@@ -388,84 +364,21 @@ void render_phi4_mini(std::span<const ChatMessage> messages, bool gen, Builder& 
   if (gen) b.special("<|assistant|>");
 }
 
-// Hermes 2 Pro / Hermes 3 with tools, as their `tool_use` template writes it, quirks included:
-// the parameter lines of a description follow each other without a newline, the object around
-// each tool is left open, and a run of tool results ends with <|im_end|> and no newline.
-void render_hermes_tools(std::span<const ChatMessage> messages, const ChatRenderOptions& o,
-                         Builder& b) {
-  if (!o.bos_token.empty()) b.special(o.bos_token);
-  b.special("<|im_start|>");
-  std::string text =
-      "system\nYou are a function calling AI model. You are provided with function signatures "
-      "within <tools></tools> XML tags. You may call one or more functions to assist with the "
-      "user query. Don't make assumptions about what values to plug into functions. Here are the "
-      "available tools: <tools> ";
-  for (size_t t = 0; t < o.tool_signatures.size(); ++t) {
-    const ChatToolSignature& tool = o.tool_signatures[t];
-    text += "{\"type\": \"function\", \"function\": {\"name\": \"" + tool.name +
-            "\", \"description\": \"" + tool.name + "(";
-    for (size_t i = 0; i < tool.params.size(); ++i) {
-      if (i > 0) text += ", ";
-      text += tool.params[i].name + ": " + tool.params[i].python_type;
-    }
-    text += ")";
-    if (tool.has_return) text += " -> " + tool.return_type;
-    text += " - " + tool.description + "\n\n";
-    for (size_t i = 0; i < tool.params.size(); ++i) {
-      if (i == 0) text += "    Args:\n";
-      const ChatToolSignature::Param& p = tool.params[i];
-      text += "        " + p.name + "(" + p.python_type + "): " + p.description;
-    }
-    if (tool.has_return && !tool.return_description.empty())
-      text += "\n    Returns:\n        " + tool.return_description;
-    text += "\", \"parameters\": " + tool.parameters_json + "}";
-    if (t + 1 < o.tool_signatures.size()) text += "\n";
+}  // namespace
+
+namespace detail {
+
+std::string tool_calls_text(const std::vector<ChatToolCall>& calls, bool newline_first) {
+  std::string out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i > 0 || newline_first) out += "\n";
+    out += "<tool_call>\n{\"name\": \"" + calls[i].name +
+           "\", \"arguments\": " + calls[i].arguments + "}\n</tool_call>";
   }
-  text +=
-      " </tools>Use the following pydantic model json schema for each tool call you will make: "
-      "{\"properties\": {\"name\": {\"title\": \"Name\", \"type\": \"string\"}, "
-      "\"arguments\": {\"title\": \"Arguments\", \"type\": \"object\"}}, \"required\": "
-      "[\"name\", \"arguments\"], \"title\": \"FunctionCall\", \"type\": \"object\"}}\nFor "
-      "each function call return a json object with function name and arguments within "
-      "<tool_call></tool_call> XML tags as follows:\n<tool_call>\n{\"name\": <function-name>, "
-      "\"arguments\": <args-dict>}\n</tool_call>";
-  b.text(text);
-  b.special("<|im_end|>");
-  b.text("\n");
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    const bool last = i + 1 == messages.size();
-    if (m.role == "tool") {
-      if (i > 0 && messages[i - 1].role != "tool") {
-        b.special("<|im_start|>");
-        b.text("tool\n");
-      }
-      b.text("<tool_response>\n" + m.content +
-             (last ? "\n</tool_response>" : "\n</tool_response>\n"));
-      if (last || messages[i + 1].role != "tool") b.special("<|im_end|>");
-      continue;
-    }
-    b.special("<|im_start|>");
-    if (m.role == "assistant" && !m.tool_calls.empty()) {
-      std::string calls = "assistant";
-      for (const ChatToolCall& call : m.tool_calls) {
-        calls += "\n<tool_call>\n{\"name\": \"" + call.name +
-                 "\", \"arguments\": " + call.arguments + "}\n</tool_call>";
-      }
-      b.text(calls);
-    } else {
-      b.text(m.role + "\n" + m.content);
-    }
-    b.special("<|im_end|>");
-    b.text("\n");
-  }
-  if (o.add_generation_prompt) {
-    b.special("<|im_start|>");
-    b.text("assistant\n");
-  }
+  return out;
 }
 
-}  // namespace
+}  // namespace detail
 
 std::string_view to_string(ChatTemplateKind kind) {
   for (const NamedKind& n : kNames) {
