@@ -25,9 +25,9 @@
 
 #include "cutline/model/synth.h"
 #include "cutline/proto/http/http_fetch.h"
-#include "cutline/proto/sse/sse_parser.h"
 #include "cutline/proto/wire/stop_record.h"
 #include "process_harness.h"
+#include "sse_events.h"
 
 namespace cutline::test {
 
@@ -94,22 +94,6 @@ class Backend {
   Process process_;
   uint16_t port_ = 0;
 };
-
-// Every SSE data payload (except [DONE]) in order; `done` tells whether [DONE] was seen.
-inline std::vector<std::string> sse_data(const std::string& body, bool* done = nullptr) {
-  proto::SseParser p;
-  std::string_view in = body;
-  std::vector<std::string> out;
-  if (done) *done = false;
-  while (p.next(in) == proto::SseParser::Step::kEvent) {
-    if (p.event().done) {
-      if (done) *done = true;
-    } else {
-      out.emplace_back(p.event().data);
-    }
-  }
-  return out;
-}
 
 // The "cutline" object inside a JSON document (a chunk or a whole response).
 inline std::optional<proto::StopRecord> cutline_of(const std::string& json) {

@@ -109,7 +109,7 @@ TEST_F(BackendLogprobs, ChatStreamingChunksCarryTheirTokens) {
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->status, 200) << r->body;
   size_t entries = 0;
-  for (const std::string& chunk : sse_data(r->body)) {
+  for (const std::string& chunk : sse_payloads(r->body)) {
     dom::parser parser;
     dom::element doc = parser.parse(chunk);
     dom::array content;
@@ -164,7 +164,7 @@ TEST_F(BackendLogprobs, CompletionsColumnsStreamedAndNot) {
                           R"("seed":7,"logprobs":2,"stream":true})");
   ASSERT_TRUE(s.ok());
   std::vector<double> streamed;
-  for (const std::string& chunk : sse_data(s->body)) {
+  for (const std::string& chunk : sse_payloads(s->body)) {
     dom::parser p;
     dom::element d = p.parse(chunk);
     dom::array lps;
@@ -207,7 +207,7 @@ TEST_F(BackendLogprobs, ResponsesDeltasAndFinalPart) {
   ASSERT_EQ(r->status, 200) << r->body;
   size_t in_deltas = 0;
   std::string last;
-  for (const std::string& event : sse_data(r->body)) {
+  for (const std::string& event : sse_payloads(r->body)) {
     dom::parser parser;
     dom::element doc = parser.parse(event);
     std::string_view type;

@@ -22,7 +22,7 @@ std::optional<proto::StopRecord> stream_record(Backend& b, const std::string& mo
                                                int max_tokens = 4) {
   auto r = b.post("/v1/chat/completions", chat(model, max_tokens));
   if (!r.ok() || r->status != 200) return std::nullopt;
-  auto chunks = sse_data(r->body);
+  auto chunks = sse_payloads(r->body);
   if (chunks.empty()) return std::nullopt;
   return cutline_of(chunks.back());
 }

@@ -35,7 +35,7 @@ TEST_F(BackendServing, StreamedChatEndsWithCutlineRecordAndPhases) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->headers.get("Content-Type").value_or(""), "text/event-stream");
   bool done = false;
-  auto chunks = sse_data(r->body, &done);
+  auto chunks = sse_payloads(r->body, &done);
   EXPECT_TRUE(done) << r->body;
   ASSERT_GE(chunks.size(), 3u) << r->body;
   EXPECT_NE(chunks.front().find("\"role\":\"assistant\""), std::string::npos);
@@ -77,7 +77,7 @@ TEST_F(BackendServing, SameSeedSameText) {
   // Content deltas concatenated (ids and timestamps differ).
   auto text = [](const std::string& body) {
     std::string all;
-    for (const auto& c : sse_data(body)) {
+    for (const auto& c : sse_payloads(body)) {
       const auto at = c.find("\"content\":\"");
       if (at != std::string::npos) all += c.substr(at, c.find('}', at) - at);
     }

@@ -72,7 +72,7 @@ TEST_F(BackendTools, RequiredToolChoiceStreamsWellFormedChunks) {
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->status, 200) << r->body;
   bool done = false;
-  const auto chunks = sse_data(r->body, &done);
+  const auto chunks = sse_payloads(r->body, &done);
   EXPECT_TRUE(done);
   proto::CompletionAssembler assembler;
   for (const std::string& c : chunks) ASSERT_TRUE(assembler.add(c).ok()) << c;
@@ -136,7 +136,7 @@ TEST_F(BackendTools, ResponsesApiServesFunctionCalling) {
       qwen_->post("/v1/responses", body + R"(,"tool_choice":"required","stream":true})");
   ASSERT_TRUE(streamed.ok());
   ASSERT_EQ(streamed->status, 200) << streamed->body;
-  const auto frames = sse_data(streamed->body);
+  const auto frames = sse_payloads(streamed->body);
   ASSERT_FALSE(frames.empty());
   const std::string last = json_string(frames.back(), "/type");
   EXPECT_TRUE(last == "response.completed" || last == "response.incomplete") << last;

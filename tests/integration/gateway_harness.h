@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "cutline/proto/http/http_fetch.h"
-#include "cutline/proto/sse/sse_parser.h"
 #include "cutline/proto/wire/openai_chunk.h"
 #include "cutline/proto/wire/stop_record.h"
 #include "process_harness.h"
+#include "sse_events.h"
 
 namespace cutline::test {
 
@@ -39,24 +39,6 @@ inline std::string last_chunk(const std::string& sse_body) {
     if (!p.event().done) last = std::string(p.event().data);
   }
   return last;
-}
-
-// Every SSE data payload (except [DONE]) in order; `done` tells whether [DONE] was seen.
-inline std::vector<std::string> sse_payloads(const std::string& sse_body, bool* done = nullptr) {
-  proto::SseParser p;
-  std::string_view in = sse_body;
-  std::vector<std::string> out;
-  if (done) *done = false;
-  for (;;) {
-    auto s = p.next(in);
-    if (s != proto::SseParser::Step::kEvent) break;
-    if (p.event().done) {
-      if (done) *done = true;
-    } else {
-      out.emplace_back(p.event().data);
-    }
-  }
-  return out;
 }
 
 // Starts a cutline-fake-upstream on a free port, its output in DIR/NAME.out and .err; returns the
