@@ -140,6 +140,74 @@ bool Residency::any_busy_evictable(const Entry* keep) const {
   return false;
 }
 
+bool Residency::evict_for(const Entry* entry, int64_t need,
+                          std::vector<std::unique_ptr<ResidentModel>>& doomed,
+                          std::vector<std::string>& evicted) {
+  const int64_t budget = options_.weights_budget_bytes;
+  while (budget > 0 && used_bytes_ + need > budget) {
+    Entry* victim = pick_victim(entry);
+    if (victim == nullptr) break;
+    doomed.push_back(std::move(victim->model));
+    evicted.push_back(victim->spec.name);
+    used_bytes_ -= victim->weight_bytes;
+    victim->state = EntryState::kUnloaded;
+    victim->evictions++;
+  }
+  return budget <= 0 || used_bytes_ + need <= budget;
+}
+
+Result<Lease> Residency::load_and_lease(std::unique_lock<std::mutex>& lock, Entry* entry,
+                                        int64_t need,
+                                        std::vector<std::unique_ptr<ResidentModel>> doomed,
+                                        const std::vector<std::string>& evicted,
+                                        int64_t queue_wait_us) {
+  entry->state = EntryState::kLoading;
+  entry->weight_bytes = need;
+  used_bytes_ += need;
+  load_in_progress_ = true;
+  const ModelState found = entry->loads > 0 ? ModelState::kEvictedThenLoaded : ModelState::kCold;
+  lock.unlock();
+  doomed.clear();  // frees the evicted models' memory before loading the new one
+  if (on_evict_)
+    for (const auto& n : evicted) on_evict_(n);
+  PhaseRecorder recorder(clock_);
+  const int64_t load_start_us = clock_.now_us();
+  auto loaded = loader_(entry->spec, recorder);
+  const int64_t load_end_us = clock_.now_us();
+  LoadReport report = recorder.take();
+  report.total_ms = us_to_ms(load_end_us - load_start_us);
+  lock.lock();
+  load_in_progress_ = false;
+  used_bytes_ -= need;
+  if (!loaded.ok()) {
+    entry->state = EntryState::kUnloaded;
+    entry->weight_bytes = entry->spec.weight_bytes_estimate;
+    cv_.notify_all();
+    lock.unlock();
+    return std::move(loaded).error();
+  }
+  entry->model = std::move(loaded).value();
+  entry->weight_bytes = entry->model->weight_bytes();
+  used_bytes_ += entry->weight_bytes;
+  entry->state = EntryState::kResident;
+  entry->loads++;
+  entry->last_load = report;
+  entry->last_load_found = found;
+  entry->busy++;
+  entry->last_used_us = load_end_us;
+  cv_.notify_all();
+  Lease lease(this, entry);
+  lease.found = found;
+  lease.wait_ms = us_to_ms(queue_wait_us);
+  lease.warmup_ms = report.warmup_ms();
+  lease.load_ms = report.total_ms - lease.warmup_ms;  // gaps between phases count as load
+  auto on_load = on_load_;
+  const std::string model_name = entry->spec.name;
+  lock.unlock();
+  if (on_load) on_load(model_name, report);
+  return lease;
+}
+
 Result<Lease> Residency::acquire(std::string_view name) {
   std::unique_lock<std::mutex> lock(mu_);
   Entry* entry = find(name);
@@ -182,79 +250,22 @@ Result<Lease> Residency::acquire(std::string_view name) {
                             std::to_string(budget) + " bytes (--weights-memory)");
     std::vector<std::unique_ptr<ResidentModel>> doomed;
     std::vector<std::string> evicted;
-    while (budget > 0 && used_bytes_ + need > budget) {
-      Entry* victim = pick_victim(entry);
-      if (victim == nullptr) break;
-      doomed.push_back(std::move(victim->model));
-      evicted.push_back(victim->spec.name);
-      used_bytes_ -= victim->weight_bytes;
-      victim->state = EntryState::kUnloaded;
-      victim->evictions++;
-    }
-    if (budget > 0 && used_bytes_ + need > budget) {
-      if (!any_busy_evictable(entry))
-        return make_error(ErrorKind::kExhausted,
-                          "model '" + entry->spec.name + "' needs " + std::to_string(need) +
-                              " bytes but pinned models hold " + std::to_string(used_bytes_) +
-                              " of the " + std::to_string(budget) + " byte weights budget");
-      // Evicted models stay evicted (they were idle and LRU); wait for a busy one to go idle.
-      const int64_t t0 = clock_.now_us();
-      lock.unlock();
-      doomed.clear();
-      if (on_evict_)
-        for (const auto& n : evicted) on_evict_(n);
-      lock.lock();
-      cv_.wait(lock);
-      queue_wait_us += clock_.now_us() - t0;
-      continue;
-    }
-
-    // Load without the lock.
-    entry->state = EntryState::kLoading;
-    entry->weight_bytes = need;
-    used_bytes_ += need;
-    load_in_progress_ = true;
-    const ModelState found = entry->loads > 0 ? ModelState::kEvictedThenLoaded : ModelState::kCold;
+    if (evict_for(entry, need, doomed, evicted))
+      return load_and_lease(lock, entry, need, std::move(doomed), evicted, queue_wait_us);
+    if (!any_busy_evictable(entry))
+      return make_error(ErrorKind::kExhausted,
+                        "model '" + entry->spec.name + "' needs " + std::to_string(need) +
+                            " bytes but pinned models hold " + std::to_string(used_bytes_) +
+                            " of the " + std::to_string(budget) + " byte weights budget");
+    // Evicted models stay evicted (they were idle and LRU); wait for a busy one to go idle.
+    const int64_t t0 = clock_.now_us();
     lock.unlock();
-    doomed.clear();  // frees the evicted models' memory before loading the new one
+    doomed.clear();
     if (on_evict_)
       for (const auto& n : evicted) on_evict_(n);
-    PhaseRecorder recorder(clock_);
-    const int64_t load_start_us = clock_.now_us();
-    auto loaded = loader_(entry->spec, recorder);
-    const int64_t load_end_us = clock_.now_us();
-    LoadReport report = recorder.take();
-    report.total_ms = us_to_ms(load_end_us - load_start_us);
     lock.lock();
-    load_in_progress_ = false;
-    used_bytes_ -= need;
-    if (!loaded.ok()) {
-      entry->state = EntryState::kUnloaded;
-      entry->weight_bytes = entry->spec.weight_bytes_estimate;
-      cv_.notify_all();
-      return std::move(loaded).error();
-    }
-    entry->model = std::move(loaded).value();
-    entry->weight_bytes = entry->model->weight_bytes();
-    used_bytes_ += entry->weight_bytes;
-    entry->state = EntryState::kResident;
-    entry->loads++;
-    entry->last_load = report;
-    entry->last_load_found = found;
-    entry->busy++;
-    entry->last_used_us = load_end_us;
-    cv_.notify_all();
-    Lease lease(this, entry);
-    lease.found = found;
-    lease.wait_ms = us_to_ms(queue_wait_us);
-    lease.warmup_ms = report.warmup_ms();
-    lease.load_ms = report.total_ms - lease.warmup_ms;  // gaps between phases count as load
-    (void)start_us;
-    auto on_load = on_load_;
-    const std::string model_name = entry->spec.name;
-    lock.unlock();
-    if (on_load) on_load(model_name, report);
-    return lease;
+    cv_.wait(lock);
+    queue_wait_us += clock_.now_us() - t0;
   }
 }
 

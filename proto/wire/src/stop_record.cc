@@ -186,60 +186,188 @@ std::string stop_record_json(const StopRecord& rec) {
   return out;
 }
 
-Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
-  using namespace simdjson;
-  StopRecord rec;
-  bool have_version = false;
-  bool have_cause = false;
-  auto get_double = [](ondemand::value v) -> std::optional<double> {
-    double d;
-    if (v.get_double().get(d) != SUCCESS) return std::nullopt;
-    return d;
-  };
-  auto get_int = [](ondemand::value v) -> std::optional<int64_t> {
-    int64_t n;
-    if (v.get_int64().get(n) == SUCCESS) return n;
-    // Tolerate 12.0 from other writers, but only integral values int64 can hold (a cast of
-    // 1e101 would be undefined behaviour).
-    double d;
-    if (v.get_double().get(d) != SUCCESS) return std::nullopt;
-    if (!(d >= -9.2e18 && d <= 9.2e18) || d != std::trunc(d)) return std::nullopt;
-    return static_cast<int64_t>(d);
-  };
-  auto get_string = [](ondemand::value v) -> std::optional<std::string> {
-    std::string_view s;
-    if (v.get_string().get(s) != SUCCESS) return std::nullopt;
-    return std::string(s);
-  };
+namespace {
 
-  for (auto field : obj) {
-    std::string_view key;
-    if (field.unescaped_key().get(key) != SUCCESS) return field_error("?", "has a bad key");
-    ondemand::value v;
-    if (field.value().get(v) != SUCCESS) return field_error(key, "has a bad value");
+namespace od = simdjson::ondemand;
 
+std::optional<double> json_double(od::value v) {
+  double d;
+  if (v.get_double().get(d) != simdjson::SUCCESS) return std::nullopt;
+  return d;
+}
+
+std::optional<int64_t> json_int(od::value v) {
+  int64_t n;
+  if (v.get_int64().get(n) == simdjson::SUCCESS) return n;
+  // Tolerate 12.0 from other writers, but only integral values int64 can hold (a cast of 1e101
+  // would be undefined behaviour).
+  double d;
+  if (v.get_double().get(d) != simdjson::SUCCESS) return std::nullopt;
+  if (!(d >= -9.2e18 && d <= 9.2e18) || d != std::trunc(d)) return std::nullopt;
+  return static_cast<int64_t>(d);
+}
+
+std::optional<std::string> json_string(od::value v) {
+  std::string_view s;
+  if (v.get_string().get(s) != simdjson::SUCCESS) return std::nullopt;
+  return std::string(s);
+}
+
+// "phases": {"queue": ms, "load": ms, "warmup": ms, "prefill": ms, "first_decode": ms}.
+Result<TtftPhases> parse_phases(od::value v) {
+  od::object p;
+  if (v.get_object().get(p) != simdjson::SUCCESS) return field_error("phases", "must be an object");
+  TtftPhases ph;
+  for (auto pf : p) {
+    std::string_view pk;
+    double d;
+    if (pf.unescaped_key().get(pk) != simdjson::SUCCESS ||
+        pf.value().get_double().get(d) != simdjson::SUCCESS) {
+      return field_error("phases", "must hold numbers");
+    }
+    if (pk == "queue")
+      ph.queue_ms = d;
+    else if (pk == "load")
+      ph.load_ms = d;
+    else if (pk == "warmup")
+      ph.warmup_ms = d;
+    else if (pk == "prefill")
+      ph.prefill_ms = d;
+    else if (pk == "first_decode")
+      ph.first_decode_ms = d;
+  }
+  return ph;
+}
+
+Status parse_endpoints(od::value v, std::vector<std::string>& out) {
+  od::array a;
+  if (v.get_array().get(a) != simdjson::SUCCESS)
+    return field_error("endpoints", "must be an array of strings");
+  for (auto item : a) {
+    std::string_view e;
+    if (item.get_string().get(e) != simdjson::SUCCESS)
+      return field_error("endpoints", "must be an array of strings");
+    out.emplace_back(e);
+  }
+  return {};
+}
+
+// One "would_cut" entry: {cause, rule, unit, limit, observed, at_token, tokens_after}.
+Result<WouldCut> parse_would_cut_entry(od::object o) {
+  WouldCut c;
+  bool have = false;
+  for (auto wf : o) {
+    std::string_view wk;
+    od::value wv;
+    if (wf.unescaped_key().get(wk) != simdjson::SUCCESS ||
+        wf.value().get(wv) != simdjson::SUCCESS) {
+      return field_error("would_cut", "has a bad entry");
+    }
+    if (wk == "cause") {
+      auto x = json_string(wv);
+      auto cause = x ? parse_cause(*x) : std::nullopt;
+      if (!cause) return field_error("would_cut.cause", "is not a known stop cause");
+      c.cause = *cause;
+      have = true;
+    } else if (wk == "rule" || wk == "unit") {
+      auto x = json_string(wv);
+      if (!x)
+        return field_error(wk == "rule" ? "would_cut.rule" : "would_cut.unit", "must be a string");
+      (wk == "rule" ? c.rule : c.unit) = std::move(*x);
+    } else if (wk == "limit" || wk == "observed") {
+      auto x = json_double(wv);
+      if (!x)
+        return field_error(wk == "limit" ? "would_cut.limit" : "would_cut.observed",
+                           "must be a number");
+      (wk == "limit" ? c.limit : c.observed) = *x;
+    } else if (wk == "at_token" || wk == "tokens_after") {
+      auto x = json_int(wv);
+      if (!x)
+        return field_error(wk == "at_token" ? "would_cut.at_token" : "would_cut.tokens_after",
+                           "must be an integer");
+      (wk == "at_token" ? c.at_token : c.tokens_after) = *x;
+    }
+  }
+  if (!have) return field_error("would_cut.cause", "is missing");
+  return c;
+}
+
+Status parse_would_cut(od::value v, std::vector<WouldCut>& out) {
+  od::array a;
+  if (v.get_array().get(a) != simdjson::SUCCESS)
+    return field_error("would_cut", "must be an array of objects");
+  for (auto item : a) {
+    od::object o;
+    if (item.get_object().get(o) != simdjson::SUCCESS)
+      return field_error("would_cut", "must be an array of objects");
+    auto c = parse_would_cut_entry(o);
+    if (!c.ok()) return std::move(c).error();
+    out.push_back(std::move(c).value());
+  }
+  return {};
+}
+
+// The record's plain number and string fields: true when `key` is one of them (and was read).
+Result<bool> parse_plain_field(std::string_view key, od::value v, StopRecord& rec) {
 #define CUTLINE_NUM(name, getter)                        \
   if (key == #name) {                                    \
     auto x = getter(v);                                  \
     if (!x) return field_error(key, "must be a number"); \
     rec.name = *x;                                       \
-    continue;                                            \
+    return true;                                         \
   }
 #define CUTLINE_STR(name)                                \
   if (key == #name) {                                    \
-    auto x = get_string(v);                              \
+    auto x = json_string(v);                             \
     if (!x) return field_error(key, "must be a string"); \
     rec.name = std::move(*x);                            \
-    continue;                                            \
+    return true;                                         \
   }
+  CUTLINE_NUM(attempts, json_int)
+  CUTLINE_STR(reporter)
+  CUTLINE_STR(message)
+  CUTLINE_STR(request_id)
+  CUTLINE_STR(policy)
+  CUTLINE_STR(rule)
+  CUTLINE_STR(unit)
+  CUTLINE_STR(model_state)
+  CUTLINE_NUM(limit, json_double)
+  CUTLINE_NUM(observed, json_double)
+  CUTLINE_NUM(requested_max_tokens, json_int)
+  CUTLINE_NUM(effective_max_tokens, json_int)
+  CUTLINE_NUM(input_tokens, json_int)
+  CUTLINE_NUM(output_tokens, json_int)
+  CUTLINE_NUM(queue_ms, json_double)
+  CUTLINE_NUM(ttft_ms, json_double)
+  CUTLINE_NUM(itl_mean_ms, json_double)
+  CUTLINE_NUM(itl_max_ms, json_double)
+  CUTLINE_NUM(duration_ms, json_double)
+  CUTLINE_NUM(preemptions, json_int)
+  CUTLINE_NUM(kv_bytes_peak, json_int)
+  CUTLINE_NUM(device_free_bytes, json_int)
+#undef CUTLINE_NUM
+#undef CUTLINE_STR
+  return false;
+}
+
+}  // namespace
+
+Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
+  StopRecord rec;
+  bool have_version = false;
+  bool have_cause = false;
+  for (auto field : obj) {
+    std::string_view key;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS)
+      return field_error("?", "has a bad key");
+    od::value v;
+    if (field.value().get(v) != simdjson::SUCCESS) return field_error(key, "has a bad value");
     if (key == "v") {
-      auto x = get_int(v);
+      auto x = json_int(v);
       if (!x || *x != StopRecord::kVersion) return field_error(key, "must be 1");
       have_version = true;
-      continue;
-    }
-    if (key == "cause" || key == "upstream_cause") {
-      auto x = get_string(v);
+    } else if (key == "cause" || key == "upstream_cause") {
+      auto x = json_string(v);
       auto c = x ? parse_cause(*x) : std::nullopt;
       if (!c) return field_error(key, "is not a known stop cause");
       if (key == "cause") {
@@ -248,129 +376,28 @@ Result<StopRecord> parse_stop_record(simdjson::ondemand::object& obj) {
       } else {
         rec.upstream_cause = *c;
       }
-      continue;
-    }
-    if (key == "count_method") {
-      auto x = get_string(v);
+    } else if (key == "count_method") {
+      auto x = json_string(v);
       auto m = x ? parse_count_method(*x) : std::nullopt;
       if (!m) return field_error(key, "must be usage, chunks or engine");
       rec.count_method = *m;
-      continue;
-    }
-    if (key == "phases") {
-      ondemand::object p;
-      if (v.get_object().get(p) != SUCCESS) return field_error(key, "must be an object");
-      TtftPhases ph;
-      for (auto pf : p) {
-        std::string_view pk;
-        double d;
-        if (pf.unescaped_key().get(pk) != SUCCESS || pf.value().get_double().get(d) != SUCCESS) {
-          return field_error("phases", "must hold numbers");
-        }
-        if (pk == "queue")
-          ph.queue_ms = d;
-        else if (pk == "load")
-          ph.load_ms = d;
-        else if (pk == "warmup")
-          ph.warmup_ms = d;
-        else if (pk == "prefill")
-          ph.prefill_ms = d;
-        else if (pk == "first_decode")
-          ph.first_decode_ms = d;
-      }
-      rec.phases = ph;
-      continue;
-    }
-    if (key == "endpoints") {
-      ondemand::array a;
-      if (v.get_array().get(a) != SUCCESS) return field_error(key, "must be an array of strings");
-      for (auto item : a) {
-        std::string_view e;
-        if (item.get_string().get(e) != SUCCESS) {
-          return field_error(key, "must be an array of strings");
-        }
-        rec.endpoints.emplace_back(e);
-      }
-      continue;
-    }
-    if (key == "would_cut") {
-      ondemand::array a;
-      if (v.get_array().get(a) != SUCCESS) return field_error(key, "must be an array of objects");
-      for (auto item : a) {
-        ondemand::object o;
-        if (item.get_object().get(o) != SUCCESS) {
-          return field_error(key, "must be an array of objects");
-        }
-        WouldCut c;
-        bool have = false;
-        for (auto wf : o) {
-          std::string_view wk;
-          ondemand::value wv;
-          if (wf.unescaped_key().get(wk) != SUCCESS || wf.value().get(wv) != SUCCESS) {
-            return field_error(key, "has a bad entry");
-          }
-          if (wk == "cause") {
-            auto x = get_string(wv);
-            auto cause = x ? parse_cause(*x) : std::nullopt;
-            if (!cause) return field_error("would_cut.cause", "is not a known stop cause");
-            c.cause = *cause;
-            have = true;
-          } else if (wk == "rule" || wk == "unit") {
-            auto x = get_string(wv);
-            if (!x)
-              return field_error(wk == "rule" ? "would_cut.rule" : "would_cut.unit",
-                                 "must be a string");
-            (wk == "rule" ? c.rule : c.unit) = std::move(*x);
-          } else if (wk == "limit" || wk == "observed") {
-            auto x = get_double(wv);
-            if (!x)
-              return field_error(wk == "limit" ? "would_cut.limit" : "would_cut.observed",
-                                 "must be a number");
-            (wk == "limit" ? c.limit : c.observed) = *x;
-          } else if (wk == "at_token" || wk == "tokens_after") {
-            auto x = get_int(wv);
-            if (!x)
-              return field_error(wk == "at_token" ? "would_cut.at_token" : "would_cut.tokens_after",
-                                 "must be an integer");
-            (wk == "at_token" ? c.at_token : c.tokens_after) = *x;
-          }
-        }
-        if (!have) return field_error("would_cut.cause", "is missing");
-        rec.would_cut.push_back(std::move(c));
-      }
-      continue;
-    }
-    if (key == "routed_cold") {
+    } else if (key == "phases") {
+      auto ph = parse_phases(v);
+      if (!ph.ok()) return std::move(ph).error();
+      rec.phases = *ph;
+    } else if (key == "endpoints") {
+      if (Status s = parse_endpoints(v, rec.endpoints); !s.ok()) return std::move(s).error();
+    } else if (key == "would_cut") {
+      if (Status s = parse_would_cut(v, rec.would_cut); !s.ok()) return std::move(s).error();
+    } else if (key == "routed_cold") {
       bool b = false;
-      if (v.get_bool().get(b) != SUCCESS) return field_error(key, "must be a boolean");
+      if (v.get_bool().get(b) != simdjson::SUCCESS) return field_error(key, "must be a boolean");
       rec.routed_cold = b;
-      continue;
+    } else {
+      // origin, truncated, serving_cut are derived from cause; unknown keys are ignored.
+      auto plain = parse_plain_field(key, v, rec);
+      if (!plain.ok()) return std::move(plain).error();
     }
-    CUTLINE_NUM(attempts, get_int)
-    CUTLINE_STR(reporter)
-    CUTLINE_STR(message)
-    CUTLINE_STR(request_id)
-    CUTLINE_STR(policy)
-    CUTLINE_STR(rule)
-    CUTLINE_STR(unit)
-    CUTLINE_STR(model_state)
-    CUTLINE_NUM(limit, get_double)
-    CUTLINE_NUM(observed, get_double)
-    CUTLINE_NUM(requested_max_tokens, get_int)
-    CUTLINE_NUM(effective_max_tokens, get_int)
-    CUTLINE_NUM(input_tokens, get_int)
-    CUTLINE_NUM(output_tokens, get_int)
-    CUTLINE_NUM(queue_ms, get_double)
-    CUTLINE_NUM(ttft_ms, get_double)
-    CUTLINE_NUM(itl_mean_ms, get_double)
-    CUTLINE_NUM(itl_max_ms, get_double)
-    CUTLINE_NUM(duration_ms, get_double)
-    CUTLINE_NUM(preemptions, get_int)
-    CUTLINE_NUM(kv_bytes_peak, get_int)
-    CUTLINE_NUM(device_free_bytes, get_int)
-#undef CUTLINE_NUM
-#undef CUTLINE_STR
-    // origin, truncated, serving_cut are derived from cause; unknown keys are ignored.
   }
   if (!have_version) return field_error("v", "is missing");
   if (!have_cause) return field_error("cause", "is missing");

@@ -149,6 +149,17 @@ class Residency {
   Entry* find(std::string_view name) const;
   Entry* pick_victim(const Entry* keep) const;
   bool any_busy_evictable(const Entry* keep) const;
+  // With mu_ held: evicts idle, unpinned models, least recently used first, until `need` more
+  // bytes fit the weights budget; their models go to `doomed` (freed by the caller without the
+  // lock) and their names to `evicted`. Whether they fit now.
+  bool evict_for(const Entry* entry, int64_t need,
+                 std::vector<std::unique_ptr<ResidentModel>>& doomed,
+                 std::vector<std::string>& evicted);
+  // With `lock` held on entry and released on return: loads `entry` without the lock (kLoading
+  // meanwhile, its bytes counted), then leases it, or fails with the loader's error.
+  Result<Lease> load_and_lease(std::unique_lock<std::mutex>& lock, Entry* entry, int64_t need,
+                               std::vector<std::unique_ptr<ResidentModel>> doomed,
+                               const std::vector<std::string>& evicted, int64_t queue_wait_us);
 
   ResidencyOptions options_;
   const base::Clock& clock_;
