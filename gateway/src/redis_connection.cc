@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 
 #include <cstring>
 #include <utility>
@@ -42,10 +43,12 @@ bool RedisConnection::connect(const std::string& address, uint16_t port, int64_t
     len = sizeof(sockaddr_in6);
   } else {
     error = "not an IP address: " + address;
+    if (ssl != nullptr) SSL_free(ssl);
     return false;
   }
   if (reader_ == nullptr) {
     error = "out of memory";
+    if (ssl != nullptr) SSL_free(ssl);
     return false;
   }
   conn_ = proto::Connection::connect(loop_, reinterpret_cast<const sockaddr*>(&ss), len, timeout_ms,
