@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cutline/base/clock.h"
 #include "cutline/proto/http/http_fetch.h"
 
 extern char** environ;
@@ -19,9 +20,10 @@ extern char** environ;
 namespace cutline::gateway {
 namespace {
 
+// The supervisor's waits and restart back-offs, on the one monotonic clock.
 int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+  static const base::MonotonicClock clock;
+  return clock.now_ms();
 }
 
 std::string describe_exit(int wait_status) {
