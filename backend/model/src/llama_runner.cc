@@ -2,10 +2,10 @@
 // architecture ModelConfig describes.
 #include "cutline/model/llama_runner.h"
 
-#include <chrono>
 #include <cmath>
 #include <string>
 
+#include "cutline/base/clock.h"
 #include "host_ops.h"
 #include "rope_scaling.h"
 
@@ -42,10 +42,13 @@ struct LlamaRunner::BatchIndex {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+// Load phases are timed on the one monotonic clock (base/): they make up the load phase of a
+// request's time to first token.
+int64_t now_ns() {
+  static const base::MonotonicClock clock;
+  return clock.now_ns();
 }
+double ms_since(int64_t t0_ns) { return static_cast<double>(now_ns() - t0_ns) / 1e6; }
 
 Error bad(std::string message) { return make_error(ErrorKind::kBadRequest, std::move(message)); }
 
@@ -62,13 +65,13 @@ Status load_vector(const GgufFile& file, device::Device& dev, std::string_view n
     return file.error(ErrorKind::kUnsupported,
                       "tensor '" + std::string(name) + "' has type " + tensor_type_name(t->type));
   }
-  const auto t0 = Clock::now();
+  const int64_t t0 = now_ns();
   std::vector<float> host(n);
   device::dequantize_row(*type, t->data, host.data(), n);
   report.convert_ms += ms_since(t0);
   auto buf = dev.alloc(n * 4);
   if (!buf.ok()) return std::move(buf).error();
-  const auto t1 = Clock::now();
+  const int64_t t1 = now_ns();
   dev.upload(buf->data(), host.data(), n * 4);
   report.upload_ms += ms_since(t1);
   out = std::move(buf).value();
@@ -135,7 +138,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(std::shared_ptr<const Ggu
   const ModelConfig& c = r->config_;
 
   LoadReport report;
-  const auto t_read = Clock::now();
+  const int64_t t_read = now_ns();
   volatile uint64_t sink = touch_pages(*r->file_, report.bytes_read);
   (void)sink;
   report.read_ms = ms_since(t_read);
@@ -154,7 +157,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(std::shared_ptr<const Ggu
   info.weight_bytes = report.device_bytes > 0 ? report.device_bytes : r->file_->tensor_bytes();
 
   if (options.warmup) {
-    const auto t0 = Clock::now();
+    const int64_t t0 = now_ns();
     if (Status s = r->allocate_kv(1, 16); !s.ok()) return std::move(s).error();
     const int32_t token = 0, block = 0;
     ForwardBatch batch;
@@ -273,7 +276,7 @@ Status LlamaRunner::allocate_kv(int32_t n_blocks, int32_t block_size) {
   if (n_blocks <= 0 || block_size <= 0) {
     return bad("allocate_kv: n_blocks and block_size must be positive");
   }
-  const auto t0 = Clock::now();
+  const int64_t t0 = now_ns();
   kv_.reset();
   kv_blocks_ = 0;
   int64_t bytes = 0;
