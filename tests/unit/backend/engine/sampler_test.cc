@@ -134,7 +134,9 @@ TEST(Sampler, TopPFindsANucleusWiderThanTheFirstSortedBlock) {
   const std::vector<int> h = histogram(s, logits, p, n);
   int past_64 = 0;
   for (size_t id = 0; id < logits.size(); ++id) {
-    if (rank[id] >= static_cast<int>(keep)) EXPECT_EQ(h[id], 0) << "token " << id;
+    if (rank[id] >= static_cast<int>(keep)) {
+      EXPECT_EQ(h[id], 0) << "token " << id;
+    }
     if (rank[id] >= 64) past_64 += h[id];
   }
   double mass = 0, mass_past_64 = 0;
