@@ -151,122 +151,155 @@ void write_completion(std::string& out, const CompletionFields& f) {
   end_body(w, f.usage, f.cutline);
 }
 
-Status patch_chunk(std::string_view chunk_json, const ChunkPatch& patch, std::string& out) {
-  auto fail = [](std::string_view what) {
-    return make_error(ErrorKind::kUpstream, "upstream chunk: " + std::string(what));
+namespace {
+
+Error chunk_error(std::string_view what) {
+  return make_error(ErrorKind::kUpstream, "upstream chunk: " + std::string(what));
+}
+
+// One replacement patch_chunk makes in the upstream's bytes, at [begin, end).
+struct ChunkEdit {
+  enum class What : uint8_t {
+    kCutline,                // the cutline value
+    kFinishReason,           // the finish_reason value
+    kInsertFinishReason,     // a finish_reason key at the start of a choice with keys
+    kInsertOnlyFinishReason  // the same in an empty choice (no comma after it)
   };
-  struct Edit {
-    size_t begin;
-    size_t end;
-    int what;  // 0: cutline value, 1: finish_reason value, 2: insert finish_reason key
-  };
-  std::vector<Edit> edits;
+  size_t begin;
+  size_t end;
+  What what;
+};
 
-  od::parser parser;
-  simdjson::padded_string padded(chunk_json);
-  const char* base = padded.data();
-  auto offset = [&](std::string_view token) { return static_cast<size_t>(token.data() - base); };
-
-  const size_t open = json_scan::skip_space(chunk_json, 0);
-  if (open == chunk_json.size() || chunk_json[open] != '{') return fail("not a JSON object");
-  const size_t first = json_scan::skip_space(chunk_json, open + 1);
-  const bool empty = first < chunk_json.size() && chunk_json[first] == '}';
-
-  od::document doc;
-  if (parser.iterate(padded).get(doc) != SUCCESS) return fail("not valid JSON");
-  od::object obj;
-  if (doc.get_object().get(obj) != SUCCESS) return fail("not a JSON object");
-  bool have_cutline = false;
-  for (auto field : obj) {
-    od::field f;
-    if (std::move(field).get(f) != SUCCESS) return fail("not valid JSON");
-    std::string_view key;
-    if (f.unescaped_key().get(key) != SUCCESS) return fail("has a malformed key");
-    od::value value = f.value();
-    if (key == "cutline" && patch.cutline) {
-      if (have_cutline) return fail("has two cutline keys");
-      have_cutline = true;
-      std::string_view raw;
-      od::json_type t;
-      if (value.type().get(t) != SUCCESS) return fail("cutline is malformed");
-      if (t == od::json_type::object) {
-        od::object cobj;
-        if (value.get_object().get(cobj) != SUCCESS || cobj.raw_json().get(raw) != SUCCESS) {
-          return fail("cutline is malformed");
-        }
-      } else {
-        raw = json_scan::token_of(value);
-        if (t == od::json_type::array) {
-          od::array carr;
-          if (value.get_array().get(carr) != SUCCESS || carr.raw_json().get(raw) != SUCCESS) {
-            return fail("cutline is malformed");
-          }
-        }
-      }
-      raw = json_scan::trim_token(raw);
-      edits.push_back({offset(raw), offset(raw) + raw.size(), 0});
-    } else if (key == "choices" && patch.finish_reason) {
-      od::array arr;
-      if (value.get_array().get(arr) != SUCCESS) return fail("choices must be an array");
-      for (auto element : arr) {
-        od::value cv;
-        if (element.get(cv) != SUCCESS) return fail("choices is malformed");
-        std::string_view brace = json_scan::token_of(cv);
-        od::object choice;
-        if (cv.get_object().get(choice) != SUCCESS) return fail("choices[] must be objects");
-        bool found = false;
-        for (auto cf : choice) {
-          od::field c;
-          if (std::move(cf).get(c) != SUCCESS) return fail("choice is malformed");
-          std::string_view ckey;
-          if (c.unescaped_key().get(ckey) != SUCCESS) return fail("choice is malformed");
-          if (ckey != "finish_reason") continue;
-          od::value fv = c.value();
-          od::json_type t;
-          if (fv.type().get(t) != SUCCESS ||
-              (t != od::json_type::string && t != od::json_type::null)) {
-            return fail("finish_reason must be a string or null");
-          }
-          std::string_view token = json_scan::token_of(fv);
-          edits.push_back({offset(token), offset(token) + token.size(), 1});
-          found = true;
-        }
-        if (!found) {
-          const size_t at = offset(brace) + 1;
-          const size_t next = json_scan::skip_space(chunk_json, at);
-          const bool choice_empty = next < chunk_json.size() && chunk_json[next] == '}';
-          edits.push_back({at, at, choice_empty ? 3 : 2});
-        }
-      }
+// The upstream's own "cutline" value, whatever its type, as it stands in the chunk.
+Result<std::string_view> cutline_token(od::value value) {
+  std::string_view raw;
+  od::json_type t;
+  if (value.type().get(t) != SUCCESS) return chunk_error("cutline is malformed");
+  if (t == od::json_type::object) {
+    od::object cobj;
+    if (value.get_object().get(cobj) != SUCCESS || cobj.raw_json().get(raw) != SUCCESS)
+      return chunk_error("cutline is malformed");
+  } else {
+    raw = json_scan::token_of(value);
+    if (t == od::json_type::array) {
+      od::array carr;
+      if (value.get_array().get(carr) != SUCCESS || carr.raw_json().get(raw) != SUCCESS)
+        return chunk_error("cutline is malformed");
     }
   }
+  return json_scan::trim_token(raw);
+}
 
+// Where each choice's finish_reason goes: over its value, or inserted first in the choice.
+// `base` is the start of the parsed buffer (offsets are into the chunk).
+Status finish_reason_edits(od::value value, std::string_view chunk_json, const char* base,
+                           std::vector<ChunkEdit>& edits) {
+  auto offset = [&](std::string_view token) { return static_cast<size_t>(token.data() - base); };
+  od::array arr;
+  if (value.get_array().get(arr) != SUCCESS) return chunk_error("choices must be an array");
+  for (auto element : arr) {
+    od::value cv;
+    if (element.get(cv) != SUCCESS) return chunk_error("choices is malformed");
+    std::string_view brace = json_scan::token_of(cv);
+    od::object choice;
+    if (cv.get_object().get(choice) != SUCCESS) return chunk_error("choices[] must be objects");
+    bool found = false;
+    for (auto cf : choice) {
+      od::field c;
+      if (std::move(cf).get(c) != SUCCESS) return chunk_error("choice is malformed");
+      std::string_view ckey;
+      if (c.unescaped_key().get(ckey) != SUCCESS) return chunk_error("choice is malformed");
+      if (ckey != "finish_reason") continue;
+      od::value fv = c.value();
+      od::json_type t;
+      if (fv.type().get(t) != SUCCESS || (t != od::json_type::string && t != od::json_type::null))
+        return chunk_error("finish_reason must be a string or null");
+      std::string_view token = json_scan::token_of(fv);
+      edits.push_back(
+          {offset(token), offset(token) + token.size(), ChunkEdit::What::kFinishReason});
+      found = true;
+    }
+    if (!found) {
+      const size_t at = offset(brace) + 1;
+      const size_t next = json_scan::skip_space(chunk_json, at);
+      const bool choice_empty = next < chunk_json.size() && chunk_json[next] == '}';
+      edits.push_back({at, at,
+                       choice_empty ? ChunkEdit::What::kInsertOnlyFinishReason
+                                    : ChunkEdit::What::kInsertFinishReason});
+    }
+  }
+  return {};
+}
+
+// The chunk with the edits made (sorted by position), and the record inserted first in the
+// object (after `open`, its brace) when the upstream sent none.
+void apply_chunk_edits(std::string_view chunk_json, const ChunkPatch& patch,
+                       std::vector<ChunkEdit>& edits, bool insert_cutline, size_t open,
+                       bool empty_object, std::string& out) {
   std::sort(edits.begin(), edits.end(),
-            [](const Edit& a, const Edit& b) { return a.begin < b.begin; });
+            [](const ChunkEdit& a, const ChunkEdit& b) { return a.begin < b.begin; });
   out.clear();
   out.reserve(chunk_json.size() + 512);
   size_t pos = 0;
-  if (patch.cutline && !have_cutline) {
+  if (insert_cutline) {
     out.append(chunk_json.data(), open + 1);
     out.append("\"cutline\":");
     base::JsonWriter w(out);
     write_stop_record(w, *patch.cutline);
-    if (!empty) out.push_back(',');
+    if (!empty_object) out.push_back(',');
     pos = open + 1;
   }
-  for (const Edit& e : edits) {
+  for (const ChunkEdit& e : edits) {
     out.append(chunk_json.data() + pos, e.begin - pos);
-    if (e.what == 0) {
+    if (e.what == ChunkEdit::What::kCutline) {
       base::JsonWriter w(out);
       write_stop_record(w, *patch.cutline);
     } else {
-      if (e.what >= 2) out.append("\"finish_reason\":");
+      if (e.what != ChunkEdit::What::kFinishReason) out.append("\"finish_reason\":");
       base::append_json_string(out, *patch.finish_reason);
-      if (e.what == 2) out.push_back(',');
+      if (e.what == ChunkEdit::What::kInsertFinishReason) out.push_back(',');
     }
     pos = e.end;
   }
   out.append(chunk_json.data() + pos, chunk_json.size() - pos);
+}
+
+}  // namespace
+
+Status patch_chunk(std::string_view chunk_json, const ChunkPatch& patch, std::string& out) {
+  std::vector<ChunkEdit> edits;
+  od::parser parser;
+  simdjson::padded_string padded(chunk_json);
+  const char* base = padded.data();
+
+  const size_t open = json_scan::skip_space(chunk_json, 0);
+  if (open == chunk_json.size() || chunk_json[open] != '{') return chunk_error("not a JSON object");
+  const size_t first = json_scan::skip_space(chunk_json, open + 1);
+  const bool empty = first < chunk_json.size() && chunk_json[first] == '}';
+
+  od::document doc;
+  if (parser.iterate(padded).get(doc) != SUCCESS) return chunk_error("not valid JSON");
+  od::object obj;
+  if (doc.get_object().get(obj) != SUCCESS) return chunk_error("not a JSON object");
+  bool have_cutline = false;
+  for (auto field : obj) {
+    od::field f;
+    if (std::move(field).get(f) != SUCCESS) return chunk_error("not valid JSON");
+    std::string_view key;
+    if (f.unescaped_key().get(key) != SUCCESS) return chunk_error("has a malformed key");
+    od::value value = f.value();
+    if (key == "cutline" && patch.cutline) {
+      if (have_cutline) return chunk_error("has two cutline keys");
+      have_cutline = true;
+      auto raw = cutline_token(value);
+      if (!raw.ok()) return std::move(raw).error();
+      const auto at = static_cast<size_t>(raw->data() - base);
+      edits.push_back({at, at + raw->size(), ChunkEdit::What::kCutline});
+    } else if (key == "choices" && patch.finish_reason) {
+      if (Status s = finish_reason_edits(value, chunk_json, base, edits); !s.ok()) return s;
+    }
+  }
+  apply_chunk_edits(chunk_json, patch, edits, patch.cutline && !have_cutline, open, empty, out);
   return {};
 }
 
