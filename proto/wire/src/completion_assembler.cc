@@ -28,6 +28,90 @@ void set_once(const dom::object& obj, std::string_view key, std::string& out) {
   if (out.empty() && obj.at_key(key).get_string().get(s) == SUCCESS) out.assign(s);
 }
 
+// Each choice's index ("index" absent: 0), checked before anything is merged, so that a
+// malformed chunk changes nothing.
+Status choice_indexes(const dom::array& choices, std::vector<int64_t>& indexes) {
+  indexes.clear();
+  for (dom::element c : choices) {
+    dom::object co;
+    if (c.get_object().get(co) != SUCCESS) return malformed("choices[] must be objects");
+    int64_t index = 0;
+    dom::element value;
+    if (co.at_key("index").get(value) == SUCCESS && value.get_int64().get(index) != SUCCESS) {
+      return malformed("choices[].index must be an integer");
+    }
+    if (index < 0) return malformed("choices[].index must not be negative");
+    indexes.push_back(index);
+  }
+  return {};
+}
+
+// A delta's tool_calls into the choice's calls, by their index (position when absent).
+void merge_tool_calls(const dom::array& calls, AssembledChoice& out) {
+  int64_t position = 0;
+  for (dom::element call : calls) {
+    dom::object tc;
+    if (call.get_object().get(tc) != SUCCESS) continue;
+    int64_t tc_index = position++;
+    int64_t given = 0;
+    if (tc.at_key("index").get_int64().get(given) == SUCCESS) tc_index = given;
+    auto it = std::find_if(out.tool_calls.begin(), out.tool_calls.end(),
+                           [&](const AssembledToolCall& t) { return t.index == tc_index; });
+    if (it == out.tool_calls.end()) {
+      AssembledToolCall fresh;
+      fresh.index = tc_index;
+      it = std::lower_bound(out.tool_calls.begin(), out.tool_calls.end(), tc_index,
+                            [](const AssembledToolCall& t, int64_t i) { return t.index < i; });
+      it = out.tool_calls.insert(it, std::move(fresh));
+    }
+    set_once(tc, "id", it->id);
+    set_once(tc, "type", it->type);
+    dom::object fn;
+    if (tc.at_key("function").get_object().get(fn) == SUCCESS) {
+      set_once(fn, "name", it->name);
+      append_string(fn, "arguments", it->arguments);
+    }
+  }
+}
+
+// One choice of a chunk into what is assembled for its index.
+void merge_choice(const dom::object& co, AssembledChoice& out) {
+  std::string_view finish;
+  if (co.at_key("finish_reason").get_string().get(finish) == SUCCESS) {
+    out.finish_reason.assign(finish);
+  }
+  // Completions: "text".
+  if (append_string(co, "text", out.content)) out.has_content = true;
+  dom::object delta;
+  if (co.at_key("delta").get_object().get(delta) == SUCCESS ||
+      // Some servers send whole messages in the last chunk.
+      co.at_key("message").get_object().get(delta) == SUCCESS) {
+    set_once(delta, "role", out.role);
+    if (append_string(delta, "content", out.content)) out.has_content = true;
+    append_string(delta, "reasoning_content", out.reasoning_content);
+    if (append_string(delta, "refusal", out.refusal)) out.has_refusal = true;
+    dom::object fc;
+    if (delta.at_key("function_call").get_object().get(fc) == SUCCESS) {
+      out.has_function_call = true;
+      set_once(fc, "name", out.function_call_name);
+      append_string(fc, "arguments", out.function_call_arguments);
+    }
+    dom::array calls;
+    if (delta.at_key("tool_calls").get_array().get(calls) == SUCCESS) merge_tool_calls(calls, out);
+  } else {
+    return;  // neither delta nor message: nothing more in this choice
+  }
+  dom::object logprobs;
+  dom::array items;
+  if (co.at_key("logprobs").get_object().get(logprobs) == SUCCESS &&
+      logprobs.at_key("content").get_array().get(items) == SUCCESS) {
+    for (dom::element item : items) {
+      if (!out.logprobs_items.empty()) out.logprobs_items.push_back(',');
+      out.logprobs_items.append(simdjson::minify(item));
+    }
+  }
+}
+
 }  // namespace
 
 struct CompletionAssembler::Parser {
@@ -61,82 +145,11 @@ Status CompletionAssembler::add(std::string_view chunk_json) {
     if (obj.at_key("choices").get(value) == SUCCESS && value.is_null()) return {};
     return malformed("choices must be an array");
   }
-  // Validate first, so that a malformed chunk changes nothing.
   thread_local std::vector<int64_t> indexes;
-  indexes.clear();
-  for (dom::element c : choices) {
-    dom::object co;
-    if (c.get_object().get(co) != SUCCESS) return malformed("choices[] must be objects");
-    int64_t index = 0;
-    dom::element value;
-    if (co.at_key("index").get(value) == SUCCESS && value.get_int64().get(index) != SUCCESS) {
-      return malformed("choices[].index must be an integer");
-    }
-    if (index < 0) return malformed("choices[].index must not be negative");
-    indexes.push_back(index);
-  }
+  if (Status st = choice_indexes(choices, indexes); !st.ok()) return st;
   size_t position = 0;
   for (dom::element c : choices) {
-    const dom::object co = c.get_object().value_unsafe();
-    const int64_t index = indexes[position++];
-    AssembledChoice& out = choice(index);
-    std::string_view finish;
-    if (co.at_key("finish_reason").get_string().get(finish) == SUCCESS) {
-      out.finish_reason.assign(finish);
-    }
-    // Completions: "text".
-    if (append_string(co, "text", out.content)) out.has_content = true;
-    dom::object delta;
-    if (co.at_key("delta").get_object().get(delta) != SUCCESS) {
-      // Some servers send whole messages in the last chunk.
-      if (co.at_key("message").get_object().get(delta) != SUCCESS) continue;
-    }
-    set_once(delta, "role", out.role);
-    if (append_string(delta, "content", out.content)) out.has_content = true;
-    append_string(delta, "reasoning_content", out.reasoning_content);
-    if (append_string(delta, "refusal", out.refusal)) out.has_refusal = true;
-    dom::object fc;
-    if (delta.at_key("function_call").get_object().get(fc) == SUCCESS) {
-      out.has_function_call = true;
-      set_once(fc, "name", out.function_call_name);
-      append_string(fc, "arguments", out.function_call_arguments);
-    }
-    dom::array calls;
-    if (delta.at_key("tool_calls").get_array().get(calls) == SUCCESS) {
-      int64_t position = 0;
-      for (dom::element call : calls) {
-        dom::object tc;
-        if (call.get_object().get(tc) != SUCCESS) continue;
-        int64_t tc_index = position++;
-        int64_t given = 0;
-        if (tc.at_key("index").get_int64().get(given) == SUCCESS) tc_index = given;
-        auto it = std::find_if(out.tool_calls.begin(), out.tool_calls.end(),
-                               [&](const AssembledToolCall& t) { return t.index == tc_index; });
-        if (it == out.tool_calls.end()) {
-          AssembledToolCall fresh;
-          fresh.index = tc_index;
-          it = std::lower_bound(out.tool_calls.begin(), out.tool_calls.end(), tc_index,
-                                [](const AssembledToolCall& t, int64_t i) { return t.index < i; });
-          it = out.tool_calls.insert(it, std::move(fresh));
-        }
-        set_once(tc, "id", it->id);
-        set_once(tc, "type", it->type);
-        dom::object fn;
-        if (tc.at_key("function").get_object().get(fn) == SUCCESS) {
-          set_once(fn, "name", it->name);
-          append_string(fn, "arguments", it->arguments);
-        }
-      }
-    }
-    dom::object logprobs;
-    dom::array items;
-    if (co.at_key("logprobs").get_object().get(logprobs) == SUCCESS &&
-        logprobs.at_key("content").get_array().get(items) == SUCCESS) {
-      for (dom::element item : items) {
-        if (!out.logprobs_items.empty()) out.logprobs_items.push_back(',');
-        out.logprobs_items.append(simdjson::minify(item));
-      }
-    }
+    merge_choice(c.get_object().value_unsafe(), choice(indexes[position++]));
   }
   return {};
 }
