@@ -120,6 +120,12 @@ bool is_noscript(const redisReply* r) {
          std::string_view(r->str, r->len).substr(0, 8) == "NOSCRIPT";
 }
 
+// The TLS session of one rediss:// connection: SNI and the name verified are tls_server_name, or
+// the URL's host.
+SSL* new_redis_ssl(const AsyncRedisOptions& o) {
+  return o.tls->new_client_ssl(o.tls_server_name.empty() ? o.host : o.tls_server_name);
+}
+
 std::string random_instance_id() {
   std::random_device rd;
   char buf[32];
@@ -225,8 +231,7 @@ void AsyncRedisPoolStore::start_connection(const std::string& address) {
   conn_ = std::make_unique<RedisConnection>(loop_, std::move(events));
   SSL* ssl = nullptr;
   if (options_.tls) {
-    ssl = options_.tls->new_client_ssl(options_.tls_server_name.empty() ? options_.host
-                                                                        : options_.tls_server_name);
+    ssl = new_redis_ssl(options_);
     if (ssl == nullptr) {
       conn_.reset();
       on_connected(false, "cannot start TLS: out of memory");
@@ -495,10 +500,7 @@ bool redis_answers(const AsyncRedisOptions& o) {
       events.closed = [&](const std::string&) { finish(false); };
       conn = std::make_unique<RedisConnection>(loop, std::move(events));
       SSL* ssl = nullptr;
-      if (o.tls) {
-        ssl = o.tls->new_client_ssl(o.tls_server_name.empty() ? o.host : o.tls_server_name);
-        if (ssl == nullptr) return finish(false);
-      }
+      if (o.tls && (ssl = new_redis_ssl(o)) == nullptr) return finish(false);
       std::string error;
       if (!conn->connect(r->front(), o.port, o.timeout_ms, ssl, error)) return finish(false);
       // Sent now, they leave once connected (and, over TLS, once the handshake is done).

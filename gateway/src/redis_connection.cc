@@ -92,7 +92,6 @@ void RedisConnection::close_when_answered() {
 }
 
 void RedisConnection::on_connected() {
-  connected_ = true;
   if (events_.connected) events_.connected();
 }
 
@@ -158,7 +157,6 @@ void RedisConnection::end(const std::string& why) {
   ended_ = true;
   auto alive = alive_;
   conn_.reset();
-  connected_ = false;
   std::deque<ReplyFn> waiting;
   waiting.swap(replies_);
   for (auto& done : waiting) {

@@ -59,9 +59,6 @@ class RedisConnection final : public proto::Connection::Handler {
   void command(const std::vector<std::string_view>& args, ReplyFn done);
   // Closes once every reply still expected has arrived (Events::closed then runs with "").
   void close_when_answered();
-  // Replies still expected.
-  size_t waiting() const { return replies_.size(); }
-  bool connected() const { return connected_; }
 
  private:
   void on_connected() override;
@@ -76,7 +73,6 @@ class RedisConnection final : public proto::Connection::Handler {
   std::unique_ptr<proto::Connection> conn_;
   redisReader* reader_ = nullptr;
   std::deque<ReplyFn> replies_;
-  bool connected_ = false;
   bool closing_ = false;         // close_when_answered()
   bool ended_ = false;           // end() ran: Events::closed has run or is running
   std::shared_ptr<bool> alive_;  // false once destroyed (a callback may destroy us)
