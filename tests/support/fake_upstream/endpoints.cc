@@ -2,7 +2,11 @@
 // state a backend reports (--resident), /v1/models, /v1/embeddings, the completions (recorded,
 // then answered by stream.cc or responses.cc as their script says), and an echo of anything else.
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <memory>
@@ -66,10 +70,23 @@ void handle_load_report(Server* srv, evhttp_request* req, const std::string& pat
   return send_json(req, 200, out);
 }
 
+// Streamed answers go out as a head and then chunks, each its own write: without TCP_NODELAY
+// Nagle holds every chunk until the client ACKs the head, and a client that delays its ACK
+// (Linux does, up to 40 ms, on a keep-alive connection) sees each answer 40 ms late. Real
+// servers (uvicorn, llama.cpp server, Cutline's own) set it; evhttp does not.
+void set_nodelay(evhttp_request* req) {
+  evhttp_connection* conn = evhttp_request_get_connection(req);
+  bufferevent* bev = conn ? evhttp_connection_get_bufferevent(conn) : nullptr;
+  const evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+  const int one = 1;
+  if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 }  // namespace
 
 void handle(evhttp_request* req, void* arg) {
   auto* srv = static_cast<Server*>(arg);
+  set_nodelay(req);
   const char* uri = evhttp_request_get_uri(req);
   std::string path = uri ? uri : "/";
   if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
