@@ -28,6 +28,7 @@ Http1ServerConnection::Http1ServerConnection(ServerConnectionHost& host,
       request_timer_(host.loop(), [this] { on_request_timeout(); }),
       charge_(host.options().budget) {
   tls_ = std::move(tls);
+  peer_ = conn_->peer_address();
   conn_->set_handler(*this);
   conn_->set_read_timeout(host_.options().idle_timeout_ms);
   update_request_timer();
@@ -122,38 +123,73 @@ void Http1ServerConnection::on_readable(evbuffer* input) {
 void Http1ServerConnection::parse_input(evbuffer* input) {
   in_parse_ = true;
   while (!ended_ && !stream_) {
-    parser_.resume();
     if (evbuffer_get_length(input) == 0) break;
     evbuffer_iovec vec;
     if (evbuffer_peek(input, -1, nullptr, &vec, 1) < 1) break;
-    Result<size_t> consumed =
-        parser_.feed(std::string_view(static_cast<const char*>(vec.iov_base), vec.iov_len));
-    if (!consumed.ok()) {
-      refused_ = consumed.error();
-      fail_request(consumed.error());
-      break;
-    }
-    if (*consumed > 0) first_request_ = false;
-    evbuffer_drain(input, *consumed);
-    if (refused_) {  // a callback paused to refuse (the memory budget)
-      fail_request(*refused_);
-      break;
-    }
-    if (request_ready_) {
-      request_ready_ = false;
-      parser_.release_idle();  // while the response streams; the next request starts afresh
-      conn_->set_read_timeout(0);
-      update_request_timer();
-      stream_ = std::make_shared<Http1ServerStream>(*this, host_.loop(), std::move(pending_),
-                                                    keep_alive_, std::move(charge_));
-      pending_ = HttpRequest{};
-      charge_ = RequestCharge(host_.options().budget);
-      // The handler may finish (or reset) the stream before returning.
-      host_.dispatch(stream_);
-    }
+    size_t consumed = 0;
+    const Fed fed =
+        feed(std::string_view(static_cast<const char*>(vec.iov_base), vec.iov_len), consumed);
+    // Drained before acting: failing the request may close the connection and its buffers.
+    evbuffer_drain(input, consumed);
+    if (!act_on(fed)) break;
   }
   in_parse_ = false;
   update_request_timer();
+}
+
+// Direct reading: the bytes of one recv(), parsed where they are. What the parser does not take
+// now (a pipelined request behind the one being answered) waits in the connection's input.
+void Http1ServerConnection::on_bytes(Connection& conn, std::string_view data) {
+  if (ended_ || refused_ || stream_ || in_parse_) {
+    conn.keep_input(data);
+    return on_readable(conn.input());
+  }
+  in_parse_ = true;
+  bool more = true;
+  while (more && !ended_ && !stream_ && !data.empty()) {
+    size_t consumed = 0;
+    const Fed fed = feed(data, consumed);
+    data.remove_prefix(consumed);
+    more = act_on(fed);
+  }
+  in_parse_ = false;
+  if (more && !ended_ && !data.empty()) {
+    conn.keep_input(data);
+    if (stream_) on_readable(conn.input());  // bounds what waits behind the stream
+  }
+  update_request_timer();
+}
+
+Http1ServerConnection::Fed Http1ServerConnection::feed(std::string_view bytes, size_t& consumed) {
+  parser_.resume();
+  Result<size_t> fed = parser_.feed(bytes);
+  if (!fed.ok()) {
+    refused_ = fed.error();
+    return Fed::kFailed;
+  }
+  consumed = *fed;
+  if (consumed > 0) first_request_ = false;
+  if (refused_) return Fed::kFailed;  // a callback paused to refuse (the memory budget)
+  return request_ready_ ? Fed::kReady : Fed::kMore;
+}
+
+bool Http1ServerConnection::act_on(Fed fed) {
+  if (fed == Fed::kFailed) {
+    fail_request(*refused_);
+    return false;
+  }
+  if (fed == Fed::kMore) return true;
+  request_ready_ = false;
+  parser_.release_idle();  // while the response streams; the next request starts afresh
+  conn_->set_read_timeout(0);
+  update_request_timer();
+  stream_ = std::make_shared<Http1ServerStream>(*this, host_.loop(), std::move(pending_),
+                                                keep_alive_, std::move(charge_));
+  pending_ = HttpRequest{};
+  charge_ = RequestCharge(host_.options().budget);
+  // The handler may finish (or reset) the stream before returning.
+  host_.dispatch(stream_);
+  return true;
 }
 
 void Http1ServerConnection::fail_request(const Error& error) {
@@ -244,7 +280,7 @@ Http1ServerStream::Http1ServerStream(Http1ServerConnection& conn, EventLoop& loo
       head_request_(request.method == "HEAD"),
       loop_(loop),
       request_(std::move(request)),
-      peer_(conn.connection().peer_address()),
+      peer_(conn.peer_address()),
       charge_(std::move(charge)) {}
 
 std::string_view Http1ServerStream::protocol() const {

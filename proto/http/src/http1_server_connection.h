@@ -54,6 +54,8 @@ class Http1ServerConnection final : public ServerConnection,
 
   // For the stream.
   Connection& connection() { return *conn_; }
+  // The client's "address:port", read once per connection (not per request).
+  const std::string& peer_address() const { return peer_; }
   // The stream completed its response; `close` when the connection must not be reused.
   void stream_finished(bool close);
   // The stream's owner reset() it: close now.
@@ -61,6 +63,7 @@ class Http1ServerConnection final : public ServerConnection,
 
  private:
   // Connection::Handler
+  void on_bytes(Connection& conn, std::string_view data) override;
   void on_drained() override;
   void on_closed(Connection::CloseReason reason, std::string_view message) override;
   // Http1Parser::Sink
@@ -69,6 +72,11 @@ class Http1ServerConnection final : public ServerConnection,
   bool on_message_complete(HttpHeaders& trailers) override;
 
   void parse_input(evbuffer* input);
+  // One parser step over `bytes` (`consumed`: how many it took), then what it asks for:
+  // act_on() fails the request, dispatches the complete one, or asks for more (false: stop).
+  enum class Fed { kMore, kReady, kFailed };
+  Fed feed(std::string_view bytes, size_t& consumed);
+  bool act_on(Fed fed);
   void fail_request(const Error& error);
   void end();
   // Arms, re-arms or cancels request_timer_ for where the request being read is.
@@ -86,6 +94,7 @@ class Http1ServerConnection final : public ServerConnection,
   bool keep_alive_ = true;                     // of the pending request
   bool request_ready_ = false;                 // pending_ is complete, not yet dispatched
   bool in_parse_ = false;                      // inside parse_input (no re-entry)
+  std::string peer_;                           // the client's address:port
   bool ended_ = false;
   bool first_request_ = true;  // nothing parsed yet: the head deadline runs from the accept
   // request_timer_: armed for the head deadline while a head is being read (from the accept for

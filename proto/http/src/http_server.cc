@@ -177,7 +177,7 @@ struct HttpServer::Worker final : public ServerConnectionHost {
 
   void accept(int fd) {
     const ServerOptions& o = server.options_;
-    const ConnectionOptions co{o.high_water_bytes, o.low_water_bytes};
+    const ConnectionOptions co{o.high_water_bytes, o.low_water_bytes, /*direct_read=*/true};
     std::shared_ptr<const TlsContext> tls = server.tls();
     if (!o.budget->try_open_connection()) {
       // Counted before the answer goes out: whoever reads the 503 sees the count.

@@ -97,7 +97,12 @@ Connection::Connection(EventLoop& loop, int fd, Handler& handler, const Connecti
   // watch an empty output for writability, wake the loop once and stop watching again (two
   // epoll_ctl and a wake-up per connection for nothing).
   write_enabled_ = false;
-  bufferevent_enable(bev_, EV_READ);
+  direct_read_ = options.direct_read;
+  if (direct_read_) {
+    update_direct_read();
+  } else {
+    bufferevent_enable(bev_, EV_READ);
+  }
 }
 
 Connection::Connection(EventLoop& loop, int fd, ssl_st* ssl, Handler& handler,
@@ -244,10 +249,14 @@ evbuffer* Connection::output() {
 evbuffer* Connection::input() { return bev_ != nullptr ? bufferevent_get_input(bev_) : nullptr; }
 
 void Connection::keep_input(std::string_view data) {
-  if (bev_ != nullptr && !data.empty()) {
-    evbuffer_add(bufferevent_get_input(bev_), data.data(), data.size());
-    input_kept_ = true;
-  }
+  if (bev_ == nullptr || data.empty()) return;
+  // A socket bufferevent keeps the end of its input frozen except while it reads itself:
+  // evbuffer_add() would refuse the bytes (and they would be lost) without the thaw.
+  evbuffer* input = bufferevent_get_input(bev_);
+  evbuffer_unfreeze(input, /*at_front=*/0);
+  evbuffer_add(input, data.data(), data.size());
+  evbuffer_freeze(input, /*at_front=*/0);
+  input_kept_ = true;
 }
 
 void Connection::update_direct_read() {

@@ -77,10 +77,11 @@ class WriteBatch {
 struct ConnectionOptions {
   size_t high_water_bytes = 64 * 1024;
   size_t low_water_bytes = 16 * 1024;
-  // Outgoing cleartext connections only (ignored otherwise): read with one recv() into a buffer
-  // of the loop's thread and hand the bytes to Handler::on_bytes(), instead of the bufferevent's
-  // ioctl(FIONREAD) + readv into a freshly allocated evbuffer chain per read. For a streaming
-  // upstream that is one syscall and one malloc/free less per token (see Handler::on_bytes).
+  // Cleartext connections only, accepted or outgoing (ignored for TLS): read with one recv()
+  // into a buffer of the loop's thread and hand the bytes to Handler::on_bytes(), instead of the
+  // bufferevent's ioctl(FIONREAD) + readv into a freshly allocated evbuffer chain per read. For
+  // a streaming upstream that is one syscall and one malloc/free less per token, for a server
+  // one per request (see Handler::on_bytes).
   bool direct_read = false;
 };
 
@@ -231,8 +232,8 @@ class Connection {
   bool tls_ = false;
   int64_t linger_ms_ = 0;
   int64_t read_timeout_ms_ = 0;
-  // Direct reading (ConnectionOptions::direct_read on a cleartext outgoing connection): our own
-  // read event on the socket; the bufferevent then only writes. Null otherwise.
+  // Direct reading (ConnectionOptions::direct_read on a cleartext connection): our own read
+  // event on the socket; the bufferevent then only writes. Null otherwise.
   bool direct_read_ = false;
   event* read_event_ = nullptr;
   // The per-token path reads these instead of the bufferevent's and its buffers' (cache misses on
