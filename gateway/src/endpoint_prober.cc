@@ -1,6 +1,9 @@
 // Health checks, load polls and DNS re-resolution for one upstream pool (endpoint_prober.h).
 #include "cutline/gateway/endpoint_prober.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "cutline/gateway/load_report.h"
 #include "cutline/proto/net/event_loop.h"
 
@@ -13,6 +16,7 @@ constexpr size_t kMaxProbeBodyBytes = 1 << 20;
 struct EndpointProber::Probe {
   std::shared_ptr<PoolEndpoint> endpoint;
   Kind kind = Kind::kHealth;
+  policy::LoadReportKind format = policy::LoadReportKind::kNone;  // of a load probe
   proto::ClientHandle handle;
   std::unique_ptr<proto::Timer> timeout;
   std::string body;
@@ -79,7 +83,21 @@ void EndpointProber::check_health() {
 
 void EndpointProber::poll_load() {
   ++load_polls_;
-  for (const auto& e : pool_->endpoints()) probe(e, Kind::kLoad);
+  const auto endpoints = pool_->endpoints();
+  // Forget what was learned of endpoints that left the pool (DNS).
+  for (auto it = auto_kinds_.begin(); it != auto_kinds_.end();) {
+    const bool present = std::any_of(endpoints.begin(), endpoints.end(),
+                                     [&](const auto& e) { return e->id() == it->first; });
+    it = present ? std::next(it) : auto_kinds_.erase(it);
+  }
+  for (const auto& e : endpoints) probe(e, Kind::kLoad);
+}
+
+policy::LoadReportKind EndpointProber::report_kind(const PoolEndpoint& endpoint) const {
+  const policy::LoadReportKind kind = pool_->upstream().load_report.kind;
+  if (kind != policy::LoadReportKind::kAuto) return kind;
+  auto it = auto_kinds_.find(endpoint.id());
+  return it == auto_kinds_.end() ? policy::LoadReportKind::kCutline : it->second;
 }
 
 void EndpointProber::probe(const std::shared_ptr<PoolEndpoint>& endpoint, Kind kind) {
@@ -95,17 +113,19 @@ void EndpointProber::probe(const std::shared_ptr<PoolEndpoint>& endpoint, Kind k
                  : u.protocol == policy::UpstreamProtocol::kHttp2 ? proto::ClientProtocol::kHttp2
                                                                   : proto::ClientProtocol::kHttp1;
   int64_t timeout_ms = 0;
+  policy::LoadReportKind format = policy::LoadReportKind::kNone;
   if (kind == Kind::kHealth) {
     req.target = u.health->path;
     timeout_ms = u.health->timeout_ms;
   } else {
-    req.target =
-        u.load_report.kind == policy::LoadReportKind::kVllm ? "/metrics" : "/v1/cutline/state";
+    format = report_kind(*endpoint);
+    req.target = format == policy::LoadReportKind::kVllm ? "/metrics" : "/v1/cutline/state";
     timeout_ms = u.load_report.interval_ms;
   }
   auto p = std::make_unique<Probe>();
   p->endpoint = endpoint;
   p->kind = kind;
+  p->format = format;
   Probe* raw = p.get();
   probes_.emplace(key, std::move(p));
   raw->timeout = std::make_unique<proto::Timer>(loop_, [this, key] {
@@ -138,13 +158,18 @@ void EndpointProber::finish(uint64_t key, bool ok, int /*status*/, const std::st
   } else {
     std::optional<LoadSnapshot> snapshot;
     if (ok) {
-      Result<LoadSnapshot> r = pool_->upstream().load_report.kind == policy::LoadReportKind::kVllm
+      Result<LoadSnapshot> r = p->format == policy::LoadReportKind::kVllm
                                    ? parse_vllm_metrics(body)
                                    : parse_cutline_state(body);
       if (r.ok()) {
         snapshot = std::move(*r);
         snapshot->at_ns = pool_->clock().now_ns();
       }
+    }
+    if (!snapshot && pool_->upstream().load_report.kind == policy::LoadReportKind::kAuto) {
+      auto_kinds_[p->endpoint->id()] = p->format == policy::LoadReportKind::kVllm
+                                           ? policy::LoadReportKind::kCutline
+                                           : policy::LoadReportKind::kVllm;
     }
     p->endpoint->set_load(std::move(snapshot));
   }

@@ -150,8 +150,8 @@ constexpr KeySpec kLoadReportKeys[] = {
     {.name = "from",
      .type = Type::kEnum,
      .required = true,
-     .description = "What the endpoints report: cutline (/v1/cutline/state), vllm (/metrics) or "
-                    "none.",
+     .description = "What the endpoints report: cutline (/v1/cutline/state), vllm (/metrics), "
+                    "auto (each endpoint whichever of the two it answers) or none.",
      .choices = kLoadReportKinds},
     {.name = "interval",
      .type = Type::kDuration,

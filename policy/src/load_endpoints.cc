@@ -256,7 +256,7 @@ bool load_load_report(YamlReader& r, const YAML::Node& node, const std::string& 
     if (!f) return false;
     const Entry* from = f->get("from");
     if (!from) {
-      r.error(node, path, "missing required key \"from\" (cutline, vllm or none)");
+      r.error(node, path, "missing required key \"from\" (cutline, vllm, auto or none)");
       return false;
     }
     kind_node = &from->value;

@@ -67,6 +67,8 @@ std::string_view to_string(LoadReportKind kind) {
       return "cutline";
     case LoadReportKind::kVllm:
       return "vllm";
+    case LoadReportKind::kAuto:
+      return "auto";
   }
   return "none";
 }

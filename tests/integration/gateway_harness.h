@@ -41,12 +41,15 @@ inline std::string last_chunk(const std::string& sse_body) {
   return last;
 }
 
-// Starts a cutline-fake-upstream on a free port, its output in DIR/NAME.out and .err; returns the
-// port, 0 when it did not start.
-inline uint16_t start_fake_upstream(Process& fake, const std::string& dir,
-                                    const std::string& name) {
+// Starts a cutline-fake-upstream on a free port (with `extra_args`, e.g. --resident or
+// --vllm-metrics), its output in DIR/NAME.out and .err; returns the port, 0 when it did not
+// start.
+inline uint16_t start_fake_upstream(Process& fake, const std::string& dir, const std::string& name,
+                                    const std::vector<std::string>& extra_args = {}) {
   const std::string out = dir + "/" + name + ".out";
-  fake.start({CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"}, out, dir + "/" + name + ".err");
+  std::vector<std::string> args = {CUTLINE_FAKE_UPSTREAM_BIN, "--port", "0"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  fake.start(args, out, dir + "/" + name + ".err");
   if (!wait_for([&] {
         const std::string text = read_file(out);
         return text.rfind("PORT ", 0) == 0 && text.find('\n') != std::string::npos;

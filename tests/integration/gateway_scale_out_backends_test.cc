@@ -1,7 +1,8 @@
 // Scale-out in front of real Cutline backends: two cutline-gateway replicas share one
 // redis-server and an upstream pool of two cutline-backend processes and one OpenAI-compatible
-// upstream that is no Cutline backend (the scripted fake: it reports nothing at
-// /v1/cutline/state, as a vLLM would not). Each backend holds one of two synthesized models
+// upstream that is no Cutline backend (the scripted fake reporting as a vLLM server does: its
+// gauges at /metrics, 404 at /v1/cutline/state). With `load_report: auto` the replicas read each
+// endpoint's load in the format it answers. Each backend holds one of two synthesized models
 // resident (room for one only), reported in its /v1/cutline/state: a request for model-b goes to
 // the backend where model-b is resident; the backend killed mid-stream ends its stream
 // upstream_disconnect (labeled, not retried) and the next requests go elsewhere; and the global
@@ -69,12 +70,13 @@ class GatewayScaleOutBackends : public ::testing::Test {
         {"--model", "model-b=" + b, "--model", "model-a=" + a, "--weights-memory", budget}))
         << backends_[1].stderr_text();
     const std::string dir = backends_[0].dir();
-    other_port_ = start_fake_upstream(other_, dir, "other");
+    other_port_ = start_fake_upstream(other_, dir, "other", {"--vllm-metrics"});
     ASSERT_NE(other_port_, 0) << read_file(dir + "/other.err");
   }
 
   // Both replicas on one policy: pool "pool" of the three endpoints (least_request, residency
-  // from the backends' reports, health checks, outlier ejection), `budget` as the rule's section.
+  // from the backends' reports, the fake's vLLM gauges, health checks, outlier ejection),
+  // `budget` as the rule's section.
   // `balance` replaces the load reports (then nothing is known of residency).
   bool start_gateways(const std::string& budget, const std::string& balance = "") {
     const std::string endpoints = "[\"http://" + label_of(backends_[0].port()) + "\", \"http://" +
@@ -87,7 +89,7 @@ class GatewayScaleOutBackends : public ::testing::Test {
              "\nupstreams:\n  - name: pool\n    models: [\"model-*\"]\n    endpoints: " +
              endpoints +
              (balance.empty()
-                  ? "\n    load_report: {from: cutline, interval: 100ms, stale_after: 2s}\n"
+                  ? "\n    load_report: {from: auto, interval: 100ms, stale_after: 2s}\n"
                   : "\n" + balance) +
              "    health: {path: /healthz, interval: 200ms, timeout: 150ms}\n"
              "    outlier: {consecutive_failures: 1, base_ejection: 5s}\n"
@@ -184,6 +186,36 @@ TEST_F(GatewayScaleOutBackends, ResidentModelChoosesTheBackendAndAKilledOneIsLef
   EXPECT_GE(cold, 1);
   a_.stop();
   b_.stop();
+}
+
+// One pool, two report formats: both replicas show the backends' state (resident models) and
+// the vLLM-style endpoint's gauges, each read from where that endpoint publishes it.
+TEST_F(GatewayScaleOutBackends, EachEndpointReportsInItsOwnFormat) {
+  ASSERT_TRUE(start_gateways("")) << error_;
+  const std::string fake = "\"address\":\"" + label_of(other_port_) + "\"";
+  for (auto* g : {&a_, &b_}) {
+    std::string body;
+    const bool seen = wait_for(
+        [&] {
+          auto r = proto::http_fetch(g->admin_url("/v1/cutline/upstreams"), "GET", {}, "", 2000);
+          if (!r.ok()) return false;
+          body = r->body;
+          const size_t at = body.find(fake);
+          if (at == std::string::npos) return false;
+          const size_t end = body.find("\"address\"", at + 1);
+          const std::string entry = body.substr(at, end == std::string::npos ? end : end - at);
+          return entry.find("\"kv_usage\":0.1") != std::string::npos &&
+                 entry.find("\"resident_models\"") == std::string::npos;
+        },
+        5000);
+    EXPECT_TRUE(seen) << "the fake's vLLM gauges never showed: " << body;
+    size_t models = 0;
+    for (size_t at = body.find("\"resident_models\""); at != std::string::npos;
+         at = body.find("\"resident_models\"", at + 1)) {
+      ++models;
+    }
+    EXPECT_EQ(models, 2u) << "both backends' states: " << body;
+  }
 }
 
 TEST_F(GatewayScaleOutBackends, SharedPrefixesLandOnOneBackendWhosePrefixCacheHits) {

@@ -94,6 +94,10 @@ void handle(evhttp_request* req, void* arg) {
   if (!srv->resident.empty() && (path == "/v1/cutline/state" || path == "/metrics")) {
     return handle_load_report(srv, req, path);
   }
+  if (srv->vllm_metrics && path == "/metrics") return handle_load_report(srv, req, path);
+  if (srv->vllm_metrics && path == "/v1/cutline/state") {
+    return send_json(req, 404, R"({"detail":"Not Found"})");
+  }
 
   RecordedRequest rec = record_request(req, path);
 

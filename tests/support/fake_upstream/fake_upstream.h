@@ -91,6 +91,7 @@ struct Server {
   // bufferevent_openssl output unsent (the stream stalls); a 1 ms floor between ticks avoids it.
   int min_delay_ms = 0;
   std::vector<std::string> resident;  // --resident: models reported resident
+  bool vllm_metrics = false;          // --vllm-metrics: /metrics only, as vLLM
 };
 
 // ---- request.cc ----

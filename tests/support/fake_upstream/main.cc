@@ -38,7 +38,9 @@
 // Cutline backend's state (queue_depth 0, running = its streams in flight, models M1, M2
 // resident) and GET /metrics vLLM's gauges (vllm:num_requests_waiting 0,
 // vllm:num_requests_running, vllm:kv_cache_usage_perc 0.1), for the gateway's load-aware and
-// residency routing. Without it those paths are echoed like any other.
+// residency routing. --vllm-metrics makes it report as a vLLM server does instead: the same
+// gauges at GET /metrics, and 404 at GET /v1/cutline/state. Without either those paths are
+// echoed like any other.
 // Admin: GET /fake/requests returns every request received ({path, script, body, cancelled,
 // authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
 // body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
@@ -88,12 +90,14 @@ int main(int argc, char** argv) {
   int port = 0;
   const char* bind_ip = "127.0.0.1";
   std::string resident;
+  bool vllm_metrics = false;
   cutline::proto::TlsServerConfig tls_config;
   tls_config.alpn = {"http/1.1"};  // evhttp speaks HTTP/1.1 only
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--port") == 0 && i + 1 < argc) port = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--bind") == 0 && i + 1 < argc) bind_ip = argv[++i];
     if (std::strcmp(argv[i], "--resident") == 0 && i + 1 < argc) resident = argv[++i];
+    if (std::strcmp(argv[i], "--vllm-metrics") == 0) vllm_metrics = true;
     if (std::strcmp(argv[i], "--tls-cert") == 0 && i + 1 < argc) tls_config.cert_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-key") == 0 && i + 1 < argc) tls_config.key_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-client-ca") == 0 && i + 1 < argc) {
@@ -111,6 +115,7 @@ int main(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   cutline::fake_upstream::Server srv;
+  srv.vllm_metrics = vllm_metrics;
   for (size_t at = 0; at < resident.size();) {
     const size_t comma = std::min(resident.find(',', at), resident.size());
     if (comma > at) srv.resident.push_back(resident.substr(at, comma - at));

@@ -21,10 +21,12 @@
 namespace cutline::gateway {
 namespace {
 
-// A tiny server: GET /healthz answers health_status; GET /metrics answers metrics.
+// A tiny server: GET /healthz answers health_status; GET /v1/cutline/state answers `state`
+// (404 when empty, as a vLLM server would); any other path answers `metrics`.
 struct MiniServer {
   int health_status = 200;
   std::string metrics;
+  std::string state;
   evhttp* http = nullptr;
   uint16_t port = 0;
 
@@ -43,6 +45,9 @@ struct MiniServer {
           evbuffer* out = evbuffer_new();
           if (uri == "/healthz") {
             evhttp_send_reply(req, self->health_status, "x", out);
+          } else if (uri == "/v1/cutline/state") {
+            evbuffer_add(out, self->state.data(), self->state.size());
+            evhttp_send_reply(req, self->state.empty() ? 404 : 200, "x", out);
           } else {
             evbuffer_add(out, self->metrics.data(), self->metrics.size());
             evhttp_send_reply(req, 200, "OK", out);
@@ -146,6 +151,60 @@ TEST(EndpointProber, HealthAndLoadReportsComeFromTheEndpoints) {
     ASSERT_TRUE(lease);
     EXPECT_EQ(lease.endpoint().address().port, good.port);
   }
+  prober.reset();
+}
+
+TEST(EndpointProber, AutoReportsReadEachEndpointInTheFormatItAnswers) {
+  proto::EventLoop loop;
+  base::MonotonicClock clock;
+  MiniServer cutline(loop), vllm(loop);
+  cutline.state =
+      R"({"queue_depth":1,"running":2,"draining":false,"kv_blocks":{"used":10,"free":90},)"
+      R"("models":[{"name":"model-a","resident":true,"loading":false}]})";
+  cutline.metrics = "cutline_backend_running 2\n";  // not vLLM's: never asked for
+  vllm.metrics =
+      "vllm:num_requests_waiting 4\nvllm:num_requests_running 5\n"
+      "vllm:kv_cache_usage_perc 0.25\n";
+  auto policy = load("    endpoints: [\"http://127.0.0.1:" + std::to_string(cutline.port) +
+                     "\", \"http://127.0.0.1:" + std::to_string(vllm.port) + "\"]\n" +
+                     "    health: off\n"
+                     "    load_report: {from: auto, interval: 100ms}\n");
+  ASSERT_TRUE(policy);
+  auto pool = EndpointPool::create(policy->upstreams[0], clock);
+  proto::HttpClient client(loop);
+  DnsResolver resolver(loop);
+  auto prober = std::make_unique<EndpointProber>(loop, client, resolver, pool);
+  prober->start();
+  std::shared_ptr<PoolEndpoint> cutline_ep, vllm_ep;
+  for (auto& e : pool->endpoints()) {
+    if (e->address().port == cutline.port) cutline_ep = e;
+    if (e->address().port == vllm.port) vllm_ep = e;
+  }
+  ASSERT_TRUE(cutline_ep && vllm_ep);
+  const int64_t stale = 1000000000;
+  ASSERT_TRUE(run_until(
+      loop,
+      [&] {
+        return cutline_ep->load(clock.now_ns(), stale).has_value() &&
+               vllm_ep->load(clock.now_ns(), stale).has_value();
+      },
+      3000));
+  auto c = cutline_ep->load(clock.now_ns(), stale);
+  EXPECT_EQ(c->waiting, 1);
+  EXPECT_EQ(c->running, 2);
+  EXPECT_TRUE(c->reports_models);
+  EXPECT_TRUE(c->resident("model-a"));
+  auto v = vllm_ep->load(clock.now_ns(), stale);
+  EXPECT_EQ(v->waiting, 4);
+  EXPECT_EQ(v->running, 5);
+  EXPECT_DOUBLE_EQ(v->kv_usage, 0.25);
+  EXPECT_FALSE(v->reports_models);
+  // Once learned, each keeps its format: the reports stay fresh poll after poll.
+  const uint64_t polls = prober->load_polls();
+  ASSERT_TRUE(run_until(
+      loop, [&] { return prober->load_polls() >= polls + 3; }, 3000));
+  EXPECT_TRUE(cutline_ep->load(clock.now_ns(), 250000000).has_value());
+  EXPECT_TRUE(vllm_ep->load(clock.now_ns(), 250000000).has_value());
   prober.reset();
 }
 

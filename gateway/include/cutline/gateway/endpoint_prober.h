@@ -4,7 +4,10 @@
 //     healthy, anything else (status, transport error, no answer within timeout) unhealthy;
 //   - load: GET /v1/cutline/state (load_report: cutline) or /metrics (vllm) each interval,
 //     parsed (load_report.h) into the endpoint's report; a garbage or missing answer clears it,
-//     so the endpoint counts as "no report" rather than as idle; answers over 1 MiB are cut off;
+//     so the endpoint counts as "no report" rather than as idle; answers over 1 MiB are cut off.
+//     With load_report: auto each endpoint is asked in the format it last answered (a Cutline
+//     backend first); a failed poll makes the next one try the other format, so a pool of
+//     Cutline backends and vLLM servers reports from every endpoint;
 //   - DNS: for `endpoints: {dns: ...}`, resolves the name at start and every resolve_interval
 //     (DnsResolver, never blocking); a failure keeps the last addresses and is shown in
 //     /v1/cutline/upstreams.
@@ -55,6 +58,8 @@ class EndpointProber {
   void resolve();
   void probe(const std::shared_ptr<PoolEndpoint>& endpoint, Kind kind);
   void finish(uint64_t key, bool ok, int status, const std::string& body);
+  // The format to ask `endpoint` for its load in (load_report: auto: the one it last answered).
+  policy::LoadReportKind report_kind(const PoolEndpoint& endpoint) const;
 
   proto::EventLoop& loop_;
   proto::HttpClient& client_;
@@ -65,6 +70,8 @@ class EndpointProber {
   std::unique_ptr<proto::Timer> load_timer_;
   std::unique_ptr<proto::Timer> dns_timer_;
   std::map<uint64_t, std::unique_ptr<Probe>> probes_;  // key: endpoint id * 2 + kind
+  // load_report: auto: the format each endpoint (by id) is asked in next; kCutline when absent.
+  std::map<uint64_t, policy::LoadReportKind> auto_kinds_;
   std::shared_ptr<bool> alive_;
   uint64_t health_rounds_ = 0;
   uint64_t load_polls_ = 0;

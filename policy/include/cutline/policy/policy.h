@@ -167,6 +167,7 @@ enum class LoadReportKind : uint8_t {
   kNone,
   kCutline,  // GET /v1/cutline/state (queue depth, running, KV blocks, resident models)
   kVllm,     // GET /metrics (vllm:num_requests_waiting, _running, kv_cache_usage_perc)
+  kAuto,     // per endpoint: whichever of the two it answers (a pool of several kinds)
 };
 std::string_view to_string(LoadReportKind kind);
 struct LoadReport {
