@@ -170,7 +170,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> i
   for (int i = 0; i < workers_.size(); ++i) {
     per_loop_.push_back(std::make_unique<Worker>(workers_.loop(i)));
   }
-  apply_queue_limits(*initial);
+  admission_.set_limits(*initial);
 }
 
 Gateway::~Gateway() { stop(); }
@@ -446,7 +446,7 @@ Status Gateway::reload() {
   }
   loaded_unix_s_ = base::wall_time_s();
   metrics_.set_bounds(bounds_of(*r.policy));
-  apply_queue_limits(*r.policy);
+  admission_.set_limits(*r.policy);
   std::fprintf(stderr, "cutline-gateway: policy reloaded from %s (generation %llu)\n",
                options_.config_path.c_str(),
                static_cast<unsigned long long>(holder_->generation()));

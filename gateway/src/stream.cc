@@ -116,7 +116,7 @@ void Stream::admit() {
   }
   if (arrival == policy::Arrival::kQueued) {
     queued_ = true;
-    gw_.register_waiter(id_, &worker_.loop, weak_from_this());
+    gw_.admission().register_waiter(id_, &worker_.loop, weak_from_this());
     queue_timer_.arm(a.queue_timeout_ms);
     return;
   }
@@ -128,7 +128,7 @@ bool Stream::on_admitted() {
   if (phase_ != Phase::kAdmit) return false;
   if (queued_) {
     queued_ = false;
-    gw_.unregister_waiter(id_);
+    gw_.admission().unregister_waiter(id_);
     queue_timer_.release();
     admitted_ = true;
     gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));

@@ -98,7 +98,7 @@ void Stream::on_idle_timeout() {
 void Stream::on_queue_timeout() {
   if (!queued_ || !queue_->cancel(id_)) return;  // a slot is on its way (posted)
   queued_ = false;
-  gw_.unregister_waiter(id_);
+  gw_.admission().unregister_waiter(id_);
   const auto& a = decision_.admission;
   Ending e;
   e.cause = Cause::kAdmissionRejected;
@@ -197,13 +197,13 @@ void Stream::release_admission() {
   if (queued_) {
     queued_ = false;
     queue_->cancel(id_);
-    gw_.unregister_waiter(id_);
+    gw_.admission().unregister_waiter(id_);
   }
   if (admitted_) {
     admitted_ = false;
     std::vector<policy::Dequeued> next;
     if (auto d = queue_->release()) next.push_back(*d);
-    gw_.dispatch_admitted(*queue_, std::move(next));
+    gw_.admission().dispatch_admitted(*queue_, std::move(next));
   }
   if (observe_counted_) {
     observe_counted_ = false;

@@ -194,7 +194,7 @@ bool Stream::decide() {
   policy::LiveState live;
   if (auto idx = policy::match_rule(*policy_, facts)) {
     const policy::Rule& rule = policy_->rules[*idx];
-    queue_ = &gw_.queue_for(policy_->admission_groups[rule.admission.group_index]);
+    queue_ = &gw_.admission().queue_for(policy_->admission_groups[rule.admission.group_index]);
     live = queue_->live();
   }
   decision_ = policy::decide(*policy_, facts, live);

@@ -1,8 +1,8 @@
 #pragma once
 // Gateway: the cutline-gateway process's object graph. Owns the worker loops, the client-facing
 // HttpServer (OpenAI routes go through Stream's phases, every other path is passed through
-// unchanged), the admin listener (admin.h), the policy in force (PolicyHolder), one admission
-// queue per admission group, the token pools, the metrics and the access log.
+// unchanged), the admin listener (admin.h), the policy in force (PolicyHolder), the admission
+// queues and their waiters (AdmissionDispatch), the token pools, the metrics and the access log.
 //
 // Who calls what: main() (or a test) calls create(), start(), reload() on SIGHUP / file change,
 // and stop(), all from one controlling thread. Streams call the accessors from worker threads;
@@ -19,6 +19,7 @@
 
 #include "cutline/base/clock.h"
 #include "cutline/gateway/access_log.h"
+#include "cutline/gateway/admission_dispatch.h"
 #include "cutline/gateway/metrics.h"
 #include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/upstream_pools.h"
@@ -109,13 +110,8 @@ class Gateway {
   // a restart. "listen", "admin", "upstreams.NAME.spawn", "access_log"; empty when none.
   // Each reload that leaves one pending logs it; /v1/cutline/policy lists them. Any thread.
   std::vector<std::string> restart_required() const;
-  policy::AdmissionQueue& queue_for(const policy::AdmissionGroup& group);
-  // Hands freed admission slots to their waiters (on the waiters' loops); a waiter that is gone
-  // gives its slot back and the next one is served.
-  void dispatch_admitted(policy::AdmissionQueue& queue, std::vector<policy::Dequeued> admitted);
-  // Registers / unregisters a queued stream so a slot freed on any worker can find it.
-  void register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<Stream> stream);
-  void unregister_waiter(uint64_t id);
+  // The admission queues of every admission group and their waiters (admission_dispatch.h).
+  AdmissionDispatch& admission() { return admission_; }
   proto::WorkerThreads& workers() { return workers_; }
   Worker& worker(int index) { return *per_loop_[static_cast<size_t>(index)]; }
   uint64_t next_stream_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
@@ -139,7 +135,6 @@ class Gateway {
   void start_worker_clients(const policy::Policy& policy);
   // Keeps (and logs) what a reloaded policy changes that only a restart applies.
   void note_restart_required(const policy::Policy& next);
-  void apply_queue_limits(const policy::Policy& policy);
 
   GatewayOptions options_;
   base::MonotonicClock clock_;
@@ -170,15 +165,7 @@ class Gateway {
   std::vector<bool> listener_tls_;  // by listen[] index: that listener was started with TLS
   std::atomic<uint64_t> next_id_{1};
 
-  std::mutex queues_mu_;
-  std::map<std::string, std::unique_ptr<policy::AdmissionQueue>> queues_;  // by group name
-
-  struct Waiter {
-    proto::EventLoop* loop;
-    std::weak_ptr<Stream> stream;
-  };
-  std::mutex waiters_mu_;
-  std::map<uint64_t, Waiter> waiters_;
+  AdmissionDispatch admission_{clock_};
   // Written by start()/stop() on the controlling thread, read on worker loops (the probing
   // task that swap_upstream_pools() posts to worker 0): atomic.
   std::atomic<bool> started_{false};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cutline/base/json_writer.h"
+#include "cutline/gateway/admission_dispatch.h"
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/endpoint_pool.h"
 #include "cutline/gateway/relay.h"
@@ -86,7 +87,7 @@ struct Ending {
   bool upstream_error_body = false;
 };
 
-class Stream : public std::enable_shared_from_this<Stream> {
+class Stream final : public std::enable_shared_from_this<Stream>, public AdmissionWaiter {
  public:
   Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
          Route route);
@@ -96,7 +97,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void start();
   // The admission queue gave this stream a slot (posted onto its loop). Returns false when the
   // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
-  bool on_admitted();
+  bool on_admitted() override;
 
   // The gateway is shutting down and its drain timeout has passed: ends the stream now with
   // cause gateway_deadline, rule "shutdown.drain_timeout", limit = the drain timeout, observed =
@@ -204,7 +205,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Policy snapshot taken at decide and held for the stream's life (decision_ points into it).
   std::shared_ptr<const policy::Policy> policy_;
   policy::Decision decision_;
-  policy::AdmissionQueue* queue_ = nullptr;  // the rule's admission group (owned by Gateway)
+  policy::AdmissionQueue* queue_ = nullptr;  // the rule's admission group (AdmissionDispatch's)
   bool queued_ = false;                      // waiting in queue_
   bool admitted_ = false;                    // holds a slot of queue_
   // The rule's token pools (stream_budget.cc): reserved after the admission slot, one pool at a
