@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/wire/openai_error.h"
@@ -98,7 +98,7 @@ void Stream::on_idle_timeout() {
 void Stream::on_queue_timeout() {
   if (!queued_ || !queue_->cancel(id_)) return;  // a slot is on its way (posted)
   queued_ = false;
-  gw_.admission().unregister_waiter(id_);
+  host_.admission().unregister_waiter(id_);
   const auto& a = decision_.admission;
   Ending e;
   e.cause = Cause::kAdmissionRejected;
@@ -197,20 +197,20 @@ void Stream::release_admission() {
   if (queued_) {
     queued_ = false;
     queue_->cancel(id_);
-    gw_.admission().unregister_waiter(id_);
+    host_.admission().unregister_waiter(id_);
   }
   if (admitted_) {
     admitted_ = false;
     std::vector<policy::Dequeued> next;
     if (auto d = queue_->release()) next.push_back(*d);
-    gw_.admission().dispatch_admitted(*queue_, std::move(next));
+    host_.admission().dispatch_admitted(*queue_, std::move(next));
   }
   if (observe_counted_) {
     observe_counted_ = false;
     queue_->observe_release();
   }
   if (queue_) {
-    gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+    host_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   }
 }
 
@@ -248,7 +248,7 @@ void Stream::finish(Ending e) {
   // pool tried, the detail of the gateway's own upstream errors) unless --upstream-error-detail;
   // the access log and the metrics get them (restored below, once the client's bytes are made).
   std::vector<std::string> endpoints;
-  if (!gw_.upstream_error_detail()) endpoints.swap(record.endpoints);
+  if (!host_.upstream_error_detail()) endpoints.swap(record.endpoints);
 
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
@@ -356,7 +356,7 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
 // The access-log line and the metrics of a finished stream (once, from finish, before the
 // client's last bytes go out).
 void Stream::record_outcome(const proto::StopRecord& record, int status) {
-  if (AccessLog* log = gw_.access_log()) {
+  if (AccessLog* log = host_.access_log()) {
     AccessLogEntry entry;
     entry.ts_unix_s = arrival_unix_s_;
     entry.request_id = request_id_;
@@ -381,8 +381,8 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
   outcome.stop = &record;
   outcome.itl = &hot_.timing.itl();
   outcome.clamp_rule = clamp_rule_;
-  gw_.metrics().record(outcome);
-  gw_.metrics().stream_closed();
+  host_.metrics().record(outcome);
+  host_.metrics().stream_closed();
 }
 
 void Stream::describe(base::JsonWriter& w, int64_t now) const {

@@ -4,9 +4,9 @@
 #include <chrono>
 
 #include "cutline/base/clock.h"
-#include "cutline/gateway/gateway.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/stream.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/proto/wire/openai_error.h"
@@ -65,7 +65,7 @@ void Stream::accept() {
   client_->on_writable([weak] {
     if (auto self = weak.lock()) self->on_client_writable();
   });
-  gw_.metrics().stream_opened();
+  host_.metrics().stream_opened();
 }
 
 // authenticate: with tenants configured, a Bearer key must hash to one of them (constant-time
@@ -73,7 +73,7 @@ void Stream::accept() {
 // tenant "".
 bool Stream::authenticate() {
   phase_ = Phase::kAuthenticate;
-  policy_ = gw_.policy();
+  policy_ = host_.policy();
   if (!policy_->requires_auth()) return true;
   std::string_view token;
   if (auto h = client_->request().headers.get("Authorization")) {
@@ -106,7 +106,7 @@ Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param,
   e.error = make_error(kind, std::move(message));
   e.param = std::move(param);
   e.status = status;
-  gw_.metrics().bad_request(to_string(kind));
+  host_.metrics().bad_request(to_string(kind));
   return e;
 }
 
@@ -194,7 +194,7 @@ bool Stream::decide() {
   policy::LiveState live;
   if (auto idx = policy::match_rule(*policy_, facts)) {
     const policy::Rule& rule = policy_->rules[*idx];
-    queue_ = &gw_.admission().queue_for(policy_->admission_groups[rule.admission.group_index]);
+    queue_ = &host_.admission().queue_for(policy_->admission_groups[rule.admission.group_index]);
     live = queue_->live();
   }
   decision_ = policy::decide(*policy_, facts, live);

@@ -21,6 +21,7 @@
 #include "cutline/gateway/access_log.h"
 #include "cutline/gateway/admission_dispatch.h"
 #include "cutline/gateway/metrics.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/upstream_pools.h"
 #include "cutline/gateway/upstream_target.h"
@@ -49,7 +50,7 @@ struct GatewayOptions {
   bool upstream_error_detail = false;
 };
 
-class Gateway {
+class Gateway final : public StreamHost {
  public:
   // Loads the policy file; errors name every problem (file:line:column).
   static Result<std::unique_ptr<Gateway>> create(GatewayOptions options);
@@ -86,10 +87,10 @@ class Gateway {
   // and counted.
   Status reload();
 
-  // ---- for streams and the admin listener (thread-safe) ------------------------------------
-  const base::Clock& clock() const { return clock_; }
-  GatewayMetrics& metrics() { return metrics_; }
-  AccessLog* access_log() { return access_log_.get(); }
+  // ---- for streams (StreamHost) and the admin listener (thread-safe) ------------------------
+  const base::Clock& clock() const override { return clock_; }
+  GatewayMetrics& metrics() override { return metrics_; }
+  AccessLog* access_log() override { return access_log_.get(); }
   // Reopens the access log file at its path (SIGUSR1, after logrotate renamed it).
   Status reopen_logs() { return access_log_ ? access_log_->reopen() : Status{}; }
   // Failed calls of the workers' budget stores (Redis), for cutline_budget_store_errors_total.
@@ -98,12 +99,12 @@ class Gateway {
   // Tokens the running requests hold from the token pools, over every worker's store.
   int64_t pool_held_tokens() const;
   // Client TLS contexts of the https:// upstreams of every policy in use (fill_upstream_target).
-  const UpstreamTlsCache& upstream_tls() const { return upstream_tls_; }
+  const UpstreamTlsCache& upstream_tls() const override { return upstream_tls_; }
   // The endpoint pools of the policy in force (upstream_pools.h); null before start().
-  std::shared_ptr<UpstreamPools> upstream_pools() const;
-  std::shared_ptr<const policy::Policy> policy() const { return holder_->snapshot(); }
-  bool upstream_error_detail() const { return options_.upstream_error_detail; }
-  uint64_t policy_generation() const { return holder_->generation(); }
+  std::shared_ptr<UpstreamPools> upstream_pools() const override;
+  std::shared_ptr<const policy::Policy> policy() const override { return holder_->snapshot(); }
+  bool upstream_error_detail() const override { return options_.upstream_error_detail; }
+  uint64_t policy_generation() const override { return holder_->generation(); }
   double policy_loaded_unix_s() const { return loaded_unix_s_.load(); }
   // The fields of the policy file in force that differ from what the gateway started with and
   // that a reload cannot apply (listen[], admin, upstreams[i].spawn, access_log): they wait for
@@ -111,7 +112,7 @@ class Gateway {
   // Each reload that leaves one pending logs it; /v1/cutline/policy lists them. Any thread.
   std::vector<std::string> restart_required() const;
   // The admission queues of every admission group and their waiters (admission_dispatch.h).
-  AdmissionDispatch& admission() { return admission_; }
+  AdmissionDispatch& admission() override { return admission_; }
   proto::WorkerThreads& workers() { return workers_; }
   Worker& worker(int index) { return *per_loop_[static_cast<size_t>(index)]; }
   uint64_t next_stream_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }

@@ -10,6 +10,11 @@
 // bytes, writes the stop record, cancels the upstream, releases the admission slot, settles the
 // token reservation, and emits the access-log line and the metrics.
 //
+// Collaborators: the StreamHost (stream_host.h: clock, metrics, access log, policy, upstream
+// pools, admission queues; the Gateway in production, fakes in the phase tests) and the Worker of
+// its loop (parsers, token-pool store, upstream caller). Neither is called through an interface
+// per token: the relay reads the clock it took at construction.
+//
 // Threading: everything runs on the stream's worker loop. The admission queue may hand this
 // stream a slot from another worker's thread; that arrives through loop().post() as
 // on_admitted().
@@ -41,7 +46,7 @@
 
 namespace cutline::gateway {
 
-class Gateway;
+class StreamHost;
 struct Worker;
 
 enum class Phase : uint8_t {
@@ -89,7 +94,7 @@ struct Ending {
 
 class Stream final : public std::enable_shared_from_this<Stream>, public AdmissionWaiter {
  public:
-  Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
+  Stream(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
          Route route);
   ~Stream();
 
@@ -179,7 +184,8 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   double elapsed_ms() const;
   Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
 
-  Gateway& gw_;
+  StreamHost& host_;
+  const base::Clock& clock_;  // host_.clock(), read per chunk without a virtual call
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
   const uint64_t id_;
