@@ -296,6 +296,7 @@ void Gateway::start_worker_clients(const policy::Policy& policy) {
     co.connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 5000;
     Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
     w.client = std::make_unique<proto::HttpClient>(loop, co);
+    w.upstream = std::make_unique<HttpUpstreamCaller>(*w.client);
     w.pools = make_pool_store(loop, policy.budget_store);
   });
 }
@@ -312,6 +313,7 @@ void Gateway::stop() {
     w.passthroughs.clear();
     w.model_lists.clear();
     w.pools.reset();  // unsettled Redis reservations are refunded by Redis when they expire
+    w.upstream.reset();
     w.client.reset();
   });
   workers_.stop();

@@ -172,7 +172,7 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
     }
     self->on_upstream_done(index, 0, "");
   };
-  p.call = worker_.client->start(std::move(up), std::move(cb));
+  p.call = worker_.upstream->start(std::move(up), std::move(cb));
 }
 
 bool ModelsList::retry_elsewhere(size_t index, EndpointOutcome failure) {

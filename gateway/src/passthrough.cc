@@ -140,7 +140,7 @@ void Passthrough::send_upstream(proto::ClientRequest up) {
   cb.on_body = [this](std::string_view d) { on_body(d); };
   cb.on_complete = [this](proto::HttpHeaders& t) { on_complete(t); };
   cb.on_error = [this](const proto::ClientError& e) { on_error(e); };
-  call_ = worker_.client->start(std::move(up), std::move(cb));
+  call_ = worker_.upstream->start(std::move(up), std::move(cb));
 }
 
 // Before anything went to the client, an exchange that failed where a retry is safe

@@ -224,7 +224,7 @@ void Stream::start_upstream(proto::ClientRequest req) {
   cb.prefetch = {proto::PrefetchSpan{&hot_, static_cast<uint32_t>(sizeof hot_)},
                  proto::PrefetchSpan{client_.get(), 64},
                  proto::PrefetchSpan{client_->send_path_hint(), 96}};
-  upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
+  upstream_call_ = worker_.upstream->start(std::move(req), std::move(cb));
 }
 
 // The upstream request is built (and holds its own copy of the body for a retry): the client's
