@@ -3,12 +3,13 @@
 #include <simdjson.h>
 
 #include "cutline/base/clock.h"
+#include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/request_id.h"
+#include "cutline/gateway/response_end.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/upstream_target.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/glob.h"
 #include "cutline/proto/net/event_loop.h"
@@ -75,11 +76,7 @@ void ModelsList::start() {
     }
   });
   if (policy_->requires_auth()) {
-    std::string_view token;
-    if (auto h = req.headers.get("Authorization")) {
-      if (h->size() > 7 && proto::iequals(h->substr(0, 7), "Bearer ")) token = h->substr(7);
-    }
-    const policy::Tenant* t = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+    const policy::Tenant* t = authenticate_bearer(*policy_, req.headers).tenant;
     if (!t) {
       proto::StopRecord r;
       r.cause = proto::Cause::kAdmissionRejected;
@@ -264,31 +261,20 @@ void ModelsList::finish(int status, const std::string& body, proto::StopRecord r
     if (!host_.upstream_error_detail()) endpoints.swap(record.endpoints);
     const std::string stop_header = proto::stop_header_value(record);
     if (!endpoints.empty()) record.endpoints = std::move(endpoints);
-    client_->send_simple(status,
-                         proto::HttpHeaders{{"Content-Type", "application/json"},
-                                            {"Cutline-Stop", stop_header},
-                                            {"Cutline-Request-Id", request_id_},
-                                            {"X-Request-Id", request_id_}},
+    client_->send_simple(status, record_headers("application/json", stop_header, request_id_),
                          body);
   }
-  if (AccessLog* log = host_.access_log()) {
-    AccessLogEntry e;
-    e.ts_unix_s = arrival_unix_s_;
-    e.request_id = request_id_;
-    e.method = "GET";
-    e.path = "/v1/models";
-    e.tenant = tenant_;
-    e.status = status;
-    e.bytes_out = static_cast<int64_t>(body.size());
-    e.stop = &record;
-    log->write(e);
-  }
-  RequestOutcome o;
-  o.route = "/v1/models";
-  o.tenant = tenant_;
-  o.code = status;
-  o.stop = &record;
-  host_.metrics().record(o);
+  ResponseEnd end;
+  end.stop = &record;
+  end.status = status;
+  end.ts_unix_s = arrival_unix_s_;
+  end.request_id = request_id_;
+  end.method = "GET";
+  end.path = kModelsPath;
+  end.route = kModelsPath;
+  end.tenant = tenant_;
+  end.bytes_out = static_cast<int64_t>(body.size());
+  record_response_end(host_, end);
   Worker* w = &worker_;
   const uint64_t id = id_;
   worker_.loop.post([w, id] { w->model_lists.erase(id); });

@@ -3,11 +3,12 @@
 #include <simdjson.h>
 
 #include "cutline/base/clock.h"
+#include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/request_id.h"
+#include "cutline/gateway/response_end.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/wire/openai_error.h"
@@ -48,11 +49,7 @@ void Passthrough::start() {
   request_id_ = request_id_for(req.headers);
   bytes_in_ = static_cast<int64_t>(req.body.size());
   if (policy_->requires_auth()) {
-    std::string_view token;
-    if (auto h = req.headers.get("Authorization")) {
-      if (h->size() > 7 && proto::iequals(h->substr(0, 7), "Bearer ")) token = h->substr(7);
-    }
-    const policy::Tenant* t = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+    const policy::Tenant* t = authenticate_bearer(*policy_, req.headers).tenant;
     if (!t) {
       auth_failed_ = true;
       return respond_error(make_error(ErrorKind::kUnauthorized, "missing or invalid API key"));
@@ -244,12 +241,7 @@ void Passthrough::respond_error(const Error& error, int status, std::string oper
   const std::string stop_header = proto::stop_header_value(record_);
   if (!endpoints.empty()) record_.endpoints = std::move(endpoints);
   if (!operator_message.empty()) record_.message = std::move(operator_message);
-  client_->send_simple(status_,
-                       proto::HttpHeaders{{"Content-Type", "application/json"},
-                                          {"Cutline-Stop", stop_header},
-                                          {"Cutline-Request-Id", request_id_},
-                                          {"X-Request-Id", request_id_}},
-                       body);
+  client_->send_simple(status_, record_headers("application/json", stop_header, request_id_), body);
   done();
 }
 
@@ -287,27 +279,20 @@ void Passthrough::done() {
   if (record_.request_id.empty()) record_ = make_record();
   const proto::HttpRequest& req = client_->request();
   const std::string path(req.path());
-  if (AccessLog* log = host_.access_log()) {
-    AccessLogEntry e;
-    e.ts_unix_s = arrival_unix_s_;
-    e.request_id = request_id_;
-    e.stop = &record_;
-    e.method = req.method;
-    e.path = path;
-    e.tenant = tenant_;
-    e.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
-    e.status = status_;
-    e.bytes_in = bytes_in_;
-    e.bytes_out = bytes_out_;
-    log->write(e);
-  }
-  RequestOutcome o;
-  o.route = path == "/v1/models" ? "/v1/models" : "other";
-  o.tenant = tenant_;
-  o.policy = policy_name_;
-  o.code = status_;
-  o.stop = &record_;
-  host_.metrics().record(o);
+  ResponseEnd end;
+  end.stop = &record_;
+  end.status = status_;
+  end.ts_unix_s = arrival_unix_s_;
+  end.request_id = request_id_;
+  end.method = req.method;
+  end.path = path;
+  end.route = path == "/v1/models" ? "/v1/models" : "other";
+  end.tenant = tenant_;
+  end.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
+  end.policy = policy_name_;
+  end.bytes_in = bytes_in_;
+  end.bytes_out = bytes_out_;
+  record_response_end(host_, end);
   Worker* w = &worker_;
   const uint64_t id = id_;
   worker_.loop.post([w, id] { w->passthroughs.erase(id); });

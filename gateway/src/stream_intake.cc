@@ -4,11 +4,11 @@
 #include <chrono>
 
 #include "cutline/base/clock.h"
+#include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
@@ -75,20 +75,16 @@ bool Stream::authenticate() {
   phase_ = Phase::kAuthenticate;
   policy_ = host_.policy();
   if (!policy_->requires_auth()) return true;
-  std::string_view token;
-  if (auto h = client_->request().headers.get("Authorization")) {
-    std::string_view v = *h;
-    if (v.size() > 7 && proto::iequals(v.substr(0, 7), "Bearer ")) token = v.substr(7);
-  }
-  const policy::Tenant* tenant = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+  const BearerAuth auth = authenticate_bearer(*policy_, client_->request().headers);
+  const policy::Tenant* tenant = auth.tenant;
   if (!tenant) {
     Ending e;
     e.cause = Cause::kAdmissionRejected;
     e.rule = "tenants";
-    e.message = token.empty() ? "missing API key" : "invalid API key";
+    e.message = auth.key_sent ? "invalid API key" : "missing API key";
     e.error = make_error(
         ErrorKind::kUnauthorized,
-        token.empty() ? "missing bearer API key (Authorization: Bearer <key>)" : "invalid API key");
+        auth.key_sent ? "invalid API key" : "missing bearer API key (Authorization: Bearer <key>)");
     finish(std::move(e));
     return false;
   }

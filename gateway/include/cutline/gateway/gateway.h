@@ -122,15 +122,8 @@ class Gateway final : public StreamHost {
  private:
   Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> initial);
   void handle(std::shared_ptr<proto::ServerStream> stream);
-  // Answers a request that never becomes a Stream (the HTTP layer's own 400/413/431: cause
-  // invalid_request; requests during a drain: admission_rejected) with the one stop record every
-  // response carries (`cause`, `rule`), an access-log line and the metrics. Fills `headers` and
-  // `body` (OpenAI-style error with the record in error.cutline). Any worker thread.
-  void answer_without_stream(const proto::HttpRequest& request, const Error& error,
-                             proto::Cause cause, std::string rule, std::optional<double> limit,
-                             proto::HttpHeaders& headers, std::string& body);
   // The HTTP layer's own answer to a request it refused (on_protocol_error), with its stop
-  // record: answer_without_stream() with the cause and the limit that fired.
+  // record: answer_refused() (response_end.h) with the cause and the limit that fired.
   void answer_protocol_error(const policy::Limits& limits, const proto::HttpRequest& request,
                              const Error& error, proto::HttpHeaders& headers, std::string& body);
   void start_worker_clients(const policy::Policy& policy);
