@@ -1,8 +1,8 @@
 #pragma once
-// Fakes for running a request's phases (Stream, stream.h) without a process or a socket: a
-// StreamHost on a ManualClock with a policy from inline YAML and an access log in a temp file,
-// a client ServerStream that records what it is sent, an UpstreamCaller whose callbacks the test
-// calls, and a worker loop run on the test thread.
+// Fakes for running a request's phases (Stream, stream.h; Passthrough; ModelsList) without a
+// process or a socket: a StreamHost on a ManualClock with a policy from inline YAML and an access
+// log in a temp file, a client ServerStream that records what it is sent, an UpstreamCaller whose
+// callbacks the test calls, and a worker loop run on the test thread.
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cutline/gateway/passthrough.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
@@ -181,7 +182,21 @@ class PhaseTest : public ::testing::Test {
     worker_.upstream = std::move(upstream);
   }
   ~PhaseTest() override {
-    worker_.streams.clear();  // the streams' timers go before the loop
+    // What lives on the loop (the streams' timers) goes before it.
+    worker_.streams.clear();
+    worker_.passthroughs.clear();
+    worker_.model_lists.clear();
+  }
+
+  // A client's request as the HTTP server hands it over.
+  std::shared_ptr<FakeClient> client(std::string method, std::string target,
+                                     proto::HttpHeaders headers = {}, std::string body = {}) {
+    proto::HttpRequest req;
+    req.method = std::move(method);
+    req.target = std::move(target);
+    req.headers = std::move(headers);
+    req.body = std::move(body);
+    return std::make_shared<FakeClient>(loop_, std::move(req));
   }
 
   // A client request to `path` with a JSON body, started through the phases.
@@ -190,17 +205,12 @@ class PhaseTest : public ::testing::Test {
     std::shared_ptr<Stream> stream;
   };
   Started start(Route route, std::string body, proto::HttpHeaders headers = {}) {
-    proto::HttpRequest req;
-    req.method = "POST";
-    req.target = std::string(route_path(route));
-    req.headers = std::move(headers);
-    if (!req.headers.has("Content-Type")) req.headers.add("Content-Type", "application/json");
-    req.body = std::move(body);
-    auto client = std::make_shared<FakeClient>(loop_, std::move(req));
-    auto stream = std::make_shared<Stream>(host_, worker_, client, next_id_++, route);
+    if (!headers.has("Content-Type")) headers.add("Content-Type", "application/json");
+    auto c = client("POST", std::string(route_path(route)), std::move(headers), std::move(body));
+    auto stream = std::make_shared<Stream>(host_, worker_, c, next_id_++, route);
     worker_.streams.emplace(stream->id(), stream);
     stream->start();
-    return {client, stream};
+    return {c, stream};
   }
 
   // Runs the loop until `done` holds or `timeout_ms` of real time passed; then what it says.
