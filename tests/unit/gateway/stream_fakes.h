@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -34,6 +35,7 @@ class FakeHost final : public StreamHost {
     EXPECT_TRUE(r.ok()) << r.error_text();
     policy_ = r.policy;
     if (policy_) admission_.set_limits(*policy_);
+    std::filesystem::remove(log_path_);  // an earlier run of the same test (--gtest_repeat)
     auto log = AccessLog::open(log_path_);
     EXPECT_TRUE(log.ok());
     if (log.ok()) log_ = std::move(log).value();
