@@ -17,6 +17,8 @@ constexpr const char* kPolicy =
     "policies:\n"
     "  - name: budget\n    match: {headers: {x-policy: budget}}\n"
     "    budget: {max_output_tokens: 4}\n"
+    "  - name: ttft\n    match: {headers: {x-policy: ttft}}\n"
+    "    ttft_timeout: 30ms\n    on_cut: {mode: error}\n"
     "  - name: default\n    match: {}\n";
 
 // One chat.completion.chunk event with `delta` and `finish_reason` (JSON values).
@@ -169,6 +171,27 @@ TEST_F(StreamRelayPhases, AnUpstreamThatClosesMidStreamIsAnUpstreamDisconnect) {
   auto rec = proto::parse_stop_header(s.client->trailers().get("cutline-stop").value_or(""));
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->cause, Cause::kUpstreamDisconnect);
+  EXPECT_EQ(host_.log_lines().size(), 1u);
+}
+
+TEST_F(StreamRelayPhases, TheTtftTimerInErrorModeIsA504BeforeAnyByte) {
+  auto s = start(Route::kChatCompletions,
+                 R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true})",
+                 {{"Content-Type", "application/json"}, {"X-Policy", "ttft"}});
+  ASSERT_EQ(upstream_->calls.size(), 1u);
+  host_.clock_.advance_ms(35);  // what the record measures; the timer waits 30 ms of real time
+  ASSERT_TRUE(run_until([&] { return s.client->answered(); }));
+  EXPECT_EQ(s.client->status(), 504);
+  EXPECT_EQ(count_of(s.client->body(), "\"cutline\":{"), 1u) << s.client->body();
+  auto rec = proto::parse_stop_header(s.client->headers().get("Cutline-Stop").value_or(""));
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->cause, Cause::kGatewayTtftTimeout);
+  EXPECT_EQ(rec->rule, "policies[1].ttft_timeout");
+  EXPECT_EQ(rec->limit, 30.0);
+  EXPECT_EQ(rec->observed, 35.0);
+  // Ended once, its one log line written.
+  EXPECT_EQ(s.stream->phase(), Phase::kDone);
+  EXPECT_EQ(s.client->ends(), 1);
   EXPECT_EQ(host_.log_lines().size(), 1u);
 }
 
