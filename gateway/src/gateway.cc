@@ -8,19 +8,18 @@
 #include "cutline/base/clock.h"
 #include "cutline/gateway/admin.h"
 #include "cutline/gateway/async_redis_pool_store.h"
+#include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/listener_tls.h"
 #include "cutline/gateway/models_list.h"
 #include "cutline/gateway/passthrough.h"
-#include "cutline/gateway/request_id.h"
 #include "cutline/gateway/request_target.h"
+#include "cutline/gateway/response_end.h"
 #include "cutline/gateway/server_limits.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/upstream_target.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/policy/glob.h"
 #include "cutline/policy/loader.h"
 #include "cutline/proto/wire/openai_error.h"
-#include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 namespace {
@@ -170,7 +169,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> i
   for (int i = 0; i < workers_.size(); ++i) {
     per_loop_.push_back(std::make_unique<Worker>(workers_.loop(i)));
   }
-  apply_queue_limits(*initial);
+  admission_.set_limits(*initial);
 }
 
 Gateway::~Gateway() { stop(); }
@@ -215,10 +214,7 @@ Status Gateway::start() {
   // (with its stop record, from the authenticate phase) before it uploads its body.
   so.on_expect_continue = [this](const proto::HttpRequest& head) {
     const std::shared_ptr<const policy::Policy> p = this->policy();
-    if (!p->requires_auth()) return true;
-    const auto h = head.headers.get("Authorization");
-    if (!h || h->size() <= 7 || !proto::iequals(h->substr(0, 7), "Bearer ")) return false;
-    return policy::authenticate(*p, h->substr(7)) != nullptr;
+    return !p->requires_auth() || authenticate_bearer(*p, head.headers).tenant != nullptr;
   };
   // One server per listen[] entry, all on the same workers and handler. --port overrides the
   // first one's port only.
@@ -281,7 +277,7 @@ void Gateway::answer_protocol_error(const policy::Limits& limits, const proto::H
     cause = proto::Cause::kAdmissionRejected;
   }
   if (cause == proto::Cause::kInvalidRequest) metrics_.bad_request(to_string(e.kind));
-  answer_without_stream(req, e, cause, std::move(rule), limit, h, body);
+  answer_refused(*this, req, e, cause, std::move(rule), limit, h, body);
 }
 
 // One client per worker serves every upstream: it takes the longest connect timeout configured
@@ -296,6 +292,7 @@ void Gateway::start_worker_clients(const policy::Policy& policy) {
     co.connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 5000;
     Worker& w = *per_loop_[static_cast<size_t>(loop.index())];
     w.client = std::make_unique<proto::HttpClient>(loop, co);
+    w.upstream = std::make_unique<HttpUpstreamCaller>(*w.client);
     w.pools = make_pool_store(loop, policy.budget_store);
   });
 }
@@ -312,6 +309,7 @@ void Gateway::stop() {
     w.passthroughs.clear();
     w.model_lists.clear();
     w.pools.reset();  // unsettled Redis reservations are refunded by Redis when they expire
+    w.upstream.reset();
     w.client.reset();
   });
   workers_.stop();
@@ -345,48 +343,6 @@ void Gateway::cut_remaining(int64_t drain_timeout_ms, double drained_ms) {
     for (const auto& [id, stream] : w.streams) open.push_back(stream);
     for (const auto& stream : open) stream->cut_for_shutdown(drain_timeout_ms, drained_ms);
   });
-}
-
-void Gateway::answer_without_stream(const proto::HttpRequest& req, const Error& error,
-                                    proto::Cause cause, std::string rule,
-                                    std::optional<double> limit, proto::HttpHeaders& headers,
-                                    std::string& body) {
-  const std::string id = request_id_for(req.headers);
-  proto::StopRecord record;
-  record.cause = cause;
-  record.reporter = "gateway";
-  record.message = error.message;
-  record.request_id = id;
-  record.rule = std::move(rule);
-  record.limit = limit;
-  if (limit) record.unit = "bytes";
-  proto::ErrorBodyFields fields;
-  fields.cutline = &record;
-  body = proto::error_body(error, fields);
-  headers.add("Cutline-Stop", proto::stop_header_value(record));
-  headers.add("Cutline-Request-Id", id);
-  headers.add("X-Request-Id", id);
-  const int status = error.status();
-  const std::string path(req.path());
-  const bool openai = path == "/v1/chat/completions" || path == "/v1/completions" ||
-                      path == "/v1/responses" || path == "/v1/embeddings";
-  if (AccessLog* log = access_log()) {
-    AccessLogEntry e;
-    e.ts_unix_s = base::wall_time_s();
-    e.request_id = id;
-    e.method = req.method;
-    e.path = path;
-    e.status = status;
-    e.bytes_in = static_cast<int64_t>(req.body.size());
-    e.bytes_out = static_cast<int64_t>(body.size());
-    e.stop = &record;
-    log->write(e);
-  }
-  RequestOutcome o;
-  o.route = openai ? std::string_view(path) : std::string_view("other");
-  o.code = status;
-  o.stop = &record;
-  metrics_.record(o);
 }
 
 uint16_t Gateway::port() const { return servers_.empty() ? 0 : servers_.front()->port(); }
@@ -446,7 +402,7 @@ Status Gateway::reload() {
   }
   loaded_unix_s_ = base::wall_time_s();
   metrics_.set_bounds(bounds_of(*r.policy));
-  apply_queue_limits(*r.policy);
+  admission_.set_limits(*r.policy);
   std::fprintf(stderr, "cutline-gateway: policy reloaded from %s (generation %llu)\n",
                options_.config_path.c_str(),
                static_cast<unsigned long long>(holder_->generation()));
@@ -500,8 +456,8 @@ void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
     proto::HttpHeaders h{{"Content-Type", "application/json"}};
     std::string body;
     const Error e = make_error(ErrorKind::kExhausted, "the gateway is shutting down");
-    answer_without_stream(s->request(), e, proto::Cause::kAdmissionRejected, "shutdown",
-                          std::nullopt, h, body);
+    answer_refused(*this, s->request(), e, proto::Cause::kAdmissionRejected, "shutdown",
+                   std::nullopt, h, body);
     s->send_simple(e.status(), h, body);
     return;
   }
@@ -512,8 +468,8 @@ void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
     proto::HttpHeaders h{{"Content-Type", "application/json"}};
     std::string body;
     metrics_.bad_request(to_string(canonical.error().kind));
-    answer_without_stream(s->request(), canonical.error(), proto::Cause::kInvalidRequest,
-                          "request.target", std::nullopt, h, body);
+    answer_refused(*this, s->request(), canonical.error(), proto::Cause::kInvalidRequest,
+                   "request.target", std::nullopt, h, body);
     s->send_simple(canonical.error().status(), h, body);
     return;
   }

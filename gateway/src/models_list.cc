@@ -3,12 +3,13 @@
 #include <simdjson.h>
 
 #include "cutline/base/clock.h"
-#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/request_id.h"
+#include "cutline/gateway/response_end.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/upstream_target.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
 #include "cutline/policy/glob.h"
 #include "cutline/proto/net/event_loop.h"
@@ -55,14 +56,14 @@ void merge_model_list(const policy::Upstream& upstream, std::string_view body,
   }
 }
 
-ModelsList::ModelsList(Gateway& gateway, Worker& worker,
+ModelsList::ModelsList(StreamHost& host, Worker& worker,
                        std::shared_ptr<proto::ServerStream> client, uint64_t id)
-    : gw_(gateway), worker_(worker), client_(std::move(client)), id_(id) {}
+    : host_(host), worker_(worker), client_(std::move(client)), id_(id) {}
 
 void ModelsList::start() {
   arrival_unix_s_ = base::wall_time_s();
-  policy_ = gw_.policy();
-  generation_ = gw_.policy_generation();
+  policy_ = host_.policy();
+  generation_ = host_.policy_generation();
   const proto::HttpRequest& req = client_->request();
   request_id_ = request_id_for(req.headers);
   std::weak_ptr<ModelsList> weak = weak_from_this();
@@ -75,11 +76,7 @@ void ModelsList::start() {
     }
   });
   if (policy_->requires_auth()) {
-    std::string_view token;
-    if (auto h = req.headers.get("Authorization")) {
-      if (h->size() > 7 && proto::iequals(h->substr(0, 7), "Bearer ")) token = h->substr(7);
-    }
-    const policy::Tenant* t = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+    const policy::Tenant* t = authenticate_bearer(*policy_, req.headers).tenant;
     if (!t) {
       proto::StopRecord r;
       r.cause = proto::Cause::kAdmissionRejected;
@@ -95,7 +92,7 @@ void ModelsList::start() {
     tenant_ = t->name;
   }
   const ModelsCache& cache = worker_.models_cache;
-  const int64_t now = gw_.clock().now_ns();
+  const int64_t now = host_.clock().now_ns();
   if (cache.fetched_ns >= 0 && cache.policy_generation == generation_ &&
       now - cache.fetched_ns < kModelsCacheMs * 1'000'000) {
     answer(cache.models);
@@ -112,15 +109,16 @@ void ModelsList::fetch_all() {
     const policy::Upstream& u = policy_->upstreams[i];
     proto::ClientRequest up;
     up.method = "GET";
-    if (Status s = fill_upstream_target(u, gw_.upstream_tls(), up); !s.ok()) {
+    if (Status s = fill_upstream_target(u, host_.upstream_tls(), up); !s.ok()) {
       on_upstream_done(i, 0, "");
       continue;
     }
     // One endpoint of the pool (they serve the same models); none available: left out.
     std::string base_path = u.base_path;
-    if (Status s = pending_[i].attempts.pick(gw_.upstream_pools().get(), u, {}, {}, up, base_path);
+    if (Status s =
+            pending_[i].attempts.pick(host_.upstream_pools().get(), u, {}, {}, up, base_path);
         !s.ok()) {
-      gw_.metrics().upstream_error(u.name, "no_endpoint");
+      host_.metrics().upstream_error(u.name, "no_endpoint");
       on_upstream_done(i, 0, "");
       continue;
     }
@@ -162,8 +160,8 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
   cb.on_error = [weak, index](const proto::ClientError& error) {
     auto self = weak.lock();
     if (!self) return;
-    self->gw_.metrics().upstream_error(self->policy_->upstreams[index].name,
-                                       proto::to_string(error.kind));
+    self->host_.metrics().upstream_error(self->policy_->upstreams[index].name,
+                                         proto::to_string(error.kind));
     self->pending_[index].attempts.report_error(error.kind);
     if (error.kind != proto::ClientErrorKind::kParse &&
         self->retry_elsewhere(index, EndpointOutcome::kConnectFailure)) {
@@ -171,13 +169,13 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
     }
     self->on_upstream_done(index, 0, "");
   };
-  p.call = worker_.client->start(std::move(up), std::move(cb));
+  p.call = worker_.upstream->start(std::move(up), std::move(cb));
 }
 
 bool ModelsList::retry_elsewhere(size_t index, EndpointOutcome failure) {
   Pending& p = pending_[index];
   if (!p.retry_req || p.done || done_ ||
-      !p.attempts.retry(gw_.upstream_pools().get(), failure, *p.retry_req, kModelsPath)) {
+      !p.attempts.retry(host_.upstream_pools().get(), failure, *p.retry_req, kModelsPath)) {
     return false;
   }
   p.call.cancel();  // no callback of the failed exchange runs after this
@@ -206,8 +204,8 @@ void ModelsList::on_upstream_done(size_t index, int status, std::string body) {
     if (pending_[i].status != 200) {
       all_ok = false;
       if (pending_[i].status != 0) {  // transport errors and no endpoint: counted already
-        gw_.metrics().upstream_error(policy_->upstreams[i].name,
-                                     "status_" + std::to_string(pending_[i].status));
+        host_.metrics().upstream_error(policy_->upstreams[i].name,
+                                       "status_" + std::to_string(pending_[i].status));
       }
       continue;
     }
@@ -215,7 +213,7 @@ void ModelsList::on_upstream_done(size_t index, int status, std::string body) {
   }
   if (all_ok) {
     worker_.models_cache =
-        ModelsCache{generation_, gw_.clock().now_ns(), std::vector<ListedModel>(merged)};
+        ModelsCache{generation_, host_.clock().now_ns(), std::vector<ListedModel>(merged)};
   }
   answer(merged);
 }
@@ -260,34 +258,23 @@ void ModelsList::finish(int status, const std::string& body, proto::StopRecord r
   if (status != 499 && !client_->closed()) {
     // The client's copy leaves out the endpoints asked unless --upstream-error-detail.
     std::vector<std::string> endpoints;
-    if (!gw_.upstream_error_detail()) endpoints.swap(record.endpoints);
+    if (!host_.upstream_error_detail()) endpoints.swap(record.endpoints);
     const std::string stop_header = proto::stop_header_value(record);
     if (!endpoints.empty()) record.endpoints = std::move(endpoints);
-    client_->send_simple(status,
-                         proto::HttpHeaders{{"Content-Type", "application/json"},
-                                            {"Cutline-Stop", stop_header},
-                                            {"Cutline-Request-Id", request_id_},
-                                            {"X-Request-Id", request_id_}},
+    client_->send_simple(status, record_headers("application/json", stop_header, request_id_),
                          body);
   }
-  if (AccessLog* log = gw_.access_log()) {
-    AccessLogEntry e;
-    e.ts_unix_s = arrival_unix_s_;
-    e.request_id = request_id_;
-    e.method = "GET";
-    e.path = "/v1/models";
-    e.tenant = tenant_;
-    e.status = status;
-    e.bytes_out = static_cast<int64_t>(body.size());
-    e.stop = &record;
-    log->write(e);
-  }
-  RequestOutcome o;
-  o.route = "/v1/models";
-  o.tenant = tenant_;
-  o.code = status;
-  o.stop = &record;
-  gw_.metrics().record(o);
+  ResponseEnd end;
+  end.stop = &record;
+  end.status = status;
+  end.ts_unix_s = arrival_unix_s_;
+  end.request_id = request_id_;
+  end.method = "GET";
+  end.path = kModelsPath;
+  end.route = kModelsPath;
+  end.tenant = tenant_;
+  end.bytes_out = static_cast<int64_t>(body.size());
+  record_response_end(host_, end);
   Worker* w = &worker_;
   const uint64_t id = id_;
   worker_.loop.post([w, id] { w->model_lists.erase(id); });

@@ -3,11 +3,12 @@
 #include <simdjson.h>
 
 #include "cutline/base/clock.h"
-#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/request_id.h"
+#include "cutline/gateway/response_end.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/wire/openai_error.h"
@@ -37,22 +38,18 @@ std::string model_of(const proto::HttpRequest& req) {
 
 }  // namespace
 
-Passthrough::Passthrough(Gateway& gateway, Worker& worker,
+Passthrough::Passthrough(StreamHost& host, Worker& worker,
                          std::shared_ptr<proto::ServerStream> client, uint64_t id)
-    : gw_(gateway), worker_(worker), client_(std::move(client)), id_(id) {}
+    : host_(host), worker_(worker), client_(std::move(client)), id_(id) {}
 
 void Passthrough::start() {
   arrival_unix_s_ = base::wall_time_s();
-  policy_ = gw_.policy();
+  policy_ = host_.policy();
   proto::HttpRequest& req = client_->request();
   request_id_ = request_id_for(req.headers);
   bytes_in_ = static_cast<int64_t>(req.body.size());
   if (policy_->requires_auth()) {
-    std::string_view token;
-    if (auto h = req.headers.get("Authorization")) {
-      if (h->size() > 7 && proto::iequals(h->substr(0, 7), "Bearer ")) token = h->substr(7);
-    }
-    const policy::Tenant* t = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+    const policy::Tenant* t = authenticate_bearer(*policy_, req.headers).tenant;
     if (!t) {
       auth_failed_ = true;
       return respond_error(make_error(ErrorKind::kUnauthorized, "missing or invalid API key"));
@@ -87,16 +84,16 @@ void Passthrough::start() {
   if (!upstream_) upstream_ = &policy_->upstreams.front();
   proto::ClientRequest up;
   up.method = req.method;
-  if (Status s = fill_upstream_target(*upstream_, gw_.upstream_tls(), up); !s.ok()) {
+  if (Status s = fill_upstream_target(*upstream_, host_.upstream_tls(), up); !s.ok()) {
     return respond_error(s.error());
   }
   std::string base_path = upstream_->base_path;
-  if (Status s = attempts_.pick(gw_.upstream_pools().get(), *upstream_, model, {}, up, base_path);
+  if (Status s = attempts_.pick(host_.upstream_pools().get(), *upstream_, model, {}, up, base_path);
       !s.ok()) {
     // The pool's reason names its endpoints (addresses, DNS names): for operators only.
     Error e = s.error();
     std::string operator_message;
-    if (!gw_.upstream_error_detail()) {
+    if (!host_.upstream_error_detail()) {
       operator_message = e.message;
       e.message = "upstream \"" + upstream_->name + "\": no endpoint is available";
     }
@@ -140,7 +137,7 @@ void Passthrough::send_upstream(proto::ClientRequest up) {
   cb.on_body = [this](std::string_view d) { on_body(d); };
   cb.on_complete = [this](proto::HttpHeaders& t) { on_complete(t); };
   cb.on_error = [this](const proto::ClientError& e) { on_error(e); };
-  call_ = worker_.client->start(std::move(up), std::move(cb));
+  call_ = worker_.upstream->start(std::move(up), std::move(cb));
 }
 
 // Before anything went to the client, an exchange that failed where a retry is safe
@@ -153,7 +150,7 @@ bool Passthrough::retry_elsewhere(EndpointOutcome failure,
     return false;
   }
   const std::string target = client_->request().target;
-  if (!attempts_.retry(gw_.upstream_pools().get(), failure, *retry_req_, target)) return false;
+  if (!attempts_.retry(host_.upstream_pools().get(), failure, *retry_req_, target)) return false;
   call_.cancel();  // no callback of the failed exchange runs after this
   status_ = 0;
   proto::ClientRequest up = std::move(*retry_req_);
@@ -205,16 +202,16 @@ void Passthrough::on_complete(proto::HttpHeaders& trailers) {
 }
 
 void Passthrough::on_error(const proto::ClientError& error) {
-  gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
+  host_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
   attempts_.report_error(error.kind);
   if (error.kind != proto::ClientErrorKind::kParse &&
       retry_elsewhere(EndpointOutcome::kConnectFailure, error.kind)) {
     return;
   }
   upstream_failed_ = true;
-  error_message_ = upstream_error_text(upstream_->name, error, gw_.upstream_error_detail());
+  error_message_ = upstream_error_text(upstream_->name, error, host_.upstream_error_detail());
   if (client_->head_sent()) {
-    if (!gw_.upstream_error_detail()) {
+    if (!host_.upstream_error_detail()) {
       error_message_ = upstream_error_text(upstream_->name, error, true);
     }
     client_->reset();
@@ -224,8 +221,8 @@ void Passthrough::on_error(const proto::ClientError& error) {
   Error e = error.to_error();
   e.message = error_message_;
   respond_error(e, 0,
-                gw_.upstream_error_detail() ? std::string()
-                                            : upstream_error_text(upstream_->name, error, true));
+                host_.upstream_error_detail() ? std::string()
+                                              : upstream_error_text(upstream_->name, error, true));
 }
 
 void Passthrough::respond_error(const Error& error, int status, std::string operator_message) {
@@ -236,7 +233,7 @@ void Passthrough::respond_error(const Error& error, int status, std::string oper
   // detail of the gateway's own upstream errors) unless --upstream-error-detail; the access log
   // and the metrics get them (restored below).
   std::vector<std::string> endpoints;
-  if (!gw_.upstream_error_detail()) endpoints.swap(record_.endpoints);
+  if (!host_.upstream_error_detail()) endpoints.swap(record_.endpoints);
   proto::ErrorBodyFields fields;
   fields.cutline = &record_;
   const std::string body = proto::error_body(error, fields);
@@ -244,12 +241,7 @@ void Passthrough::respond_error(const Error& error, int status, std::string oper
   const std::string stop_header = proto::stop_header_value(record_);
   if (!endpoints.empty()) record_.endpoints = std::move(endpoints);
   if (!operator_message.empty()) record_.message = std::move(operator_message);
-  client_->send_simple(status_,
-                       proto::HttpHeaders{{"Content-Type", "application/json"},
-                                          {"Cutline-Stop", stop_header},
-                                          {"Cutline-Request-Id", request_id_},
-                                          {"X-Request-Id", request_id_}},
-                       body);
+  client_->send_simple(status_, record_headers("application/json", stop_header, request_id_), body);
   done();
 }
 
@@ -287,27 +279,20 @@ void Passthrough::done() {
   if (record_.request_id.empty()) record_ = make_record();
   const proto::HttpRequest& req = client_->request();
   const std::string path(req.path());
-  if (AccessLog* log = gw_.access_log()) {
-    AccessLogEntry e;
-    e.ts_unix_s = arrival_unix_s_;
-    e.request_id = request_id_;
-    e.stop = &record_;
-    e.method = req.method;
-    e.path = path;
-    e.tenant = tenant_;
-    e.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
-    e.status = status_;
-    e.bytes_in = bytes_in_;
-    e.bytes_out = bytes_out_;
-    log->write(e);
-  }
-  RequestOutcome o;
-  o.route = path == "/v1/models" ? "/v1/models" : "other";
-  o.tenant = tenant_;
-  o.policy = policy_name_;
-  o.code = status_;
-  o.stop = &record_;
-  gw_.metrics().record(o);
+  ResponseEnd end;
+  end.stop = &record_;
+  end.status = status_;
+  end.ts_unix_s = arrival_unix_s_;
+  end.request_id = request_id_;
+  end.method = req.method;
+  end.path = path;
+  end.route = path == "/v1/models" ? "/v1/models" : "other";
+  end.tenant = tenant_;
+  end.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
+  end.policy = policy_name_;
+  end.bytes_in = bytes_in_;
+  end.bytes_out = bytes_out_;
+  record_response_end(host_, end);
   Worker* w = &worker_;
   const uint64_t id = id_;
   worker_.loop.post([w, id] { w->passthroughs.erase(id); });

@@ -3,7 +3,7 @@
 // stream_intake.cc, the timers and finish in stream_end.cc.
 #include "cutline/gateway/stream.h"
 
-#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/proto/net/event_loop.h"
@@ -65,16 +65,17 @@ std::string_view to_string(Phase phase) {
   return "done";
 }
 
-Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client,
+Stream::Stream(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client,
                uint64_t id, Route route)
-    : gw_(gateway),
+    : host_(host),
+      clock_(host.clock()),
       worker_(worker),
       client_(std::move(client)),
       id_(id),
       route_(route),
       endpoint_(route == Route::kCompletions ? proto::Endpoint::kCompletions
                                              : proto::Endpoint::kChatCompletions),
-      hot_(gateway.clock().now_ns()),
+      hot_(clock_.now_ns()),
       deadline_timer_(worker.loop, [this] { on_deadline(); }),
       ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
       idle_timer_(worker.loop, [this] { on_idle_timeout(); }),
@@ -82,7 +83,7 @@ Stream::Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerSt
 
 Stream::~Stream() = default;
 
-int64_t Stream::now_ns() const { return gw_.clock().now_ns(); }
+int64_t Stream::now_ns() const { return clock_.now_ns(); }
 double Stream::elapsed_ms() const { return hot_.timing.elapsed_ms(now_ns()); }
 
 void Stream::start() {
@@ -100,7 +101,7 @@ void Stream::admit() {
   if (observe()) return admit_observed();
   const auto& a = decision_.admission;
   const policy::Arrival arrival = queue_->arrive(id_, tenant_, a.priority, a.queue_timeout_ms);
-  gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+  host_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   if (arrival == policy::Arrival::kRejectedQueueFull) {
     Ending e;
     e.cause = Cause::kAdmissionRejected;
@@ -116,7 +117,7 @@ void Stream::admit() {
   }
   if (arrival == policy::Arrival::kQueued) {
     queued_ = true;
-    gw_.register_waiter(id_, &worker_.loop, weak_from_this());
+    host_.admission().register_waiter(id_, &worker_.loop, weak_from_this());
     queue_timer_.arm(a.queue_timeout_ms);
     return;
   }
@@ -128,10 +129,10 @@ bool Stream::on_admitted() {
   if (phase_ != Phase::kAdmit) return false;
   if (queued_) {
     queued_ = false;
-    gw_.unregister_waiter(id_);
+    host_.admission().unregister_waiter(id_);
     queue_timer_.release();
     admitted_ = true;
-    gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+    host_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   }
   hot_.timing.on_admitted(now_ns());
   reserve_pools();  // then route (stream_budget.cc)
@@ -163,7 +164,7 @@ void Stream::route() {
   }
   proto::ClientRequest req;
   req.method = "POST";
-  if (Status s = fill_upstream_target(*upstream_, gw_.upstream_tls(), req); !s.ok()) {
+  if (Status s = fill_upstream_target(*upstream_, host_.upstream_tls(), req); !s.ok()) {
     return on_upstream_error(
         proto::ClientError{proto::ClientErrorKind::kConnectFailed, s.error().message});
   }
@@ -174,7 +175,7 @@ void Stream::route() {
     e.rule = "upstreams." + upstream_->name;
     e.error = s.error();
     // The pool's reason names its endpoints (addresses, DNS names): for operators only.
-    if (!gw_.upstream_error_detail()) {
+    if (!host_.upstream_error_detail()) {
       e.operator_message = e.error->message;
       e.error->message = "upstream \"" + upstream_->name + "\": no endpoint is available";
     }
@@ -223,7 +224,7 @@ void Stream::start_upstream(proto::ClientRequest req) {
   cb.prefetch = {proto::PrefetchSpan{&hot_, static_cast<uint32_t>(sizeof hot_)},
                  proto::PrefetchSpan{client_.get(), 64},
                  proto::PrefetchSpan{client_->send_path_hint(), 96}};
-  upstream_call_ = worker_.client->start(std::move(req), std::move(cb));
+  upstream_call_ = worker_.upstream->start(std::move(req), std::move(cb));
 }
 
 // The upstream request is built (and holds its own copy of the body for a retry): the client's
@@ -311,7 +312,8 @@ void Stream::on_upstream_complete() {
                                                : EndpointOutcome::kSuccess);
   if (hot_.upstream_status != 200) {
     hot_.relay.on_error_status(hot_.upstream_status, hot_.upstream_error_body);
-    gw_.metrics().upstream_error(upstream_->name, "status_" + std::to_string(hot_.upstream_status));
+    host_.metrics().upstream_error(upstream_->name,
+                                   "status_" + std::to_string(hot_.upstream_status));
   }
   if (route_ == Route::kEmbeddings && hot_.upstream_status == 200) {
     json_complete_ = true;
@@ -321,7 +323,7 @@ void Stream::on_upstream_complete() {
 }
 
 void Stream::on_upstream_error(const proto::ClientError& error) {
-  gw_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
+  host_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
   report_endpoint_failure(error.kind);
   if (error.kind != proto::ClientErrorKind::kParse &&
       retry_elsewhere(EndpointOutcome::kConnectFailure)) {
@@ -337,9 +339,9 @@ void Stream::on_upstream_error(const proto::ClientError& error) {
                 : Cause::kUpstreamError;
   e.rule = "upstreams." + upstream_->name;
   e.error = error.to_error();
-  e.error->message = upstream_error_text(upstream_->name, error, gw_.upstream_error_detail());
+  e.error->message = upstream_error_text(upstream_->name, error, host_.upstream_error_detail());
   e.message = e.error->message;
-  if (!gw_.upstream_error_detail())
+  if (!host_.upstream_error_detail())
     e.operator_message = upstream_error_text(upstream_->name, error, true);
   finish(std::move(e));
 }

@@ -8,7 +8,6 @@
 // path's whole contact with the pools is reserve_pools() here and grant_.settle() in finish.
 #include <algorithm>
 
-#include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/worker.h"
 

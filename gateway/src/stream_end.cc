@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/response_end.h"
 #include "cutline/gateway/stream.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/wire/openai_error.h"
@@ -98,7 +99,7 @@ void Stream::on_idle_timeout() {
 void Stream::on_queue_timeout() {
   if (!queued_ || !queue_->cancel(id_)) return;  // a slot is on its way (posted)
   queued_ = false;
-  gw_.unregister_waiter(id_);
+  host_.admission().unregister_waiter(id_);
   const auto& a = decision_.admission;
   Ending e;
   e.cause = Cause::kAdmissionRejected;
@@ -197,20 +198,20 @@ void Stream::release_admission() {
   if (queued_) {
     queued_ = false;
     queue_->cancel(id_);
-    gw_.unregister_waiter(id_);
+    host_.admission().unregister_waiter(id_);
   }
   if (admitted_) {
     admitted_ = false;
     std::vector<policy::Dequeued> next;
     if (auto d = queue_->release()) next.push_back(*d);
-    gw_.dispatch_admitted(*queue_, std::move(next));
+    host_.admission().dispatch_admitted(*queue_, std::move(next));
   }
   if (observe_counted_) {
     observe_counted_ = false;
     queue_->observe_release();
   }
   if (queue_) {
-    gw_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
+    host_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   }
 }
 
@@ -248,7 +249,7 @@ void Stream::finish(Ending e) {
   // pool tried, the detail of the gateway's own upstream errors) unless --upstream-error-detail;
   // the access log and the metrics get them (restored below, once the client's bytes are made).
   std::vector<std::string> endpoints;
-  if (!gw_.upstream_error_detail()) endpoints.swap(record.endpoints);
+  if (!host_.upstream_error_detail()) endpoints.swap(record.endpoints);
 
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
@@ -318,21 +319,16 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
     case LastBytes::Kind::kNone:
       break;
     case LastBytes::Kind::kError: {
-      proto::HttpHeaders h{{"Content-Type", "application/json"},
-                           {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_},
-                           {"X-Request-Id", request_id_}};
+      proto::HttpHeaders h = record_headers("application/json", stop_header, request_id_);
       if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
       client_->send_simple(last.status, h, last.error_body);
       break;
     }
     case LastBytes::Kind::kUpstreamError: {
-      proto::HttpHeaders h{
-          {"Content-Type",
-           upstream_error_type_.empty() ? std::string("application/json") : upstream_error_type_},
-          {"Cutline-Stop", stop_header},
-          {"Cutline-Request-Id", request_id_},
-          {"X-Request-Id", request_id_}};
+      proto::HttpHeaders h =
+          record_headers(upstream_error_type_.empty() ? std::string_view("application/json")
+                                                      : std::string_view(upstream_error_type_),
+                         stop_header, request_id_);
       if (!upstream_retry_after_.empty()) h.add("Retry-After", upstream_retry_after_);
       client_->send_simple(last.status, h, hot_.upstream_error_body);
       break;
@@ -343,11 +339,8 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
       client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
       break;
     case LastBytes::Kind::kBody: {
-      proto::HttpHeaders h{{"Content-Type", "application/json"},
-                           {"Cutline-Stop", stop_header},
-                           {"Cutline-Request-Id", request_id_},
-                           {"X-Request-Id", request_id_}};
-      client_->send_simple(200, h, last.out);
+      client_->send_simple(200, record_headers("application/json", stop_header, request_id_),
+                           last.out);
       break;
     }
   }
@@ -356,33 +349,25 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
 // The access-log line and the metrics of a finished stream (once, from finish, before the
 // client's last bytes go out).
 void Stream::record_outcome(const proto::StopRecord& record, int status) {
-  if (AccessLog* log = gw_.access_log()) {
-    AccessLogEntry entry;
-    entry.ts_unix_s = arrival_unix_s_;
-    entry.request_id = request_id_;
-    entry.method = client_->request().method;
-    entry.path = client_->request().path();
-    entry.tenant = tenant_;
-    entry.model = model_;
-    entry.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
-    entry.status = status;
-    entry.bytes_in = hot_.bytes_in;
-    entry.bytes_out = hot_.bytes_out;
-    entry.stream = client_stream_;
-    entry.stop = &record;
-    log->write(entry);
-  }
-  RequestOutcome outcome;
-  outcome.route = route_path(route_);
-  outcome.model = model_;
-  outcome.tenant = tenant_;
-  outcome.policy = decision_.policy_name;
-  outcome.code = status;
-  outcome.stop = &record;
-  outcome.itl = &hot_.timing.itl();
-  outcome.clamp_rule = clamp_rule_;
-  gw_.metrics().record(outcome);
-  gw_.metrics().stream_closed();
+  ResponseEnd end;
+  end.stop = &record;
+  end.status = status;
+  end.ts_unix_s = arrival_unix_s_;
+  end.request_id = request_id_;
+  end.method = client_->request().method;
+  end.path = client_->request().path();
+  end.route = route_path(route_);
+  end.tenant = tenant_;
+  end.model = model_;
+  end.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
+  end.policy = decision_.policy_name;
+  end.bytes_in = hot_.bytes_in;
+  end.bytes_out = hot_.bytes_out;
+  end.stream = client_stream_;
+  end.itl = &hot_.timing.itl();
+  end.clamp_rule = clamp_rule_;
+  record_response_end(host_, end);
+  host_.metrics().stream_closed();
 }
 
 void Stream::describe(base::JsonWriter& w, int64_t now) const {

@@ -5,8 +5,10 @@
 // began, attempts_.report() at the end.
 #include <string_view>
 
-#include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
+#include "cutline/gateway/stream_host.h"
+#include "cutline/gateway/worker.h"
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 
@@ -29,14 +31,14 @@ std::string_view affinity_source(std::string_view body) {
 Status Stream::pick_endpoint(proto::ClientRequest& req, std::string& base_path) {
   const std::string_view prompt =
       upstream_->prefix_affinity ? affinity_source(body_) : std::string_view();
-  return attempts_.pick(gw_.upstream_pools().get(), *upstream_, model_, prompt, req, base_path);
+  return attempts_.pick(host_.upstream_pools().get(), *upstream_, model_, prompt, req, base_path);
 }
 
 bool Stream::retry_elsewhere(EndpointOutcome failure) {
   if (!retry_req_ || phase_ != Phase::kRoute || client_->head_sent() || hot_.bytes_out > 0) {
     return false;
   }
-  if (!attempts_.retry(gw_.upstream_pools().get(), failure, *retry_req_, route_path(route_))) {
+  if (!attempts_.retry(host_.upstream_pools().get(), failure, *retry_req_, route_path(route_))) {
     return false;
   }
   // Forget the failed exchange (no callback of it runs after cancel) and what it sent.

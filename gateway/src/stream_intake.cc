@@ -4,11 +4,11 @@
 #include <chrono>
 
 #include "cutline/base/clock.h"
-#include "cutline/gateway/gateway.h"
+#include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/stream.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
-#include "cutline/policy/api_key.h"
 #include "cutline/proto/wire/openai_error.h"
 
 namespace cutline::gateway {
@@ -65,7 +65,7 @@ void Stream::accept() {
   client_->on_writable([weak] {
     if (auto self = weak.lock()) self->on_client_writable();
   });
-  gw_.metrics().stream_opened();
+  host_.metrics().stream_opened();
 }
 
 // authenticate: with tenants configured, a Bearer key must hash to one of them (constant-time
@@ -73,22 +73,18 @@ void Stream::accept() {
 // tenant "".
 bool Stream::authenticate() {
   phase_ = Phase::kAuthenticate;
-  policy_ = gw_.policy();
+  policy_ = host_.policy();
   if (!policy_->requires_auth()) return true;
-  std::string_view token;
-  if (auto h = client_->request().headers.get("Authorization")) {
-    std::string_view v = *h;
-    if (v.size() > 7 && proto::iequals(v.substr(0, 7), "Bearer ")) token = v.substr(7);
-  }
-  const policy::Tenant* tenant = token.empty() ? nullptr : policy::authenticate(*policy_, token);
+  const BearerAuth auth = authenticate_bearer(*policy_, client_->request().headers);
+  const policy::Tenant* tenant = auth.tenant;
   if (!tenant) {
     Ending e;
     e.cause = Cause::kAdmissionRejected;
     e.rule = "tenants";
-    e.message = token.empty() ? "missing API key" : "invalid API key";
+    e.message = auth.key_sent ? "invalid API key" : "missing API key";
     e.error = make_error(
         ErrorKind::kUnauthorized,
-        token.empty() ? "missing bearer API key (Authorization: Bearer <key>)" : "invalid API key");
+        auth.key_sent ? "invalid API key" : "missing bearer API key (Authorization: Bearer <key>)");
     finish(std::move(e));
     return false;
   }
@@ -106,7 +102,7 @@ Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param,
   e.error = make_error(kind, std::move(message));
   e.param = std::move(param);
   e.status = status;
-  gw_.metrics().bad_request(to_string(kind));
+  host_.metrics().bad_request(to_string(kind));
   return e;
 }
 
@@ -194,7 +190,7 @@ bool Stream::decide() {
   policy::LiveState live;
   if (auto idx = policy::match_rule(*policy_, facts)) {
     const policy::Rule& rule = policy_->rules[*idx];
-    queue_ = &gw_.queue_for(policy_->admission_groups[rule.admission.group_index]);
+    queue_ = &host_.admission().queue_for(policy_->admission_groups[rule.admission.group_index]);
     live = queue_->live();
   }
   decision_ = policy::decide(*policy_, facts, live);

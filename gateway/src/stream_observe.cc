@@ -16,7 +16,6 @@
 
 #include <algorithm>
 
-#include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 
 namespace cutline::gateway {

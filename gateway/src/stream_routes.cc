@@ -6,7 +6,6 @@
 
 #include <charconv>
 
-#include "cutline/gateway/gateway.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/proto/wire/openai_error.h"

@@ -1,8 +1,8 @@
 #pragma once
 // Gateway: the cutline-gateway process's object graph. Owns the worker loops, the client-facing
 // HttpServer (OpenAI routes go through Stream's phases, every other path is passed through
-// unchanged), the admin listener (admin.h), the policy in force (PolicyHolder), one admission
-// queue per admission group, the token pools, the metrics and the access log.
+// unchanged), the admin listener (admin.h), the policy in force (PolicyHolder), the admission
+// queues and their waiters (AdmissionDispatch), the token pools, the metrics and the access log.
 //
 // Who calls what: main() (or a test) calls create(), start(), reload() on SIGHUP / file change,
 // and stop(), all from one controlling thread. Streams call the accessors from worker threads;
@@ -19,7 +19,9 @@
 
 #include "cutline/base/clock.h"
 #include "cutline/gateway/access_log.h"
+#include "cutline/gateway/admission_dispatch.h"
 #include "cutline/gateway/metrics.h"
+#include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/supervisor.h"
 #include "cutline/gateway/upstream_pools.h"
 #include "cutline/gateway/upstream_target.h"
@@ -48,7 +50,7 @@ struct GatewayOptions {
   bool upstream_error_detail = false;
 };
 
-class Gateway {
+class Gateway final : public StreamHost {
  public:
   // Loads the policy file; errors name every problem (file:line:column).
   static Result<std::unique_ptr<Gateway>> create(GatewayOptions options);
@@ -85,10 +87,10 @@ class Gateway {
   // and counted.
   Status reload();
 
-  // ---- for streams and the admin listener (thread-safe) ------------------------------------
-  const base::Clock& clock() const { return clock_; }
-  GatewayMetrics& metrics() { return metrics_; }
-  AccessLog* access_log() { return access_log_.get(); }
+  // ---- for streams (StreamHost) and the admin listener (thread-safe) ------------------------
+  const base::Clock& clock() const override { return clock_; }
+  GatewayMetrics& metrics() override { return metrics_; }
+  AccessLog* access_log() override { return access_log_.get(); }
   // Reopens the access log file at its path (SIGUSR1, after logrotate renamed it).
   Status reopen_logs() { return access_log_ ? access_log_->reopen() : Status{}; }
   // Failed calls of the workers' budget stores (Redis), for cutline_budget_store_errors_total.
@@ -97,25 +99,20 @@ class Gateway {
   // Tokens the running requests hold from the token pools, over every worker's store.
   int64_t pool_held_tokens() const;
   // Client TLS contexts of the https:// upstreams of every policy in use (fill_upstream_target).
-  const UpstreamTlsCache& upstream_tls() const { return upstream_tls_; }
+  const UpstreamTlsCache& upstream_tls() const override { return upstream_tls_; }
   // The endpoint pools of the policy in force (upstream_pools.h); null before start().
-  std::shared_ptr<UpstreamPools> upstream_pools() const;
-  std::shared_ptr<const policy::Policy> policy() const { return holder_->snapshot(); }
-  bool upstream_error_detail() const { return options_.upstream_error_detail; }
-  uint64_t policy_generation() const { return holder_->generation(); }
+  std::shared_ptr<UpstreamPools> upstream_pools() const override;
+  std::shared_ptr<const policy::Policy> policy() const override { return holder_->snapshot(); }
+  bool upstream_error_detail() const override { return options_.upstream_error_detail; }
+  uint64_t policy_generation() const override { return holder_->generation(); }
   double policy_loaded_unix_s() const { return loaded_unix_s_.load(); }
   // The fields of the policy file in force that differ from what the gateway started with and
   // that a reload cannot apply (listen[], admin, upstreams[i].spawn, access_log): they wait for
   // a restart. "listen", "admin", "upstreams.NAME.spawn", "access_log"; empty when none.
   // Each reload that leaves one pending logs it; /v1/cutline/policy lists them. Any thread.
   std::vector<std::string> restart_required() const;
-  policy::AdmissionQueue& queue_for(const policy::AdmissionGroup& group);
-  // Hands freed admission slots to their waiters (on the waiters' loops); a waiter that is gone
-  // gives its slot back and the next one is served.
-  void dispatch_admitted(policy::AdmissionQueue& queue, std::vector<policy::Dequeued> admitted);
-  // Registers / unregisters a queued stream so a slot freed on any worker can find it.
-  void register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<Stream> stream);
-  void unregister_waiter(uint64_t id);
+  // The admission queues of every admission group and their waiters (admission_dispatch.h).
+  AdmissionDispatch& admission() override { return admission_; }
   proto::WorkerThreads& workers() { return workers_; }
   Worker& worker(int index) { return *per_loop_[static_cast<size_t>(index)]; }
   uint64_t next_stream_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
@@ -125,21 +122,13 @@ class Gateway {
  private:
   Gateway(GatewayOptions options, std::shared_ptr<const policy::Policy> initial);
   void handle(std::shared_ptr<proto::ServerStream> stream);
-  // Answers a request that never becomes a Stream (the HTTP layer's own 400/413/431: cause
-  // invalid_request; requests during a drain: admission_rejected) with the one stop record every
-  // response carries (`cause`, `rule`), an access-log line and the metrics. Fills `headers` and
-  // `body` (OpenAI-style error with the record in error.cutline). Any worker thread.
-  void answer_without_stream(const proto::HttpRequest& request, const Error& error,
-                             proto::Cause cause, std::string rule, std::optional<double> limit,
-                             proto::HttpHeaders& headers, std::string& body);
   // The HTTP layer's own answer to a request it refused (on_protocol_error), with its stop
-  // record: answer_without_stream() with the cause and the limit that fired.
+  // record: answer_refused() (response_end.h) with the cause and the limit that fired.
   void answer_protocol_error(const policy::Limits& limits, const proto::HttpRequest& request,
                              const Error& error, proto::HttpHeaders& headers, std::string& body);
   void start_worker_clients(const policy::Policy& policy);
   // Keeps (and logs) what a reloaded policy changes that only a restart applies.
   void note_restart_required(const policy::Policy& next);
-  void apply_queue_limits(const policy::Policy& policy);
 
   GatewayOptions options_;
   base::MonotonicClock clock_;
@@ -170,15 +159,7 @@ class Gateway {
   std::vector<bool> listener_tls_;  // by listen[] index: that listener was started with TLS
   std::atomic<uint64_t> next_id_{1};
 
-  std::mutex queues_mu_;
-  std::map<std::string, std::unique_ptr<policy::AdmissionQueue>> queues_;  // by group name
-
-  struct Waiter {
-    proto::EventLoop* loop;
-    std::weak_ptr<Stream> stream;
-  };
-  std::mutex waiters_mu_;
-  std::map<uint64_t, Waiter> waiters_;
+  AdmissionDispatch admission_{clock_};
   // Written by start()/stop() on the controlling thread, read on worker loops (the probing
   // task that swap_upstream_pools() posts to worker 0): atomic.
   std::atomic<bool> started_{false};

@@ -25,7 +25,7 @@
 
 namespace cutline::gateway {
 
-class Gateway;
+class StreamHost;
 struct Worker;
 
 inline constexpr int64_t kModelsCacheMs = 5000;
@@ -50,7 +50,7 @@ void merge_model_list(const policy::Upstream& upstream, std::string_view body,
 
 class ModelsList : public std::enable_shared_from_this<ModelsList> {
  public:
-  ModelsList(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client,
+  ModelsList(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client,
              uint64_t id);
   void start();
 
@@ -62,7 +62,7 @@ class ModelsList : public std::enable_shared_from_this<ModelsList> {
   void answer(const std::vector<ListedModel>& models);
   void finish(int status, const std::string& body, proto::StopRecord record);
 
-  Gateway& gw_;
+  StreamHost& host_;
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
   const uint64_t id_;

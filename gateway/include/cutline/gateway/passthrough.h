@@ -29,12 +29,12 @@
 
 namespace cutline::gateway {
 
-class Gateway;
+class StreamHost;
 struct Worker;
 
 class Passthrough : public std::enable_shared_from_this<Passthrough> {
  public:
-  Passthrough(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client,
+  Passthrough(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client,
               uint64_t id);
   void start();
 
@@ -52,7 +52,7 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   proto::StopRecord make_record() const;
   void done();
 
-  Gateway& gw_;
+  StreamHost& host_;
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
   const uint64_t id_;

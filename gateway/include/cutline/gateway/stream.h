@@ -10,6 +10,11 @@
 // bytes, writes the stop record, cancels the upstream, releases the admission slot, settles the
 // token reservation, and emits the access-log line and the metrics.
 //
+// Collaborators: the StreamHost (stream_host.h: clock, metrics, access log, policy, upstream
+// pools, admission queues; the Gateway in production, fakes in the phase tests) and the Worker of
+// its loop (parsers, token-pool store, upstream caller). Neither is called through an interface
+// per token: the relay reads the clock it took at construction.
+//
 // Threading: everything runs on the stream's worker loop. The admission queue may hand this
 // stream a slot from another worker's thread; that arrives through loop().post() as
 // on_admitted().
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "cutline/base/json_writer.h"
+#include "cutline/gateway/admission_dispatch.h"
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/endpoint_pool.h"
 #include "cutline/gateway/relay.h"
@@ -40,7 +46,7 @@
 
 namespace cutline::gateway {
 
-class Gateway;
+class StreamHost;
 struct Worker;
 
 enum class Phase : uint8_t {
@@ -86,9 +92,9 @@ struct Ending {
   bool upstream_error_body = false;
 };
 
-class Stream : public std::enable_shared_from_this<Stream> {
+class Stream final : public std::enable_shared_from_this<Stream>, public AdmissionWaiter {
  public:
-  Stream(Gateway& gateway, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
+  Stream(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client, uint64_t id,
          Route route);
   ~Stream();
 
@@ -96,7 +102,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void start();
   // The admission queue gave this stream a slot (posted onto its loop). Returns false when the
   // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
-  bool on_admitted();
+  bool on_admitted() override;
 
   // The gateway is shutting down and its drain timeout has passed: ends the stream now with
   // cause gateway_deadline, rule "shutdown.drain_timeout", limit = the drain timeout, observed =
@@ -178,7 +184,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   double elapsed_ms() const;
   Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
 
-  Gateway& gw_;
+  StreamHost& host_;
+  const base::Clock& clock_;  // host_.clock(), read per chunk without a virtual call
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
   const uint64_t id_;
@@ -204,7 +211,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Policy snapshot taken at decide and held for the stream's life (decision_ points into it).
   std::shared_ptr<const policy::Policy> policy_;
   policy::Decision decision_;
-  policy::AdmissionQueue* queue_ = nullptr;  // the rule's admission group (owned by Gateway)
+  policy::AdmissionQueue* queue_ = nullptr;  // the rule's admission group (AdmissionDispatch's)
   bool queued_ = false;                      // waiting in queue_
   bool admitted_ = false;                    // holds a slot of queue_
   // The rule's token pools (stream_budget.cc): reserved after the admission slot, one pool at a

@@ -2,6 +2,7 @@
 // Worker: the gateway's per-event-loop state. Every stream lives on the loop that accepted its
 // connection and uses that loop's HttpClient (keep-alive pools to the upstreams) and
 // RequestParser and ChunkParser (reused simdjson buffers). Touched on its loop's thread only.
+// The phase tests build one on a loop of their own with a scripted UpstreamCaller and no client.
 
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/models_list.h"
+#include "cutline/gateway/upstream_caller.h"
 #include "cutline/proto/http/http_client.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/wire/openai_chunk.h"
@@ -25,6 +27,9 @@ struct Worker {
 
   proto::EventLoop& loop;
   std::unique_ptr<proto::HttpClient> client;  // created on the loop thread at start
+  // How streams, passthroughs and /v1/models send their upstream requests: `client`'s
+  // HttpUpstreamCaller, created with it.
+  std::unique_ptr<UpstreamCaller> upstream;
   // The token pools as this loop sees them (budget_store: memory or Redis), created at start.
   std::unique_ptr<AsyncPoolStore> pools;
   proto::RequestParser parser;

@@ -1,12 +1,12 @@
-// Gateway's admission queues: one per admission group, shared by every worker, kept across
-// reloads (a reload changes their limits). A slot freed on any worker is handed to its waiter
-// on the waiter's own loop.
-#include "cutline/gateway/gateway.h"
-#include "cutline/gateway/stream.h"
+// AdmissionDispatch (admission_dispatch.h): the admission queues and the hand-over of a freed
+// slot to its waiter on the waiter's own loop.
+#include "cutline/gateway/admission_dispatch.h"
+
+#include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
 
-void Gateway::apply_queue_limits(const policy::Policy& p) {
+void AdmissionDispatch::set_limits(const policy::Policy& p) {
   std::vector<std::pair<policy::AdmissionQueue*, std::vector<policy::Dequeued>>> admitted;
   {
     std::lock_guard lock(queues_mu_);
@@ -24,7 +24,7 @@ void Gateway::apply_queue_limits(const policy::Policy& p) {
   for (auto& [q, list] : admitted) dispatch_admitted(*q, std::move(list));
 }
 
-policy::AdmissionQueue& Gateway::queue_for(const policy::AdmissionGroup& group) {
+policy::AdmissionQueue& AdmissionDispatch::queue_for(const policy::AdmissionGroup& group) {
   std::lock_guard lock(queues_mu_);
   auto it = queues_.find(group.name);
   if (it == queues_.end()) {
@@ -36,18 +36,19 @@ policy::AdmissionQueue& Gateway::queue_for(const policy::AdmissionGroup& group) 
   return *it->second;
 }
 
-void Gateway::register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<Stream> stream) {
+void AdmissionDispatch::register_waiter(uint64_t id, proto::EventLoop* loop,
+                                        std::weak_ptr<AdmissionWaiter> waiter) {
   std::lock_guard lock(waiters_mu_);
-  waiters_[id] = Waiter{loop, std::move(stream)};
+  waiters_[id] = Waiter{loop, std::move(waiter)};
 }
 
-void Gateway::unregister_waiter(uint64_t id) {
+void AdmissionDispatch::unregister_waiter(uint64_t id) {
   std::lock_guard lock(waiters_mu_);
   waiters_.erase(id);
 }
 
-void Gateway::dispatch_admitted(policy::AdmissionQueue& queue,
-                                std::vector<policy::Dequeued> admitted) {
+void AdmissionDispatch::dispatch_admitted(policy::AdmissionQueue& queue,
+                                          std::vector<policy::Dequeued> admitted) {
   for (const policy::Dequeued& d : admitted) {
     Waiter w{};
     {
@@ -65,8 +66,8 @@ void Gateway::dispatch_admitted(policy::AdmissionQueue& queue,
       give_back();
       continue;
     }
-    w.loop->post([stream = w.stream, give_back] {
-      auto s = stream.lock();
+    w.loop->post([waiter = w.waiter, give_back] {
+      auto s = waiter.lock();
       if (!s || !s->on_admitted()) give_back();
     });
   }

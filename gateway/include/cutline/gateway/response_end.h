@@ -1,0 +1,64 @@
+#pragma once
+// How every response the gateway gives ends, whichever path produced it (a Stream's finish,
+// Passthrough, /v1/models, or an answer before any of them began: the HTTP layer's own 4xx, a
+// request target that does not parse, a request during a drain): its one stop record goes to the
+// client (body and Cutline-Stop header, or trailer), to the access log and to the metrics, once.
+//
+//   record_headers()       the headers of an answer that carries the record in Cutline-Stop;
+//   record_response_end()  the access-log line and the metrics, before the last bytes go out
+//                          (a client that reads /metrics or the log right after its answer finds
+//                          its request counted);
+//   answer_refused()       the whole answer of a request refused before it became a Stream.
+//
+// Threading: any worker thread (the host's metrics and access log are thread-safe).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cutline/base/result.h"
+#include "cutline/gateway/metrics.h"
+#include "cutline/proto/http1/http_message.h"
+#include "cutline/proto/wire/stop_record.h"
+
+namespace cutline::gateway {
+
+class StreamHost;
+
+// The facts an ended response is logged and counted with, beside its stop record.
+struct ResponseEnd {
+  const proto::StopRecord* stop = nullptr;  // the response's one record
+  int status = 0;                           // what the client was answered (499: it left first)
+  double ts_unix_s = 0;                     // wall-clock arrival
+  std::string_view request_id;
+  std::string_view method;
+  std::string_view path;
+  std::string_view route;  // the metrics' route: an OpenAI route, "/v1/models" or "other"
+  std::string_view tenant;
+  std::string_view model;
+  std::string_view upstream;
+  std::string_view policy;
+  int64_t bytes_in = 0;
+  int64_t bytes_out = 0;
+  bool stream = false;
+  const ItlBuckets* itl = nullptr;
+  std::string_view clamp_rule;
+};
+
+// Content-Type, the record (Cutline-Stop: proto::stop_header_value) and the request id under both
+// of its names, in that order.
+proto::HttpHeaders record_headers(std::string_view content_type, std::string_view stop_header,
+                                  std::string_view request_id);
+
+// One access-log line (when the policy keeps a log) and the metrics of `end`.
+void record_response_end(StreamHost& host, const ResponseEnd& end);
+
+// A request answered before it became a Stream, Passthrough or ModelsList: an OpenAI-style error
+// body with the record in error.cutline (`cause`, `rule`, `limit` in bytes when given), the
+// record and request-id headers added to `headers`, and the end recorded.
+void answer_refused(StreamHost& host, const proto::HttpRequest& request, const Error& error,
+                    proto::Cause cause, std::string rule, std::optional<double> limit,
+                    proto::HttpHeaders& headers, std::string& body);
+
+}  // namespace cutline::gateway
