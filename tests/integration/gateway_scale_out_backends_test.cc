@@ -256,14 +256,17 @@ TEST_F(GatewayScaleOutBackends, ConcurrentStreamsSpreadByRequestsInFlight) {
   // Six streams held open at once (each client reads its first token, then nothing until all
   // six started), alternately through each replica. least_request compares two endpoints by
   // requests in flight, so a replica's second stream never joins its first one's endpoint, and
-  // no endpoint takes more than two of a replica's three.
+  // no endpoint takes more than two of a replica's three. The fake answers as long a stream as
+  // the backends (its script; the backends ignore the header), or its five tokens would be sent
+  // before the next stream starts.
   std::vector<std::unique_ptr<RawClient>> streams;
   for (int i = 0; i < 6; ++i) {
     GatewayEnv& g = i % 2 ? b_ : a_;
     streams.push_back(std::make_unique<RawClient>(g.port));
     ASSERT_TRUE(streams.back()->connected());
     streams.back()->post("/v1/chat/completions",
-                         chat_body("model-a", "stream " + std::to_string(i), true, 1000));
+                         chat_body("model-a", "stream " + std::to_string(i), true, 1000),
+                         "X-Fake-Script: tokens=1000,interval_ms=2\r\n");
     ASSERT_NE(streams.back()->read_until("\"content\":\"", 20000).find("\"content\":\""),
               std::string::npos);
   }
