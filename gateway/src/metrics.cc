@@ -265,8 +265,19 @@ void GatewayMetrics::record(const RequestOutcome& o) {
     }
   }
   request->Increment();
-  if (!o.clamp_rule.empty())
-    budget_clamped_->Add({{"rule", std::string(o.clamp_rule)}}).Increment();
+  if (!o.clamp_rule.empty()) {
+    prometheus::Counter* clamped = nullptr;
+    {
+      std::lock_guard lock(series_mu_);
+      key.assign(o.clamp_rule);
+      auto it = clamped_series_.find(key);
+      if (it == clamped_series_.end()) {
+        it = clamped_series_.emplace(key, &budget_clamped_->Add({{"rule", key}})).first;
+      }
+      clamped = it->second;
+    }
+    clamped->Increment();
+  }
   if (!o.stop) return;
   const proto::StopRecord& s = *o.stop;
   stop.stops->Increment();
@@ -294,7 +305,17 @@ void GatewayMetrics::record(const RequestOutcome& o) {
 }
 
 void GatewayMetrics::set_queue_depth(std::string_view policy, double depth) {
-  queue_depth_->Add({{"policy", policy_label(policy)}}).Set(depth);
+  const std::string label = policy_label(policy);
+  prometheus::Gauge* gauge = nullptr;
+  {
+    std::lock_guard lock(series_mu_);
+    auto it = queue_depth_series_.find(label);
+    if (it == queue_depth_series_.end()) {
+      it = queue_depth_series_.emplace(label, &queue_depth_->Add({{"policy", label}})).first;
+    }
+    gauge = it->second;
+  }
+  gauge->Set(depth);
 }
 
 void GatewayMetrics::upstream_error(std::string_view upstream, std::string_view kind) {

@@ -114,11 +114,7 @@ void merge_choice(const dom::object& co, AssembledChoice& out) {
 
 }  // namespace
 
-struct CompletionAssembler::Parser {
-  dom::parser parser;
-};
-
-CompletionAssembler::CompletionAssembler() : parser_(std::make_unique<Parser>()) {}
+CompletionAssembler::CompletionAssembler() = default;
 CompletionAssembler::~CompletionAssembler() = default;
 
 AssembledChoice& CompletionAssembler::choice(int64_t index) {
@@ -132,7 +128,10 @@ AssembledChoice& CompletionAssembler::choice(int64_t index) {
 
 Status CompletionAssembler::add(std::string_view chunk_json) {
   dom::element doc;
-  if (parser_->parser.parse(chunk_json.data(), chunk_json.size()).get(doc) != SUCCESS) {
+  // One parser per thread, its buffers kept from chunk to chunk and answer to answer: nothing
+  // of a parsed chunk outlives add().
+  thread_local dom::parser parser;
+  if (parser.parse(chunk_json.data(), chunk_json.size()).get(doc) != SUCCESS) {
     return malformed("not valid JSON");
   }
   dom::object obj;

@@ -129,6 +129,9 @@ class GatewayMetrics {
     prometheus::Counter* output;
   };
   std::unordered_map<std::string, TokenSeries> token_series_;  // by model and tenant
+  // Per request too: by policy label, and by the clamping rule's path.
+  std::unordered_map<std::string, prometheus::Gauge*> queue_depth_series_;
+  std::unordered_map<std::string, prometheus::Counter*> clamped_series_;
   prometheus::Counter* request_series_locked(const std::string& key, std::string_view route,
                                              const std::string& model, const std::string& tenant,
                                              const std::string& policy, const std::string& code);

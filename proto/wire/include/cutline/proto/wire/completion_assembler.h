@@ -64,8 +64,6 @@ class CompletionAssembler {
  private:
   AssembledChoice& choice(int64_t index);
 
-  struct Parser;
-  std::unique_ptr<Parser> parser_;
   std::vector<AssembledChoice> choices_;
 };
 
