@@ -55,6 +55,24 @@ Result<std::string> normalize_escapes(std::string_view path) {
   return out;
 }
 
+// True when `path` is already what normalizing it would give: printable bytes, no escape, no
+// empty, "." or ".." segment, no trailing '/' (the common case, answered without rebuilding it).
+bool canonical_already(std::string_view path) {
+  if (path.empty() || path.front() != '/') return false;
+  if (path.size() > 1 && path.back() == '/') return false;
+  for (size_t i = 0; i < path.size(); ++i) {
+    const auto c = static_cast<unsigned char>(path[i]);
+    if (c < 0x20 || c >= 0x7f || c == '\\' || c == '%') return false;
+    if (c != '/' || i + 1 >= path.size()) continue;
+    const std::string_view next = path.substr(i + 1, 3);
+    if (next.front() == '/' || next == "." || next == ".." || next.substr(0, 2) == "./" ||
+        next == "../") {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<std::string> canonical_target(const proto::HttpRequest& request) {
@@ -79,6 +97,7 @@ Result<std::string> canonical_target(const proto::HttpRequest& request) {
   const std::string_view query =
       q == std::string_view::npos ? std::string_view() : target.substr(q);
 
+  if (canonical_already(path)) return std::string(path).append(query);
   auto escaped = normalize_escapes(path);
   if (!escaped.ok()) return escaped.error();
   std::vector<std::string_view> segments;

@@ -45,6 +45,8 @@ HttpHeaders::HttpHeaders(
 }
 
 void HttpHeaders::add(std::string_view name, std::string_view value) {
+  // Room for a typical message's headers at once, instead of growing 1, 2, 4, 8.
+  if (entries_.capacity() == 0) entries_.reserve(8);
   entries_.push_back(HttpHeader{std::string(name), std::string(value)});
 }
 
@@ -54,11 +56,7 @@ void HttpHeaders::set(std::string_view name, std::string_view value) {
 }
 
 size_t HttpHeaders::remove(std::string_view name) {
-  const size_t before = entries_.size();
-  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                [&](const HttpHeader& h) { return iequals(h.name, name); }),
-                 entries_.end());
-  return before - entries_.size();
+  return remove_if([&](const HttpHeader& h) { return iequals(h.name, name); });
 }
 
 std::optional<std::string_view> HttpHeaders::get(std::string_view name) const {
@@ -103,11 +101,7 @@ void remove_hop_by_hop(HttpHeaders& headers) {
     });
   }
   for (const auto& name : listed) headers.remove(name);
-  HttpHeaders kept;
-  for (const auto& h : headers) {
-    if (!is_hop_by_hop(h.name)) kept.add(h.name, h.value);
-  }
-  headers = std::move(kept);
+  headers.remove_if([](const HttpHeader& h) { return is_hop_by_hop(h.name); });
 }
 
 std::string_view reason_phrase(int status) {

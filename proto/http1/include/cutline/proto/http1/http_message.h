@@ -6,6 +6,7 @@
 // Header names keep the case they arrived with (HTTP/1.1 peers see what the sender wrote);
 // lookups ignore ASCII case. Order and duplicates are kept as received.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +35,13 @@ class HttpHeaders {
   void set(std::string_view name, std::string_view value);
   // Removes every header named `name`; returns how many were removed.
   size_t remove(std::string_view name);
+  // Removes every header for which `pred(header)` is true, in place; returns how many.
+  template <typename Pred>
+  size_t remove_if(Pred pred) {
+    const size_t before = entries_.size();
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), pred), entries_.end());
+    return before - entries_.size();
+  }
 
   // The first value of `name`, if present.
   std::optional<std::string_view> get(std::string_view name) const;
