@@ -132,18 +132,25 @@ void Http1ClientConnection::assign(std::shared_ptr<ClientExchange> exchange, boo
 
 void Http1ClientConnection::send_request() {
   const ClientRequest& req = exchange_->request();
-  HttpHeaders headers = req.headers;
-  if (!headers.has("host")) {
-    std::string host = req.host.find(':') != std::string::npos ? "[" + req.host + "]" : req.host;
-    if (req.port != 80) host += ":" + std::to_string(req.port);
-    headers.add("Host", host);
-  }
   const bool has_body =
       !req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+  // Head and body in one buffer and one write: one send() and, with TCP_NODELAY, one segment
+  // for a small body.
   std::string head;
-  write_request_head(head, req.method, req.target, headers,
+  head.reserve(req.body.size() + req.host.size() + 96);
+  write_request_head(head, req.method, req.target, req.headers,
                      has_body ? BodyFraming::length(req.body.size()) : BodyFraming::none());
-  // Head and body in one write: one send() and, with TCP_NODELAY, one segment for a small body.
+  if (!req.headers.has("host")) {
+    // Host goes first, right after the request line (RFC 9112 §3.2).
+    std::string host = "Host: ";
+    if (req.host.find(':') != std::string::npos) {
+      host.append("[").append(req.host).append("]");
+    } else {
+      host.append(req.host);
+    }
+    if (req.port != 80) host.append(":").append(std::to_string(req.port));
+    head.insert(head.find("\r\n") + 2, host.append("\r\n"));
+  }
   head.append(req.body);
   conn_->write(head);
 }

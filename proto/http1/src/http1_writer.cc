@@ -48,16 +48,26 @@ void write_headers_and_framing(std::string& out, const HttpHeaders& headers, Bod
   out.append("\r\n");
 }
 
+// Room for the whole head at once: `first_line` bytes, the header lines, and framing,
+// Connection and the blank line (~64 bytes at most).
+void reserve_head(std::string& out, size_t first_line, const HttpHeaders& headers) {
+  size_t bytes = out.size() + first_line + 64;
+  for (const auto& h : headers) bytes += h.name.size() + h.value.size() + 4;
+  out.reserve(bytes);
+}
+
 }  // namespace
 
 void write_request_head(std::string& out, std::string_view method, std::string_view target,
                         const HttpHeaders& headers, BodyFraming framing, bool keep_alive) {
+  reserve_head(out, method.size() + target.size() + 11, headers);
   out.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
   write_headers_and_framing(out, headers, framing, keep_alive, /*is_request=*/true, 0);
 }
 
 void write_response_head(std::string& out, int status, const HttpHeaders& headers,
                          BodyFraming framing, bool keep_alive) {
+  reserve_head(out, 48, headers);
   out.append("HTTP/1.1 ");
   append_number(out, static_cast<uint64_t>(status));
   out.append(" ").append(reason_phrase(status)).append("\r\n");
