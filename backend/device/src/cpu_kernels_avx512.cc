@@ -162,49 +162,47 @@ constexpr int64_t kBytesPer64<load_w16_q4_0> = 2 * sizeof(BlockQ4_0);
 // accumulator c % 4, then (a0 + a1) + (a2 + a3), reduce, + 0 tail) is done one accumulator
 // ("stripe" j) at a time, so only W * NR accumulators are live: the same operations on the same
 // values in the same order per (row, x) pair, hence the same bits, with each weight vector
-// loaded once per NR rows and each activation vector once per W weight rows. The stripes take
-// turns over segments of kSeg elements (the partial sums wait in `part` between turns), so the
-// rows are read front to back in L1-sized pieces, the next piece prefetched, instead of in four
-// strided passes over the whole row that leave the hardware prefetcher half of every line.
+// loaded (and converted) once per NR rows and each activation vector once per W weight rows.
+// The stripes take turns over segments of kSeg elements (the partial sums wait in `part`
+// between turns, one flat array the compiler keeps out of the inner loop), so the rows are read
+// in L1-sized pieces, the next piece's weight lines prefetched.
 template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_tile_t(const uint8_t* w, int64_t w_stride, const float* const* xs, int64_t k,
                        float* out, int64_t ldo) {
-  constexpr int64_t kSeg = 256;
-  __m512 part[4][W][NR];
-  for (int j = 0; j < 4; ++j)
-    for (int a = 0; a < W; ++a)
-      for (int r = 0; r < NR; ++r) part[j][a][r] = _mm512_setzero_ps();
+  constexpr int64_t kSeg = 512;
+  __m512 part[4][W * NR];
+  const float* x[NR];
+  for (int r = 0; r < NR; ++r) x[r] = xs[r];
   for (int64_t s0 = 0; s0 < k; s0 += kSeg) {
     const int64_t s1 = std::min(k, s0 + kSeg);
     if (s1 < k) {
-      // The next segment's weight lines.
       constexpr int64_t kPer64 = kBytesPer64<Load>;
       const int64_t b0 = s1 / 64 * kPer64, b1 = std::min(k, s1 + kSeg) / 64 * kPer64;
       for (int a = 0; a < W; ++a)
         for (int64_t l = b0; l < b1; l += 64)
           _mm_prefetch(reinterpret_cast<const char*>(w + a * w_stride + l), _MM_HINT_T0);
     }
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      __m512 acc[W][NR];
-      for (int a = 0; a < W; ++a)
-        for (int r = 0; r < NR; ++r) acc[a][r] = part[j][a][r];
+      __m512 acc[W * NR];
+      for (int p = 0; p < W * NR; ++p) acc[p] = s0 == 0 ? _mm512_setzero_ps() : part[j][p];
       for (int64_t i = s0 + 16 * j; i < s1; i += 64) {
         __m512 wv[W];
         for (int a = 0; a < W; ++a) wv[a] = Load(w + a * w_stride, i);
         for (int r = 0; r < NR; ++r) {
-          const __m512 xv = _mm512_loadu_ps(xs[r] + i);
-          for (int a = 0; a < W; ++a) acc[a][r] = _mm512_fmadd_ps(wv[a], xv, acc[a][r]);
+          const __m512 xv = _mm512_loadu_ps(x[r] + i);
+          for (int a = 0; a < W; ++a) acc[a * NR + r] = _mm512_fmadd_ps(wv[a], xv, acc[a * NR + r]);
         }
       }
-      for (int a = 0; a < W; ++a)
-        for (int r = 0; r < NR; ++r) part[j][a][r] = acc[a][r];
+      for (int p = 0; p < W * NR; ++p) part[j][p] = acc[p];
     }
   }
   for (int a = 0; a < W; ++a) {
     for (int r = 0; r < NR; ++r) {
       const float tail = 0;
-      const __m512 sum = _mm512_add_ps(_mm512_add_ps(part[0][a][r], part[1][a][r]),
-                                       _mm512_add_ps(part[2][a][r], part[3][a][r]));
+      const int p = a * NR + r;
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(part[0][p], part[1][p]),
+                                       _mm512_add_ps(part[2][p], part[3][p]));
       out[r * ldo + a] = _mm512_reduce_add_ps(sum) + tail;
     }
   }
