@@ -55,11 +55,11 @@ struct Kernels {
   bool (*dot_rows_typed)(DType type, const void* w, const float* const* xs, int nr, int64_t k,
                          float* out) = nullptr;
   // Optional register-blocked tile: out[r * ldo + n] = dot(weight row n, xs[r]) for n < nw <=
-  // kTileW and r < nr <= kTileRows, weight rows `w_stride` bytes apart, read in place. Each
-  // weight vector is loaded (and converted) once for all nr rows. Every (n, r) pair gets the
-  // bits dot_rows(dequantized row n, xs[r]) would give, whatever nw and nr are, so tiling never
-  // breaks batch invariance. Returns false when it has no kernel for this type or k; nr == 0
-  // only asks.
+  // kTileW (kPanelW for a type read in place, when nr > 2) and r < nr <= kTileRows, weight rows
+  // `w_stride` bytes apart, read in place. Each weight vector is loaded (and converted) once for
+  // all nr rows. Every (n, r) pair gets the bits dot_rows(dequantized row n, xs[r]) would give,
+  // whatever nw and nr are, so tiling never breaks batch invariance. Returns false when it has no
+  // kernel for this type or k; nr == 0 only asks.
   bool (*dot_block)(DType type, const void* w, int64_t w_stride, int nw, const float* const* xs,
                     int nr, int64_t k, float* out, int64_t ldo) = nullptr;
   // Optional integer path: quantizes one activation row (k elements) as QuantRow describes, into
@@ -85,6 +85,9 @@ struct Kernels {
 
 constexpr int kTileW = 4;
 constexpr int kTileRows = 8;
+// dot_block takes up to this many weight rows (instead of kTileW) when it reads them in place
+// and nr > 2: a segment of the activation rows then stays in L1 for all of them.
+constexpr int kPanelW = 16;
 
 // The best ISA this CPU supports, capped by the environment variable CUTLINE_CPU_ISA
 // (scalar|avx2|avx512) when set.

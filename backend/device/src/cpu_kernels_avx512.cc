@@ -162,50 +162,134 @@ constexpr int64_t kBytesPer64<load_w16_q4_0> = 2 * sizeof(BlockQ4_0);
 // accumulator c % 4, then (a0 + a1) + (a2 + a3), reduce, + 0 tail) is done one accumulator
 // ("stripe" j) at a time, so only W * NR accumulators are live: the same operations on the same
 // values in the same order per (row, x) pair, hence the same bits, with each weight vector
-// loaded once per NR rows and each activation vector once per W weight rows. The stripes take
-// turns over segments of kSeg elements (the partial sums wait in `part` between turns), so the
-// rows are read front to back in L1-sized pieces, the next piece prefetched, instead of in four
-// strided passes over the whole row that leave the hardware prefetcher half of every line.
+// loaded (and converted) once per NR rows and each activation vector once per W weight rows.
+// The stripes take turns over segments of kSeg elements (the partial sums wait in `part`
+// between turns, one flat array the compiler keeps out of the inner loop), so the rows are read
+// in L1-sized pieces, the next piece's weight lines prefetched.
 template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_tile_t(const uint8_t* w, int64_t w_stride, const float* const* xs, int64_t k,
                        float* out, int64_t ldo) {
-  constexpr int64_t kSeg = 256;
-  __m512 part[4][W][NR];
-  for (int j = 0; j < 4; ++j)
-    for (int a = 0; a < W; ++a)
-      for (int r = 0; r < NR; ++r) part[j][a][r] = _mm512_setzero_ps();
+  constexpr int64_t kSeg = 512;
+  __m512 part[4][W * NR];
+  const float* x[NR];
+  for (int r = 0; r < NR; ++r) x[r] = xs[r];
   for (int64_t s0 = 0; s0 < k; s0 += kSeg) {
     const int64_t s1 = std::min(k, s0 + kSeg);
     if (s1 < k) {
-      // The next segment's weight lines.
       constexpr int64_t kPer64 = kBytesPer64<Load>;
       const int64_t b0 = s1 / 64 * kPer64, b1 = std::min(k, s1 + kSeg) / 64 * kPer64;
       for (int a = 0; a < W; ++a)
         for (int64_t l = b0; l < b1; l += 64)
           _mm_prefetch(reinterpret_cast<const char*>(w + a * w_stride + l), _MM_HINT_T0);
     }
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      __m512 acc[W][NR];
-      for (int a = 0; a < W; ++a)
-        for (int r = 0; r < NR; ++r) acc[a][r] = part[j][a][r];
+      __m512 acc[W * NR];
+      for (int p = 0; p < W * NR; ++p) acc[p] = s0 == 0 ? _mm512_setzero_ps() : part[j][p];
       for (int64_t i = s0 + 16 * j; i < s1; i += 64) {
         __m512 wv[W];
         for (int a = 0; a < W; ++a) wv[a] = Load(w + a * w_stride, i);
         for (int r = 0; r < NR; ++r) {
-          const __m512 xv = _mm512_loadu_ps(xs[r] + i);
-          for (int a = 0; a < W; ++a) acc[a][r] = _mm512_fmadd_ps(wv[a], xv, acc[a][r]);
+          const __m512 xv = _mm512_loadu_ps(x[r] + i);
+          for (int a = 0; a < W; ++a) acc[a * NR + r] = _mm512_fmadd_ps(wv[a], xv, acc[a * NR + r]);
         }
       }
-      for (int a = 0; a < W; ++a)
-        for (int r = 0; r < NR; ++r) part[j][a][r] = acc[a][r];
+      for (int p = 0; p < W * NR; ++p) part[j][p] = acc[p];
     }
   }
   for (int a = 0; a < W; ++a) {
     for (int r = 0; r < NR; ++r) {
       const float tail = 0;
-      const __m512 sum = _mm512_add_ps(_mm512_add_ps(part[0][a][r], part[1][a][r]),
-                                       _mm512_add_ps(part[2][a][r], part[3][a][r]));
+      const int p = a * NR + r;
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(part[0][p], part[1][p]),
+                                       _mm512_add_ps(part[2][p], part[3][p]));
       out[r * ldo + a] = _mm512_reduce_add_ps(sum) + tail;
+    }
+  }
+}
+
+// dot_tile_t for NR activation rows against nw = 4 * ng weight rows (ng <= kPanelW / 4), with
+// the segments outermost: each group of 4 weight rows takes its turn on a segment (its partial
+// sums waiting in `part`), so the NR activation rows' segment is read from L2 once and from L1
+// by all ng groups, instead of from L2 by every group. The same per-pair operations in the same
+// order as dot_tile_t, hence the same bits.
+template <int NR, __m512 (*Load)(const void*, int64_t)>
+TARGET void dot_panel_t(const uint8_t* w, int64_t w_stride, int ng, const float* const* xs,
+                        int64_t k, float* out, int64_t ldo) {
+  constexpr int64_t kSeg = 256;
+  constexpr int kW = 4;
+  __m512 part[kPanelW / kW][4][kW * NR];
+  const float* x[NR];
+  for (int r = 0; r < NR; ++r) x[r] = xs[r];
+  for (int64_t s0 = 0; s0 < k; s0 += kSeg) {
+    const int64_t s1 = std::min(k, s0 + kSeg);
+    for (int g = 0; g < ng; ++g) {
+      const uint8_t* wg = w + g * kW * w_stride;
+      if (s1 < k) {
+        constexpr int64_t kPer64 = kBytesPer64<Load>;
+        const int64_t b0 = s1 / 64 * kPer64, b1 = std::min(k, s1 + kSeg) / 64 * kPer64;
+        for (int a = 0; a < kW; ++a)
+          for (int64_t l = b0; l < b1; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(wg + a * w_stride + l), _MM_HINT_T0);
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512 acc[kW * NR];
+        for (int p = 0; p < kW * NR; ++p) acc[p] = s0 == 0 ? _mm512_setzero_ps() : part[g][j][p];
+        for (int64_t i = s0 + 16 * j; i < s1; i += 64) {
+          __m512 wv[kW];
+          for (int a = 0; a < kW; ++a) wv[a] = Load(wg + a * w_stride, i);
+          for (int r = 0; r < NR; ++r) {
+            const __m512 xv = _mm512_loadu_ps(x[r] + i);
+            for (int a = 0; a < kW; ++a)
+              acc[a * NR + r] = _mm512_fmadd_ps(wv[a], xv, acc[a * NR + r]);
+          }
+        }
+        for (int p = 0; p < kW * NR; ++p) part[g][j][p] = acc[p];
+      }
+    }
+  }
+  for (int g = 0; g < ng; ++g) {
+    for (int a = 0; a < kW; ++a) {
+      for (int r = 0; r < NR; ++r) {
+        const float tail = 0;
+        const int p = a * NR + r;
+        const __m512 sum = _mm512_add_ps(_mm512_add_ps(part[g][0][p], part[g][1][p]),
+                                         _mm512_add_ps(part[g][2][p], part[g][3][p]));
+        out[r * ldo + g * kW + a] = _mm512_reduce_add_ps(sum) + tail;
+      }
+    }
+  }
+}
+
+// Up to 4 activation rows against up to kPanelW weight rows: the panel for whole groups of 4,
+// then one weight row at a time.
+template <int NR, __m512 (*Load)(const void*, int64_t)>
+TARGET void dot_panel_nr(const uint8_t* w, int64_t w_stride, int nw, const float* const* xs,
+                         int64_t k, float* out, int64_t ldo) {
+  const int ng = nw / 4;
+  if (ng > 0) dot_panel_t<NR, Load>(w, w_stride, ng, xs, k, out, ldo);
+  for (int a = 4 * ng; a < nw; ++a)
+    dot_tile_t<1, NR, Load>(w + a * w_stride, w_stride, xs, k, out + a, ldo);
+}
+
+template <__m512 (*Load)(const void*, int64_t)>
+TARGET void dot_panel(const uint8_t* w, int64_t w_stride, int nw, const float* const* xs, int nr,
+                      int64_t k, float* out, int64_t ldo) {
+  for (int r = 0; r < nr; r += 4) {
+    switch (std::min(4, nr - r)) {
+      case 1:
+        dot_panel_nr<1, Load>(w, w_stride, nw, xs + r, k, out + r * ldo, ldo);
+        break;
+      case 2:
+        dot_panel_nr<2, Load>(w, w_stride, nw, xs + r, k, out + r * ldo, ldo);
+        break;
+      case 3:
+        dot_panel_nr<3, Load>(w, w_stride, nw, xs + r, k, out + r * ldo, ldo);
+        break;
+      default:
+        dot_panel_nr<4, Load>(w, w_stride, nw, xs + r, k, out + r * ldo, ldo);
+        break;
     }
   }
 }
@@ -262,6 +346,7 @@ TARGET void dot_tile_load(const uint8_t* w, int64_t w_stride, int nw, const floa
                           int nr, int64_t k, float* out, int64_t ldo) {
   // More than 4 rows go as two tiles of at most 4: the 4 x 4 tile's 16 accumulators measured
   // 1.5-1.7x less CPU per row than a 3 x 8 tile's 24, even with the weights loaded twice.
+  if (nr > 2 && nw > kTileW) return dot_panel<Load>(w, w_stride, nw, xs, nr, k, out, ldo);
   if (nr > 4) {
     dot_tile_load<Load>(w, w_stride, nw, xs, 4, k, out, ldo);
     return dot_tile_load<Load>(w, w_stride, nw, xs + 4, nr - 4, k, out + 4 * ldo, ldo);
