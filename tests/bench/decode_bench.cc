@@ -73,6 +73,9 @@ Status write_model(const Spec& s, const std::string& path) {
   w.set_u32("llama.attention.head_count", s.heads);
   w.set_u32("llama.attention.head_count_kv", s.kv_heads);
   w.set_u32("llama.context_length", s.ctx);
+  // Written out (1e-5 is also the default) because llama.cpp refuses a llama file without it,
+  // and the bench files are for running side by side with it.
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   struct T {
     std::string name;
     bool norm;
