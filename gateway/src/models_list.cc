@@ -265,15 +265,15 @@ void ModelsList::finish(int status, const std::string& body, proto::StopRecord r
                          body);
   }
   ResponseEnd end;
-  end.stop = &record;
-  end.status = status;
-  end.ts_unix_s = arrival_unix_s_;
-  end.request_id = request_id_;
-  end.method = "GET";
-  end.path = kModelsPath;
+  end.log.stop = &record;
+  end.log.status = status;
+  end.log.ts_unix_s = arrival_unix_s_;
+  end.log.request_id = request_id_;
+  end.log.method = "GET";
+  end.log.path = kModelsPath;
   end.route = kModelsPath;
-  end.tenant = tenant_;
-  end.bytes_out = static_cast<int64_t>(body.size());
+  end.log.tenant = tenant_;
+  end.log.bytes_out = static_cast<int64_t>(body.size());
   record_response_end(host_, end);
   Worker* w = &worker_;
   const uint64_t id = id_;

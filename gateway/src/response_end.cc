@@ -18,29 +18,14 @@ proto::HttpHeaders record_headers(std::string_view content_type, std::string_vie
 }
 
 void record_response_end(StreamHost& host, const ResponseEnd& end) {
-  if (AccessLog* log = host.access_log()) {
-    AccessLogEntry e;
-    e.ts_unix_s = end.ts_unix_s;
-    e.request_id = end.request_id;
-    e.method = end.method;
-    e.path = end.path;
-    e.tenant = end.tenant;
-    e.model = end.model;
-    e.upstream = end.upstream;
-    e.status = end.status;
-    e.bytes_in = end.bytes_in;
-    e.bytes_out = end.bytes_out;
-    e.stream = end.stream;
-    e.stop = end.stop;
-    log->write(e);
-  }
+  if (AccessLog* log = host.access_log()) log->write(end.log);
   RequestOutcome o;
   o.route = end.route;
-  o.model = end.model;
-  o.tenant = end.tenant;
+  o.model = end.log.model;
+  o.tenant = end.log.tenant;
   o.policy = end.policy;
-  o.code = end.status;
-  o.stop = end.stop;
+  o.code = end.log.status;
+  o.stop = end.log.stop;
   o.itl = end.itl;
   o.clamp_rule = end.clamp_rule;
   host.metrics().record(o);
@@ -68,15 +53,15 @@ void answer_refused(StreamHost& host, const proto::HttpRequest& req, const Error
   const bool openai = path == "/v1/chat/completions" || path == "/v1/completions" ||
                       path == "/v1/responses" || path == "/v1/embeddings";
   ResponseEnd end;
-  end.stop = &record;
-  end.status = error.status();
-  end.ts_unix_s = base::wall_time_s();
-  end.request_id = id;
-  end.method = req.method;
-  end.path = path;
+  end.log.stop = &record;
+  end.log.status = error.status();
+  end.log.ts_unix_s = base::wall_time_s();
+  end.log.request_id = id;
+  end.log.method = req.method;
+  end.log.path = path;
   end.route = openai ? std::string_view(path) : std::string_view("other");
-  end.bytes_in = static_cast<int64_t>(req.body.size());
-  end.bytes_out = static_cast<int64_t>(body.size());
+  end.log.bytes_in = static_cast<int64_t>(req.body.size());
+  end.log.bytes_out = static_cast<int64_t>(body.size());
   record_response_end(host, end);
 }
 

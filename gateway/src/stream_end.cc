@@ -350,20 +350,20 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
 // client's last bytes go out).
 void Stream::record_outcome(const proto::StopRecord& record, int status) {
   ResponseEnd end;
-  end.stop = &record;
-  end.status = status;
-  end.ts_unix_s = arrival_unix_s_;
-  end.request_id = request_id_;
-  end.method = client_->request().method;
-  end.path = client_->request().path();
+  end.log.stop = &record;
+  end.log.status = status;
+  end.log.ts_unix_s = arrival_unix_s_;
+  end.log.request_id = request_id_;
+  end.log.method = client_->request().method;
+  end.log.path = client_->request().path();
   end.route = route_path(route_);
-  end.tenant = tenant_;
-  end.model = model_;
-  end.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
+  end.log.tenant = tenant_;
+  end.log.model = model_;
+  end.log.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
   end.policy = decision_.policy_name;
-  end.bytes_in = hot_.bytes_in;
-  end.bytes_out = hot_.bytes_out;
-  end.stream = client_stream_;
+  end.log.bytes_in = hot_.bytes_in;
+  end.log.bytes_out = hot_.bytes_out;
+  end.log.stream = client_stream_;
   end.itl = &hot_.timing.itl();
   end.clamp_rule = clamp_rule_;
   record_response_end(host_, end);

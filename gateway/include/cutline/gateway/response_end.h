@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "cutline/base/result.h"
+#include "cutline/gateway/access_log.h"
 #include "cutline/gateway/metrics.h"
 #include "cutline/proto/http1/http_message.h"
 #include "cutline/proto/wire/stop_record.h"
@@ -26,22 +27,12 @@ namespace cutline::gateway {
 
 class StreamHost;
 
-// The facts an ended response is logged and counted with, beside its stop record.
+// An ended response: its access-log line (with the one stop record), and what the metrics count
+// it under beside that.
 struct ResponseEnd {
-  const proto::StopRecord* stop = nullptr;  // the response's one record
-  int status = 0;                           // what the client was answered (499: it left first)
-  double ts_unix_s = 0;                     // wall-clock arrival
-  std::string_view request_id;
-  std::string_view method;
-  std::string_view path;
+  AccessLogEntry log;      // stop, status (499: the client left first), arrival, sizes, ...
   std::string_view route;  // the metrics' route: an OpenAI route, "/v1/models" or "other"
-  std::string_view tenant;
-  std::string_view model;
-  std::string_view upstream;
   std::string_view policy;
-  int64_t bytes_in = 0;
-  int64_t bytes_out = 0;
-  bool stream = false;
   const ItlBuckets* itl = nullptr;
   std::string_view clamp_rule;
 };
