@@ -45,7 +45,29 @@ TEST(Quant, RoundTripErrorOrderedByBits) {
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
 }
 
-// Embedding rows of every type equal the reference dequantization (CUDA: F16 storage, 1e-3).
+// The weight bytes a load reports are what the device holds: nothing on the CPU (read in place);
+// on CUDA the blocks' own size for Q8_0, Q4_K and Q6_K (they stay quantized), 4 bytes an element
+// for F32 and 2 (F16) for every other type.
+TEST_P(DeviceConformance, LoadReportsTheBytesTheDeviceHolds) {
+  const int64_t rows = 6, cols = 512;
+  for (DType type : kAllTypes) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
+    const std::vector<float> wf = random_vec(rows * cols, 5);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, wf.data() + r * cols, wq.data() + r * row_bytes(type, cols), cols);
+    WeightLoadTiming timing;
+    auto w = dev_->load_weight(wq.data(), type, rows, cols, &timing);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    const bool kept =
+        type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K || type == DType::kF32;
+    const int64_t expected = !cuda_ ? 0 : kept ? rows * row_bytes(type, cols) : rows * cols * 2;
+    EXPECT_EQ(timing.device_bytes, expected);
+  }
+}
+
+// Embedding rows of every type equal the reference dequantization (CUDA: Q8_0, Q4_K and Q6_K
+// read in place, the other types from F16 storage: 1e-3).
 TEST_P(DeviceConformance, EmbedEveryType) {
   const int64_t rows = 10, cols = 256;
   for (DType type : kAllTypes) {
