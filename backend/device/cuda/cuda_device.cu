@@ -1,7 +1,19 @@
-// CudaDevice: Device on the first CUDA GPU. cuBLAS runs the GEMMs (weights are dequantized to F16
-// on the host at load; F32 weights stay F32); own kernels run RMSNorm, RoPE, SwiGLU, embedding,
+// CudaDevice: Device on the first CUDA GPU.
+//
+// Weights: Q8_0, Q4_K and Q6_K stay quantized in GPU memory (the GGUF blocks uploaded as they
+// are, so a Q4_K_M model takes its file size, not F16 size); F32 stays F32; every other type is
+// dequantized to F16 on the host at load. Matmul by a quantized weight: up to kMatvecMaxRows
+// activation rows (decode), cuda_quant.cu's kernel dequantizes the blocks in registers and dots
+// them with the F32 activations, one warp per output row; more rows (prefill), the weight is
+// dequantized to F16 into a scratch buffer on the device (at most kScratchElems elements, reused,
+// the weight taken in slices of rows when larger) and cuBLAS runs the F16 GEMM as for F16
+// weights. Own kernels run RMSNorm, RoPE, SwiGLU, embedding (quantized tables read in place),
 // softmax, the KV write and paged attention (prefill and decode alike, one thread block per
 // query token and head, online softmax across 4 warps in a fixed order).
+//
+// CI and development machines have no GPU: these kernels (and cuda_quant.cu's) are compiled there
+// (sm_90), not run. They run only where a GPU exists, through tests/gpu/run.sh, whose conformance
+// step is tests/unit/backend/device's cuda cases against the CPU reference.
 //
 // Errors: a failed launch or cuBLAS call is remembered and returned by the next sync(); nothing
 // throws. Batch invariance: every kernel here reduces a row in a fixed order, but cuBLAS may pick
@@ -10,12 +22,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "cuda_device.h"
+#include "cuda_quant.h"
 
 namespace cutline::device {
 namespace {
@@ -23,6 +37,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kAttnWarps = 4;
 constexpr int kMaxHeadDim = 256;
+// The F16 scratch a quantized weight is dequantized into for a prefill GEMM: 64 Mi elements
+// (128 MiB) at most, less when the largest quantized weight loaded is smaller.
+constexpr int64_t kScratchElems = int64_t{64} << 20;
 
 int blocks_for(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
@@ -213,6 +230,7 @@ class CudaDevice final : public Device {
       : ordinal_(ordinal), stream_(stream), blas_(blas), name_(std::move(name)) {}
   ~CudaDevice() override {
     if (half_x_ != nullptr) cudaFree(half_x_);
+    if (scratch_ != nullptr) cudaFree(scratch_);
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
   }
@@ -222,7 +240,11 @@ class CudaDevice final : public Device {
     return "cuda:" + std::to_string(ordinal_) + " " + name_;
   }
   DeviceCaps caps() const override {
-    return DeviceCaps{};  // weights copied, dequantized to F16; cuBLAS is not batch-invariant
+    // Q8_0, Q4_K and Q6_K matmuls read the blocks (decode) or dequantize them on the device
+    // (prefill); cuBLAS is not batch-invariant.
+    DeviceCaps caps;
+    caps.native_quant_matmul = true;
+    return caps;
   }
 
   Result<Buffer> alloc(int64_t bytes) override {
@@ -263,7 +285,9 @@ class CudaDevice final : public Device {
 
   void matmul(const float* x, int64_t n_rows, const Weight& w, float* y) override;
   void embed(const Weight& t, const int32_t* ids, int64_t n, float* y) override {
-    if (t.type == DType::kF32) {
+    if (cuda::stays_quantized(t.type)) {
+      cuda::quant_embed(t.type, t.data, t.cols, ids, n, y, stream_);
+    } else if (t.type == DType::kF32) {
       embed_kernel<<<blocks_for(n * t.cols), kThreads, 0, stream_>>>(
           static_cast<const float*>(t.data), ids, n, t.cols, y);
     } else {
@@ -333,6 +357,12 @@ class CudaDevice final : public Device {
     if (err != cudaSuccess) remember(std::string("cuda: ") + cudaGetErrorString(err));
   }
   void launched() { check(cudaGetLastError()); }
+  // x ([n][cols] F32) as F16 in half_x_, or nullptr (remembered) when it cannot be allocated.
+  const __half* half_activations(const float* x, int64_t n);
+  // y ([n_rows][ldy], columns [0, m)) = x * a^T, a: [m][k] of a_type, x: [n_rows][k] of a_type.
+  void gemm(const void* a, cudaDataType_t a_type, int64_t m, int64_t k, const void* x,
+            int64_t n_rows, float* y, int64_t ldy);
+  void quant_matmul(const float* x, int64_t n_rows, const Weight& w, float* y);
 
   int ordinal_;
   cudaStream_t stream_;
@@ -341,6 +371,9 @@ class CudaDevice final : public Device {
   std::string error_;         // first error since the last sync()
   __half* half_x_ = nullptr;  // activations converted for F16 GEMMs
   int64_t half_x_elems_ = 0;
+  __half* scratch_ = nullptr;  // a quantized weight dequantized for a prefill GEMM
+  int64_t scratch_elems_ = 0;
+  int64_t max_quant_elems_ = 0;  // the largest quantized weight loaded
 };
 
 Result<Weight> CudaDevice::load_weight(const void* host, DType type, int64_t rows, int64_t cols,
@@ -351,9 +384,11 @@ Result<Weight> CudaDevice::load_weight(const void* host, DType type, int64_t row
                       "cuda: row of " + std::to_string(cols) + " elements is not whole blocks");
   }
   const auto t0 = Clock::now();
-  const bool keep_f32 = type == DType::kF32;
+  // Q8_0, Q4_K, Q6_K: the blocks as they are; F32 as it is; the rest F16, converted here.
+  DType stored = type;
   std::vector<uint16_t> half;
-  if (!keep_f32) {  // dequantize to F16 on the host
+  if (!cuda::stays_quantized(type) && type != DType::kF32) {
+    stored = DType::kF16;
     half.resize(static_cast<size_t>(rows * cols));
     std::vector<float> row(cols);
     const int64_t rb = row_bytes(type, cols);
@@ -363,10 +398,10 @@ Result<Weight> CudaDevice::load_weight(const void* host, DType type, int64_t row
     }
   }
   const auto t1 = Clock::now();
-  const int64_t bytes = rows * cols * (keep_f32 ? 4 : 2);
+  const int64_t bytes = rows * row_bytes(stored, cols);
   auto buf = alloc(bytes);
   if (!buf.ok()) return std::move(buf).error();
-  upload(buf->data(), keep_f32 ? host : static_cast<const void*>(half.data()), bytes);
+  upload(buf->data(), half.empty() ? host : static_cast<const void*>(half.data()), bytes);
   if (Status s = sync(); !s.ok()) return std::move(s).error();
   const auto t2 = Clock::now();
   if (timing != nullptr) {
@@ -374,45 +409,84 @@ Result<Weight> CudaDevice::load_weight(const void* host, DType type, int64_t row
     timing->upload_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
     timing->device_bytes += bytes;
   }
+  if (cuda::stays_quantized(stored)) max_quant_elems_ = std::max(max_quant_elems_, rows * cols);
   Weight w;
   w.data = buf->data();
-  w.type = keep_f32 ? DType::kF32 : DType::kF16;
+  w.type = stored;
   w.rows = rows;
   w.cols = cols;
   w.storage = std::move(buf).value();
   return Result<Weight>(std::move(w));
 }
 
-void CudaDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y) {
-  if (n_rows == 0) return;
-  const float alpha = 1.0f, beta = 0.0f;
-  // Row-major y[B][N] = x[B][K] * w[N][K]^T is column-major y^T = w^T(op T) * x^T.
-  const void* b_ptr = x;
-  cudaDataType_t ab_type = CUDA_R_32F;
-  if (w.type == DType::kF16) {
-    const int64_t n = n_rows * w.cols;
-    if (half_x_elems_ < n) {
-      if (half_x_ != nullptr) cudaFree(half_x_);
-      half_x_ = nullptr;
-      half_x_elems_ = 0;
-      if (cudaMalloc(&half_x_, n * sizeof(__half)) != cudaSuccess) {
-        remember("cuda: cannot allocate the F16 activation buffer");
-        return;
-      }
-      half_x_elems_ = n;
+const __half* CudaDevice::half_activations(const float* x, int64_t n) {
+  if (half_x_elems_ < n) {
+    if (half_x_ != nullptr) cudaFree(half_x_);
+    half_x_ = nullptr;
+    half_x_elems_ = 0;
+    if (cudaMalloc(&half_x_, n * sizeof(__half)) != cudaSuccess) {
+      cudaGetLastError();
+      remember("cuda: cannot allocate the F16 activation buffer");
+      return nullptr;
     }
-    f32_to_f16_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(x, half_x_, n);
-    launched();
-    b_ptr = half_x_;
-    ab_type = CUDA_R_16F;
+    half_x_elems_ = n;
   }
-  const cublasStatus_t st =
-      cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows),
-                   static_cast<int>(n_rows), static_cast<int>(w.cols), &alpha, w.data, ab_type,
-                   static_cast<int>(w.cols), b_ptr, ab_type, static_cast<int>(w.cols), &beta, y,
-                   CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  f32_to_f16_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(x, half_x_, n);
+  launched();
+  return half_x_;
+}
+
+void CudaDevice::gemm(const void* a, cudaDataType_t a_type, int64_t m, int64_t k, const void* x,
+                      int64_t n_rows, float* y, int64_t ldy) {
+  const float alpha = 1.0f, beta = 0.0f;
+  // Row-major y[B][N] = x[B][K] * a[N][K]^T is column-major y^T = a^T(op T) * x^T.
+  const cublasStatus_t st = cublasGemmEx(
+      blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n_rows),
+      static_cast<int>(k), &alpha, a, a_type, static_cast<int>(k), x, a_type, static_cast<int>(k),
+      &beta, y, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS)
     remember("cublas: gemm failed with status " + std::to_string(static_cast<int>(st)));
+}
+
+void CudaDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y) {
+  if (n_rows == 0) return;
+  if (cuda::stays_quantized(w.type)) return quant_matmul(x, n_rows, w, y);
+  if (w.type == DType::kF32) return gemm(w.data, CUDA_R_32F, w.rows, w.cols, x, n_rows, y, w.rows);
+  const __half* hx = half_activations(x, n_rows * w.cols);
+  if (hx != nullptr) gemm(w.data, CUDA_R_16F, w.rows, w.cols, hx, n_rows, y, w.rows);
+}
+
+// Decode: the blocks read in place. Prefill: slices of rows dequantized into scratch_ (sized once
+// to the largest quantized weight, at most kScratchElems), each followed by its F16 GEMM into
+// columns [r0, r1) of y; the stream orders a slice's GEMM before the next slice overwrites it.
+void CudaDevice::quant_matmul(const float* x, int64_t n_rows, const Weight& w, float* y) {
+  if (n_rows <= cuda::kMatvecMaxRows) {
+    cuda::quant_matvec(w.type, w.data, w.rows, w.cols, x, n_rows, y, stream_);
+    launched();
+    return;
+  }
+  const int64_t need = std::min(w.rows * w.cols, std::max(kScratchElems, w.cols));
+  if (scratch_elems_ < need) {
+    if (scratch_ != nullptr) cudaFree(scratch_);
+    scratch_ = nullptr;
+    scratch_elems_ = 0;
+    const int64_t elems = std::max(need, std::min(max_quant_elems_, kScratchElems));
+    if (cudaMalloc(&scratch_, elems * sizeof(__half)) != cudaSuccess) {
+      cudaGetLastError();
+      remember("cuda: cannot allocate the F16 dequantization buffer");
+      return;
+    }
+    scratch_elems_ = elems;
+  }
+  const __half* hx = half_activations(x, n_rows * w.cols);
+  if (hx == nullptr) return;
+  const int64_t slice = scratch_elems_ / w.cols;
+  for (int64_t r0 = 0; r0 < w.rows; r0 += slice) {
+    const int64_t r1 = std::min(w.rows, r0 + slice);
+    cuda::dequant_rows_f16(w.type, w.data, w.cols, r0, r1, scratch_, stream_);
+    launched();
+    gemm(scratch_, CUDA_R_16F, r1 - r0, w.cols, hx, n_rows, y + r0, w.rows);
+  }
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #pragma once
 // Tensor element types and their block layouts, exactly as ggml/GGUF defines them, with reference
 // (plain-loop) dequantizers and quantizers. The CPU kernels read these blocks directly; the CUDA
-// device dequantizes them at load; the model synthesizer (cutline model synth) quantizes with them;
-// tests use them as the ground truth.
+// device reads Q8_0, Q4_K and Q6_K blocks in GPU memory (quant_blocks.h) and dequantizes the other
+// types at load; the model synthesizer (cutline model synth) quantizes with them; tests use them as
+// the ground truth.
 //
 // DType values are the GGML type ids stored in GGUF tensor infos.
 

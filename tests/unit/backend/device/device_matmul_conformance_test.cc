@@ -1,0 +1,168 @@
+// Matmul conformance on every device present (device_conformance.h): every weight type against
+// dequantize-then-F32 in double, NaN propagation, and the CUDA device's two paths for weights
+// that stay quantized (Q8_0, Q4_K, Q6_K: the in-register kernel up to 8 activation rows, the F16
+// dequantize-then-GEMM beyond); batch invariance of matmul on the CPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cutline/device/device.h"
+#include "device_conformance.h"
+
+namespace cutline::device {
+namespace {
+
+// Tolerances of y against the double-precision reference, relative to sum|w*x| (plus 1e-6):
+// CPU 1e-5 (F32 accumulation), except Q8_0 and Q6_K on AVX-512 and Q8_0, Q4_K on AVX2, whose
+// integer kernels quantize the activations to int16 per 256 elements: 2e-5 (measured below
+// 5e-6); Q4_K on AVX-512, whose kernel reads them as int8 per 256 elements (as llama.cpp's
+// K-quant kernels do): 1e-3 (measured below 2e-4, against the 4-bit weights' own error of
+// several percent), and likewise Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS on AVX-512 and
+// AVX2 (int8 activations, 1e-3; scalar: the reference dequantizer and F32 dot products, 1e-5).
+// CUDA: Q8_0, Q4_K and Q6_K at up to 8 activation rows 2e-5 (the blocks dequantized in registers
+// bit-identically to the reference, F32 dot products in another order); every other case 3e-3
+// (weights and activations rounded to F16 for cuBLAS).
+class MatmulConformance : public DeviceConformance {
+ protected:
+  double tolerance(DType type, int64_t batch) const {
+    if (cuda_) {
+      const bool quantized = type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K;
+      return quantized && batch <= 8 ? 2e-5 : 3e-3;
+    }
+    const std::string& isa = GetParam().isa;
+    const bool int16_x = (isa == "avx512" && (type == DType::kQ8_0 || type == DType::kQ6_K)) ||
+                         (isa == "avx2" && (type == DType::kQ8_0 || type == DType::kQ4_K));
+    return reads_int8(isa, type) ? 1e-3 : int16_x ? 2e-5 : 1e-5;
+  }
+
+  // `batch` random activation rows times a random [rows][cols] weight of `type` on the device,
+  // against the dequantized weight in double: every output, or only weight rows `only` if given.
+  void expect_matches_reference(DType type, int64_t rows, int64_t cols, int64_t batch,
+                                const std::vector<int64_t>& only = {}) {
+    const int64_t rb = row_bytes(type, cols);
+    const std::vector<float> wf = random_vec(rows * cols, 1);
+    std::vector<uint8_t> wq(rb * rows);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, wf.data() + r * cols, wq.data() + r * rb, cols);
+    const std::vector<float> x = random_vec(batch * cols, 2);
+    auto w = dev_->load_weight(wq.data(), type, rows, cols, nullptr);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    Buffer dx = put(x), dy = zeros(batch * rows);
+    dev_->matmul(dx.as<float>(), batch, *w, dy.as<float>());
+    const std::vector<float> y = get(dy, batch * rows);
+    const double rel = tolerance(type, batch);
+    std::vector<int64_t> check = only;
+    for (int64_t r = 0; only.empty() && r < rows; ++r) check.push_back(r);
+    std::vector<float> wd(cols);
+    for (const int64_t r : check) {
+      dequantize_row(type, wq.data() + r * rb, wd.data(), cols);
+      for (int64_t b = 0; b < batch; ++b) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < cols; ++k) {
+          ref += double(wd[k]) * x[b * cols + k];
+          mag += std::fabs(double(wd[k]) * x[b * cols + k]);
+        }
+        ASSERT_NEAR(y[b * rows + r], ref, rel * mag + 1e-6) << "row " << b << " col " << r;
+      }
+    }
+  }
+};
+
+// Every type, 24 weight rows of 512 and of 288 elements (not whole 256-element activation
+// blocks: Q8_0's integer path pads the last one), 5 activation rows.
+TEST_P(MatmulConformance, MatmulEveryTypeMatchesDequantizedReference) {
+  for (const int64_t cols : {512, 288})
+    for (DType type : kAllTypes) {
+      if (cols % block_elems(type) != 0) continue;
+      SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols));
+      expect_matches_reference(type, 24, cols, 5);
+    }
+}
+
+// Q8_0, Q4_K and Q6_K (the types that stay quantized on a GPU) at a decode batch (1), a small
+// batch (4) and a prefill batch (64): on CUDA the in-register kernel, then the F16
+// dequantize-then-GEMM path. 37 weight rows (not a multiple of the kernel's 4 rows per thread
+// block) of 512 elements; Q8_0 also of 288 (a row that ends inside a warp's 256-element step).
+TEST_P(MatmulConformance, QuantizedWeightsAtBatch1And4And64) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
+    for (const int64_t cols : {512, 288}) {
+      if (cols % block_elems(type) != 0) continue;
+      for (const int64_t batch : {1, 4, 64}) {
+        SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols) + " batch " +
+                     std::to_string(batch));
+        expect_matches_reference(type, 37, cols, batch);
+      }
+    }
+}
+
+// CUDA only: a prefill matmul by a Q4_K weight of more elements (16400 x 4096) than the F16
+// dequantization scratch holds (64 Mi = 16384 rows of 4096) is done in two slices of rows; the
+// rows on both sides of the boundary match the reference.
+TEST_P(MatmulConformance, QuantizedWeightLargerThanTheDequantizationScratch) {
+  if (!cuda_) GTEST_SKIP() << "the CPU device has no dequantization scratch";
+  expect_matches_reference(DType::kQ4_K, 16400, 4096, 16, {0, 1, 8191, 16383, 16384, 16399});
+}
+
+// A NaN in an activation row makes that row's outputs NaN for every weight type (the model
+// reports non-finite logits instead of sampling them); the other rows stay finite.
+TEST_P(MatmulConformance, MatmulPropagatesNaN) {
+  const int64_t rows = 8, cols = 512;
+  for (DType type : kAllTypes) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    const std::vector<float> wf = random_vec(rows * cols, 20);
+    std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, wf.data() + r * cols, wq.data() + r * row_bytes(type, cols), cols);
+    std::vector<float> x = random_vec(2 * cols, 21);
+    x[cols + 300] = NAN;
+    auto w = dev_->load_weight(wq.data(), type, rows, cols, nullptr);
+    ASSERT_TRUE(w.ok());
+    Buffer dx = put(x), dy = zeros(2 * rows);
+    dev_->matmul(dx.as<float>(), 2, *w, dy.as<float>());
+    const std::vector<float> y = get(dy, 2 * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_TRUE(std::isfinite(y[r])) << "col " << r;
+      EXPECT_TRUE(std::isnan(y[rows + r])) << "col " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDevices, MatmulConformance, testing::ValuesIn(configs()), config_name);
+
+// Batch invariance on the CPU device: a row's matmul result is bitwise the same alone, at every
+// offset in batches of 8, 12 and 70 (register tiles of up to 8 rows, 64-row batch blocks, a
+// weight-row count that is not a multiple of the tile), with 1 or 3 threads, for every type.
+TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
+  const int64_t rows = 37, cols = 768;
+  for (const char* isa : {"scalar", "avx2", "avx512"}) {
+    auto d1 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 1, .cpu_isa = isa});
+    auto d3 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 3, .cpu_isa = isa});
+    ASSERT_TRUE(d1.ok() && d3.ok());
+    for (DType type : kAllTypes) {
+      SCOPED_TRACE(std::string(isa) + " " + std::string(dtype_name(type)));
+      const std::vector<float> wf = random_vec(rows * cols, 12);
+      std::vector<uint8_t> wq(row_bytes(type, cols) * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(type, wf.data() + r * cols, wq.data() + r * row_bytes(type, cols), cols);
+      const std::vector<float> x = random_vec(70 * cols, 13);
+      auto w3 = (*d3)->load_weight(wq.data(), type, rows, cols, nullptr);
+      auto w1 = (*d1)->load_weight(wq.data(), type, rows, cols, nullptr);
+      for (int64_t batch : {8, 12, 70}) {
+        std::vector<float> out(batch * rows), alone(rows);
+        (*d3)->matmul(x.data(), batch, *w3, out.data());
+        for (int b = 0; b < batch; ++b) {
+          (*d1)->matmul(x.data() + b * cols, 1, *w1, alone.data());
+          ASSERT_EQ(0, std::memcmp(alone.data(), out.data() + b * rows, rows * 4))
+              << "batch " << batch << " row " << b;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cutline::device
