@@ -1,6 +1,7 @@
 // Reference (plain-loop) conversions between F32 and the GGML block types. Layouts and the
 // dequantization formulas follow ggml-quants.c; see quant.h.
 #include "cutline/device/quant.h"
+#include "cutline/device/quant_blocks.h"
 
 #include <algorithm>
 #include <cassert>
@@ -145,31 +146,7 @@ int64_t block_bytes(DType type) {
 
 int64_t row_bytes(DType type, int64_t n) { return n / block_elems(type) * block_bytes(type); }
 
-float f16_to_f32(f16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1F;
-  uint32_t mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+float f16_to_f32(f16_t h) { return qblock::half_to_float(h); }
 
 f16_t f32_to_f16(float f) {
   uint32_t x;
