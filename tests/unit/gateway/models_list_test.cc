@@ -174,5 +174,43 @@ TEST_F(ModelsFanOut, AClientThatLeavesWhileTheUpstreamsAreAskedIsOneClientCancel
   EXPECT_EQ(worker_.models_cache.fetched_ns, -1);  // nothing cached from an abandoned list
 }
 
+// With tenants configured, a list request without a key of one is refused before any upstream is
+// asked: 401 with its record in the body and the Cutline-Stop header, one log line.
+class ModelsListWithTenants : public test::PhaseTest {
+ protected:
+  // printf %s sk-alice-example | sha256sum
+  ModelsListWithTenants()
+      : PhaseTest(
+            "listen:\n  - address: 127.0.0.1:0\n"
+            "upstreams:\n  - name: up\n    url: http://127.0.0.1:9\n    models: [\"m\"]\n"
+            "tenants:\n  - name: alice\n    api_keys: "
+            "[\"sha256:d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\"]\n"
+            "policies:\n  - name: default\n    match: {}\n") {}
+};
+
+TEST_F(ModelsListWithTenants, AMissingKeyIs401WithItsRecordAndNoUpstreamIsAsked) {
+  auto c = client("GET", "/v1/models");
+  auto ml = std::make_shared<ModelsList>(host_, worker_, c, next_id_++);
+  worker_.model_lists.emplace(ml->id(), ml);
+  ml->start();
+
+  ASSERT_TRUE(c->answered());
+  EXPECT_EQ(c->ends(), 1);
+  EXPECT_EQ(c->status(), 401);
+  EXPECT_TRUE(upstream_->calls.empty());
+  EXPECT_EQ(ml->phase(), Phase::kDone);
+  EXPECT_EQ(test::count_of(c->body(), "\"cutline\":{"), 1u) << c->body();
+  auto rec = proto::parse_stop_header(c->headers().get("Cutline-Stop").value_or(""));
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->cause, proto::Cause::kAdmissionRejected);
+  EXPECT_EQ(rec->rule, "tenants");
+  const std::string id(c->headers().get("Cutline-Request-Id").value_or(""));
+  EXPECT_NE(c->body().find("\"request_id\":\"" + id + "\""), std::string::npos) << c->body();
+  const std::vector<std::string> lines = host_.log_lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("\"status\":401"), std::string::npos) << lines[0];
+  EXPECT_EQ(test::metric_sum(metrics(), "cutline_stops_total{"), 1.0);
+}
+
 }  // namespace
 }  // namespace cutline::gateway
