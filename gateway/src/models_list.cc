@@ -2,9 +2,6 @@
 
 #include <simdjson.h>
 
-#include "cutline/base/clock.h"
-#include "cutline/gateway/bearer_auth.h"
-#include "cutline/gateway/request_id.h"
 #include "cutline/gateway/response_end.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
@@ -58,55 +55,54 @@ void merge_model_list(const policy::Upstream& upstream, std::string_view body,
 
 ModelsList::ModelsList(StreamHost& host, Worker& worker,
                        std::shared_ptr<proto::ServerStream> client, uint64_t id)
-    : host_(host), worker_(worker), client_(std::move(client)), id_(id) {}
+    : host_(host), worker_(worker), client_(std::move(client)), life_(host, id) {}
 
 void ModelsList::start() {
-  arrival_unix_s_ = base::wall_time_s();
-  policy_ = host_.policy();
-  generation_ = host_.policy_generation();
-  const proto::HttpRequest& req = client_->request();
-  request_id_ = request_id_for(req.headers);
-  std::weak_ptr<ModelsList> weak = weak_from_this();
-  client_->on_close([weak] {
-    if (auto self = weak.lock()) {
-      for (auto& p : self->pending_) p.call.cancel();
-      proto::StopRecord r;
-      r.cause = proto::Cause::kClientCancel;
-      self->finish(499, "", std::move(r));
-    }
-  });
-  if (policy_->requires_auth()) {
-    const policy::Tenant* t = authenticate_bearer(*policy_, req.headers).tenant;
-    if (!t) {
-      proto::StopRecord r;
-      r.cause = proto::Cause::kAdmissionRejected;
-      r.rule = "tenants";
-      r.message = "missing or invalid API key";
-      proto::ErrorBodyFields fields;
-      fields.cutline = &r;
-      const std::string body = proto::error_body(
-          make_error(ErrorKind::kUnauthorized, "missing or invalid API key"), fields);
-      finish(401, body, std::move(r));
-      return;
-    }
-    tenant_ = t->name;
-  }
+  accept();
+  if (!authenticate()) return;
   const ModelsCache& cache = worker_.models_cache;
   const int64_t now = host_.clock().now_ns();
   if (cache.fetched_ns >= 0 && cache.policy_generation == generation_ &&
       now - cache.fetched_ns < kModelsCacheMs * 1'000'000) {
-    answer(cache.models);
+    relay(cache.models);
     return;
   }
-  fetch_all();
+  route();
 }
 
-void ModelsList::fetch_all() {
-  pending_.resize(policy_->upstreams.size());
+// accept: the shared part (request id, policy snapshot) and its generation; the client going
+// away ends the request (client_cancel).
+void ModelsList::accept() {
+  life_.accept(client_->request().headers);
+  generation_ = host_.policy_generation();
+  std::weak_ptr<ModelsList> weak = weak_from_this();
+  client_->on_close([weak] {
+    if (auto self = weak.lock()) {
+      Ending e;
+      e.cause = proto::Cause::kClientCancel;
+      e.message = "client disconnected";
+      self->finish(std::move(e));
+    }
+  });
+}
+
+bool ModelsList::authenticate() {
+  if (std::optional<Ending> refused = life_.authenticate(client_->request().headers)) {
+    finish(std::move(*refused));
+    return false;
+  }
+  return true;
+}
+
+// route: every upstream asked at once, each through one endpoint of its pool.
+void ModelsList::route() {
+  life_.enter(Phase::kRoute);
+  const policy::Policy& policy = life_.policy();
+  pending_.resize(policy.upstreams.size());
   outstanding_ = pending_.size();
   const std::string peer = client_->peer_address();
-  for (size_t i = 0; i < policy_->upstreams.size(); ++i) {
-    const policy::Upstream& u = policy_->upstreams[i];
+  for (size_t i = 0; i < policy.upstreams.size(); ++i) {
+    const policy::Upstream& u = policy.upstreams[i];
     proto::ClientRequest up;
     up.method = "GET";
     if (Status s = fill_upstream_target(u, host_.upstream_tls(), up); !s.ok()) {
@@ -124,7 +120,7 @@ void ModelsList::fetch_all() {
     }
     up.target = base_path + std::string(kModelsPath);
     up.headers = client_->request().headers;
-    build_upstream_headers(u, upstream_header_options(*policy_, nullptr, peer, request_id_),
+    build_upstream_headers(u, upstream_header_options(policy, nullptr, peer, life_.request_id()),
                            up.headers);
     ask(i, std::move(up));
   }
@@ -139,18 +135,19 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
   proto::ClientCallbacks cb;
   cb.on_head = [weak, index](int status, proto::HttpHeaders&) {
     auto self = weak.lock();
-    if (!self) return;
+    if (!self || self->life_.finishing()) return;  // ended: nothing of it counts
     if (status >= 500 && self->retry_elsewhere(index, EndpointOutcome::kServerError)) return;
     self->pending_[index].status = status;
   };
   cb.on_body = [weak, index](std::string_view data) {
     auto self = weak.lock();
-    if (self && self->pending_[index].body.size() + data.size() <= kMaxModelsBody) {
+    if (self && !self->life_.finishing() &&
+        self->pending_[index].body.size() + data.size() <= kMaxModelsBody) {
       self->pending_[index].body.append(data);
     }
   };
   cb.on_complete = [weak, index](proto::HttpHeaders&) {
-    if (auto self = weak.lock()) {
+    if (auto self = weak.lock(); self && !self->life_.finishing()) {
       Pending& p = self->pending_[index];
       p.attempts.report(p.status >= 500 ? EndpointOutcome::kServerError
                                         : EndpointOutcome::kSuccess);
@@ -159,8 +156,8 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
   };
   cb.on_error = [weak, index](const proto::ClientError& error) {
     auto self = weak.lock();
-    if (!self) return;
-    self->host_.metrics().upstream_error(self->policy_->upstreams[index].name,
+    if (!self || self->life_.finishing()) return;  // ended: nothing of it counts
+    self->host_.metrics().upstream_error(self->life_.policy().upstreams[index].name,
                                          proto::to_string(error.kind));
     self->pending_[index].attempts.report_error(error.kind);
     if (error.kind != proto::ClientErrorKind::kParse &&
@@ -174,7 +171,7 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
 
 bool ModelsList::retry_elsewhere(size_t index, EndpointOutcome failure) {
   Pending& p = pending_[index];
-  if (!p.retry_req || p.done || done_ ||
+  if (!p.retry_req || p.done || life_.finishing() ||
       !p.attempts.retry(host_.upstream_pools().get(), failure, *p.retry_req, kModelsPath)) {
     return false;
   }
@@ -186,97 +183,105 @@ bool ModelsList::retry_elsewhere(size_t index, EndpointOutcome failure) {
   // Started from the loop, not from inside the failed exchange's callback.
   worker_.loop.post([weak = weak_from_this(), index, up = std::move(up)]() mutable {
     auto self = weak.lock();
-    if (self && !self->done_) self->ask(index, std::move(up));
+    if (self && !self->life_.finishing()) self->ask(index, std::move(up));
   });
   return true;
 }
 
 void ModelsList::on_upstream_done(size_t index, int status, std::string body) {
   Pending& p = pending_[index];
-  if (p.done || done_) return;
+  if (p.done || life_.finishing()) return;
   p.done = true;
   p.status = status;
   p.body = std::move(body);
   if (--outstanding_ > 0) return;
+  const policy::Policy& policy = life_.policy();
   std::vector<ListedModel> merged;
   bool all_ok = true;
   for (size_t i = 0; i < pending_.size(); ++i) {
     if (pending_[i].status != 200) {
       all_ok = false;
       if (pending_[i].status != 0) {  // transport errors and no endpoint: counted already
-        host_.metrics().upstream_error(policy_->upstreams[i].name,
+        host_.metrics().upstream_error(policy.upstreams[i].name,
                                        "status_" + std::to_string(pending_[i].status));
       }
       continue;
     }
-    merge_model_list(policy_->upstreams[i], pending_[i].body, merged);
+    merge_model_list(policy.upstreams[i], pending_[i].body, merged);
   }
   if (all_ok) {
     worker_.models_cache =
         ModelsCache{generation_, host_.clock().now_ns(), std::vector<ListedModel>(merged)};
   }
-  answer(merged);
+  relay(merged);
 }
 
-// The tenant's view: a model is listed when some rule would serve this tenant that model on one
-// of the OpenAI routes.
-void ModelsList::answer(const std::vector<ListedModel>& models) {
+// relay: the tenant's view of the merged list. A model is listed when some rule would serve this
+// tenant that model on one of the OpenAI routes.
+void ModelsList::relay(const std::vector<ListedModel>& models) {
+  life_.enter(Phase::kRelay);
   const proto::HttpHeaders& headers = client_->request().headers;
-  std::string body = R"({"object":"list","data":[)";
+  body_ = R"({"object":"list","data":[)";
   bool first = true;
   for (const ListedModel& m : models) {
     bool allowed = false;
     for (std::string_view route : kRoutes) {
-      policy::RequestFacts facts;
-      facts.tenant = tenant_;
-      facts.model = m.id;
-      facts.route = route;
-      facts.header = [&headers](std::string_view name) { return headers.get(name); };
-      if (policy::match_rule(*policy_, facts)) {
+      if (life_.match(route, m.id, headers)) {
         allowed = true;
         break;
       }
     }
     if (!allowed) continue;
-    if (!first) body.push_back(',');
+    if (!first) body_.push_back(',');
     first = false;
-    body.append(m.json);
+    body_.append(m.json);
   }
-  body.append("]}");
-  proto::StopRecord r;
-  r.cause = proto::Cause::kEos;
-  for (const Pending& p : pending_) p.attempts.fill_record(r);
-  finish(200, body, std::move(r));
+  body_.append("]}");
+  finish(Ending{});  // eos
 }
 
-void ModelsList::finish(int status, const std::string& body, proto::StopRecord record) {
-  if (done_) return;
-  done_ = true;
-  record.reporter = "gateway";
-  record.request_id = request_id_;
-  record.duration_ms = (base::wall_time_s() - arrival_unix_s_) * 1000.0;
-  if (status != 499 && !client_->closed()) {
-    // The client's copy leaves out the endpoints asked unless --upstream-error-detail.
-    std::vector<std::string> endpoints;
-    if (!host_.upstream_error_detail()) endpoints.swap(record.endpoints);
-    const std::string stop_header = proto::stop_header_value(record);
-    if (!endpoints.empty()) record.endpoints = std::move(endpoints);
-    client_->send_simple(status, record_headers("application/json", stop_header, request_id_),
-                         body);
+// finish: once (request_lifecycle.h). The upstream calls still open are cancelled, the record
+// written (access-log line and metrics), and then the answer sent.
+void ModelsList::finish(Ending e) {
+  if (!life_.begin_finish()) return;  // ended already: a later end event changes nothing
+  for (Pending& p : pending_) {
+    p.call.cancel();  // no upstream callback runs after this
+    p.retry_req.reset();
+    p.attempts.report(EndpointOutcome::kCancelled);  // unless its outcome was reported already
+  }
+  proto::StopRecord record = life_.record_for(e);
+  for (const Pending& p : pending_) p.attempts.fill_record(record);
+  int status = 200;
+  std::string stop_header;
+  if (e.cause == proto::Cause::kClientCancel || client_->closed()) {
+    status = 499;  // nginx's "client closed request"
+    body_.clear();
+  } else {
+    ClientRecordView client_view(host_.upstream_error_detail(), record);
+    if (e.error) {
+      status = e.status != 0 ? e.status : e.error->status();
+      proto::ErrorBodyFields fields;
+      fields.cutline = &record;
+      body_ = proto::error_body(*e.error, fields);
+    }
+    stop_header = proto::stop_header_value(record);
   }
   ResponseEnd end;
   end.log.stop = &record;
   end.log.status = status;
-  end.log.ts_unix_s = arrival_unix_s_;
-  end.log.request_id = request_id_;
   end.log.method = "GET";
   end.log.path = kModelsPath;
   end.route = kModelsPath;
-  end.log.tenant = tenant_;
-  end.log.bytes_out = static_cast<int64_t>(body.size());
-  record_response_end(host_, end);
+  end.log.bytes_out = static_cast<int64_t>(body_.size());
+  life_.record(end);
+  if (status != 499) {
+    client_->send_simple(
+        status, record_headers("application/json", stop_header, life_.request_id()), body_);
+  }
+  life_.done();
+  // Drop the worker's reference later, never inside a callback of this request.
   Worker* w = &worker_;
-  const uint64_t id = id_;
+  const uint64_t id = life_.id();
   worker_.loop.post([w, id] { w->model_lists.erase(id); });
 }
 

@@ -2,9 +2,6 @@
 
 #include <simdjson.h>
 
-#include "cutline/base/clock.h"
-#include "cutline/gateway/bearer_auth.h"
-#include "cutline/gateway/request_id.h"
 #include "cutline/gateway/response_end.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
@@ -40,55 +37,83 @@ std::string model_of(const proto::HttpRequest& req) {
 
 Passthrough::Passthrough(StreamHost& host, Worker& worker,
                          std::shared_ptr<proto::ServerStream> client, uint64_t id)
-    : host_(host), worker_(worker), client_(std::move(client)), id_(id) {}
+    : host_(host), worker_(worker), client_(std::move(client)), life_(host, id) {}
 
 void Passthrough::start() {
-  arrival_unix_s_ = base::wall_time_s();
-  policy_ = host_.policy();
-  proto::HttpRequest& req = client_->request();
-  request_id_ = request_id_for(req.headers);
+  accept();
+  if (!authenticate()) return;
+  if (!decide()) return;
+  route();
+}
+
+// accept: the shared part (request id, policy snapshot), and the client's callbacks: its going
+// away ends the request (client_cancel), its socket draining resumes a paused upstream.
+void Passthrough::accept() {
+  const proto::HttpRequest& req = client_->request();
+  life_.accept(req.headers);
   bytes_in_ = static_cast<int64_t>(req.body.size());
-  if (policy_->requires_auth()) {
-    const policy::Tenant* t = authenticate_bearer(*policy_, req.headers).tenant;
-    if (!t) {
-      auth_failed_ = true;
-      return respond_error(make_error(ErrorKind::kUnauthorized, "missing or invalid API key"));
-    }
-    tenant_ = t->name;
+  std::weak_ptr<Passthrough> weak = weak_from_this();
+  client_->on_close([weak] {
+    if (auto self = weak.lock()) self->on_client_close();
+  });
+  client_->on_writable([weak] {
+    if (auto self = weak.lock()) self->on_client_writable();
+  });
+}
+
+bool Passthrough::authenticate() {
+  if (std::optional<Ending> refused = life_.authenticate(client_->request().headers)) {
+    finish(std::move(*refused));
+    return false;
   }
-  if (policy_->upstreams.empty()) {
-    return respond_error(make_error(ErrorKind::kNotFound, "no upstream configured"));
+  return true;
+}
+
+// decide: a rule must match the route (or passthrough: allow); the rule decides the upstream and
+// forward_client_key.
+bool Passthrough::decide() {
+  life_.enter(Phase::kDecide);
+  const proto::HttpRequest& req = client_->request();
+  const policy::Policy& policy = life_.policy();
+  if (policy.upstreams.empty()) {
+    finish(upstream_failure(make_error(ErrorKind::kNotFound, "no upstream configured")));
+    return false;
   }
-  // A rule must match the route (or passthrough: allow); the rule decides forward_client_key.
-  const std::string model = model_of(req);
-  policy::RequestFacts facts;
-  facts.tenant = tenant_;
-  facts.model = model;
+  model_ = model_of(req);
   const std::string path(req.path());
-  facts.route = path;
-  facts.header = [&req](std::string_view name) { return req.headers.get(name); };
-  const auto rule_index = policy::match_rule(*policy_, facts);
-  const policy::Rule* rule = rule_index ? &policy_->rules[*rule_index] : nullptr;
-  if (rule) policy_name_ = rule->name;
-  if (!rule && policy_->passthrough != policy::PassthroughMode::kAllow) {
-    refused_ = true;
-    return respond_error(
-        make_error(ErrorKind::kUnauthorized,
-                   "no policy rule matches " + req.method + " " + path + " (passthrough: deny)"),
-        403);
+  rule_ = life_.match(path, model_, req.headers);
+  if (rule_) policy_name_ = rule_->name;
+  if (!rule_ && policy.passthrough != policy::PassthroughMode::kAllow) {
+    Ending e;
+    e.cause = proto::Cause::kAdmissionRejected;
+    e.rule = "passthrough";
+    e.error = make_error(ErrorKind::kUnauthorized, "no policy rule matches " + req.method + " " +
+                                                       path + " (passthrough: deny)");
+    e.message = e.error->message;
+    e.status = 403;
+    finish(std::move(e));
+    return false;
   }
-  // Routed by the rule's upstream, else the model the request names (model globs of
-  // upstreams[]), else the first upstream.
-  upstream_ = rule ? policy_->route(*rule, model) : nullptr;
-  if (!upstream_ && !model.empty()) upstream_ = policy_->upstream_for_model(model);
-  if (!upstream_) upstream_ = &policy_->upstreams.front();
+  return true;
+}
+
+// route: the rule's upstream, else the model the request names (model globs of upstreams[]), else
+// the first upstream; an endpoint of its pool; the request sent.
+void Passthrough::route() {
+  life_.enter(Phase::kRoute);
+  proto::HttpRequest& req = client_->request();
+  const policy::Policy& policy = life_.policy();
+  upstream_ = rule_ ? policy.route(*rule_, model_) : nullptr;
+  if (!upstream_ && !model_.empty()) upstream_ = policy.upstream_for_model(model_);
+  if (!upstream_) upstream_ = &policy.upstreams.front();
   proto::ClientRequest up;
   up.method = req.method;
   if (Status s = fill_upstream_target(*upstream_, host_.upstream_tls(), up); !s.ok()) {
-    return respond_error(s.error());
+    return finish(upstream_failure(s.error()));
   }
   std::string base_path = upstream_->base_path;
-  if (Status s = attempts_.pick(host_.upstream_pools().get(), *upstream_, model, {}, up, base_path);
+  if (Status s =
+          attempts_.pick(host_.upstream_pools().get(), *upstream_, model_, {}, up, base_path);
       !s.ok()) {
     // The pool's reason names its endpoints (addresses, DNS names): for operators only.
     Error e = s.error();
@@ -97,38 +122,32 @@ void Passthrough::start() {
       operator_message = e.message;
       e.message = "upstream \"" + upstream_->name + "\": no endpoint is available";
     }
-    return respond_error(e, 0, std::move(operator_message));
+    return finish(upstream_failure(e, std::move(operator_message)));
   }
   up.target = base_path + req.target;
   up.headers = req.headers;
   const std::string peer = client_->peer_address();
-  build_upstream_headers(*upstream_, upstream_header_options(*policy_, rule, peer, request_id_),
-                         up.headers);
+  build_upstream_headers(
+      *upstream_, upstream_header_options(policy, rule_, peer, life_.request_id()), up.headers);
   up.body = std::move(req.body);
-
-  watch_client();
   send_upstream(std::move(up));
 }
 
-// The client going away cancels the upstream exchange; its socket draining resumes a paused one.
-void Passthrough::watch_client() {
-  std::weak_ptr<Passthrough> weak = weak_from_this();
-  client_->on_close([weak] {
-    if (auto self = weak.lock()) {
-      self->call_.cancel();
-      self->status_ = 499;
-      self->done();
-    }
-  });
-  client_->on_writable([weak] {
-    if (auto self = weak.lock(); self && self->paused_) {
-      self->paused_ = false;
-      self->call_.resume();
-    }
-  });
+void Passthrough::on_client_close() {
+  Ending e;
+  e.cause = proto::Cause::kClientCancel;
+  e.message = "client disconnected";
+  finish(std::move(e));
 }
 
-// Sends `up` to the endpoint it names: at start, and again on a retry (retry_elsewhere), which
+void Passthrough::on_client_writable() {
+  if (paused_ && life_.phase() == Phase::kRelay) {
+    paused_ = false;
+    call_.resume();
+  }
+}
+
+// Sends `up` to the endpoint it names: at route, and again on a retry (retry_elsewhere), which
 // needs its own copy while one may follow.
 void Passthrough::send_upstream(proto::ClientRequest up) {
   if (attempts_.may_retry()) retry_req_ = std::make_unique<proto::ClientRequest>(up);
@@ -145,29 +164,31 @@ void Passthrough::send_upstream(proto::ClientRequest up) {
 // endpoint of the pool. False when no retry was started.
 bool Passthrough::retry_elsewhere(EndpointOutcome failure,
                                   std::optional<proto::ClientErrorKind> error) {
-  if (!retry_req_ || done_ || client_->head_sent() || bytes_out_ > 0 ||
+  if (!retry_req_ || life_.phase() != Phase::kRoute || client_->head_sent() || bytes_out_ > 0 ||
       !retry_is_safe(retry_req_->method, error)) {
     return false;
   }
   const std::string target = client_->request().target;
   if (!attempts_.retry(host_.upstream_pools().get(), failure, *retry_req_, target)) return false;
   call_.cancel();  // no callback of the failed exchange runs after this
-  status_ = 0;
   proto::ClientRequest up = std::move(*retry_req_);
   retry_req_.reset();
   // Started from the loop, not from inside the failed exchange's callback.
   worker_.loop.post([weak = weak_from_this(), up = std::move(up)]() mutable {
     auto self = weak.lock();
-    if (self && !self->done_) self->send_upstream(std::move(up));
+    if (self && self->life_.phase() == Phase::kRoute) self->send_upstream(std::move(up));
   });
   return true;
 }
 
+// relay: the upstream's head goes to the client as it came (hop-by-hop headers out, the request
+// id in), then its body.
 void Passthrough::on_head(int status, proto::HttpHeaders& headers) {
+  if (life_.finishing()) return;
   if (status >= 500 && retry_elsewhere(EndpointOutcome::kServerError, std::nullopt)) return;
+  life_.enter(Phase::kRelay);
   retry_req_.reset();  // the answer has begun: no retry from here on
   status_ = status;
-  upstream_answered_ = true;
   std::optional<uint64_t> length;
   if (auto cl = headers.get("Content-Length")) {
     uint64_t n = 0;
@@ -180,122 +201,126 @@ void Passthrough::on_head(int status, proto::HttpHeaders& headers) {
   }
   proto::remove_hop_by_hop(headers);
   headers.remove("Content-Length");
-  headers.set("X-Request-Id", request_id_);
-  headers.set("Cutline-Request-Id", request_id_);
+  headers.set("X-Request-Id", life_.request_id());
+  headers.set("Cutline-Request-Id", life_.request_id());
   client_->send_head(status, headers,
                      length ? proto::BodyFraming::length(*length) : proto::BodyFraming::chunked());
 }
 
 void Passthrough::on_body(std::string_view data) {
+  if (life_.finishing()) return;
   bytes_out_ += static_cast<int64_t>(data.size());
   if (!client_->send_body(data) && !client_->closed() && !paused_) {
+    // Back-pressure: stop reading the upstream until the client takes what waits.
     paused_ = true;
     call_.pause();
   }
 }
 
 void Passthrough::on_complete(proto::HttpHeaders& trailers) {
+  if (life_.finishing()) return;
   attempts_.report(status_ >= 500 ? EndpointOutcome::kServerError : EndpointOutcome::kSuccess);
   proto::remove_hop_by_hop(trailers);
-  client_->finish(trailers);
-  done();
+  trailers_ = std::move(trailers);
+  relayed_whole_ = true;
+  Ending e;
+  if (status_ >= 400) {
+    e.cause = proto::Cause::kUpstreamError;
+    e.rule = "upstreams." + upstream_->name;
+  }
+  finish(std::move(e));
 }
 
 void Passthrough::on_error(const proto::ClientError& error) {
+  if (life_.finishing()) return;
   host_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
   attempts_.report_error(error.kind);
   if (error.kind != proto::ClientErrorKind::kParse &&
       retry_elsewhere(EndpointOutcome::kConnectFailure, error.kind)) {
     return;
   }
-  upstream_failed_ = true;
-  error_message_ = upstream_error_text(upstream_->name, error, host_.upstream_error_detail());
+  const bool detail = host_.upstream_error_detail();
   if (client_->head_sent()) {
-    if (!host_.upstream_error_detail()) {
-      error_message_ = upstream_error_text(upstream_->name, error, true);
-    }
-    client_->reset();
-    done();
-    return;
+    // Nothing can be answered any more (the client's connection is reset): the log says all.
+    Ending e = upstream_failure(std::nullopt);
+    e.message = upstream_error_text(upstream_->name, error, true);
+    return finish(std::move(e));
   }
-  Error e = error.to_error();
-  e.message = error_message_;
-  respond_error(e, 0,
-                host_.upstream_error_detail() ? std::string()
-                                              : upstream_error_text(upstream_->name, error, true));
+  Error answer = error.to_error();
+  answer.message = upstream_error_text(upstream_->name, error, detail);
+  finish(upstream_failure(
+      answer, detail ? std::string() : upstream_error_text(upstream_->name, error, true)));
 }
 
-void Passthrough::respond_error(const Error& error, int status, std::string operator_message) {
-  status_ = status != 0 ? status : error.status();
-  error_message_ = error.message;
-  record_ = make_record();
-  // The client's copy of the record leaves out internal addresses (the endpoints tried, the
-  // detail of the gateway's own upstream errors) unless --upstream-error-detail; the access log
-  // and the metrics get them (restored below).
-  std::vector<std::string> endpoints;
-  if (!host_.upstream_error_detail()) endpoints.swap(record_.endpoints);
-  proto::ErrorBodyFields fields;
-  fields.cutline = &record_;
-  const std::string body = proto::error_body(error, fields);
-  bytes_out_ += static_cast<int64_t>(body.size());
-  const std::string stop_header = proto::stop_header_value(record_);
-  if (!endpoints.empty()) record_.endpoints = std::move(endpoints);
-  if (!operator_message.empty()) record_.message = std::move(operator_message);
-  client_->send_simple(status_, record_headers("application/json", stop_header, request_id_), body);
-  done();
+Ending Passthrough::upstream_failure(std::optional<Error> error, std::string operator_message) {
+  Ending e;
+  e.cause = proto::Cause::kUpstreamError;
+  if (upstream_) e.rule = "upstreams." + upstream_->name;
+  if (error) e.message = error->message;
+  e.error = std::move(error);
+  e.operator_message = std::move(operator_message);
+  return e;
 }
 
-// The one stop record of a passthrough response: nothing was generated, so the cause says how
-// the exchange ended (eos for an answer relayed whole).
-proto::StopRecord Passthrough::make_record() const {
-  using proto::Cause;
-  proto::StopRecord r;
-  r.reporter = "gateway";
-  r.request_id = request_id_;
-  r.policy = policy_name_;
-  r.message = error_message_;
-  if (status_ == 499) {
-    r.cause = Cause::kClientCancel;
-  } else if (refused_) {
-    r.cause = Cause::kAdmissionRejected;
-    r.rule = "passthrough";
-  } else if (auth_failed_) {
-    r.cause = Cause::kAdmissionRejected;
-    r.rule = "tenants";
-  } else if (upstream_failed_ || status_ >= 500 || (status_ >= 400 && upstream_answered_)) {
-    r.cause = Cause::kUpstreamError;
-    if (upstream_) r.rule = "upstreams." + upstream_->name;
-  } else {
-    r.cause = Cause::kEos;
+// finish: once (request_lifecycle.h). The upstream call is cancelled and its endpoint attempt
+// ended, the record written (access-log line and metrics), and then the client's last bytes sent.
+void Passthrough::finish(Ending e) {
+  if (!life_.begin_finish()) return;  // ended already: a later end event changes nothing
+  call_.cancel();                     // no upstream callback runs after this
+  retry_req_.reset();
+  attempts_.report(EndpointOutcome::kCancelled);  // unless its outcome was reported already
+  proto::StopRecord record = life_.record_for(e);
+  record.policy = policy_name_;
+  attempts_.fill_record(record);
+  int status = status_;
+  std::string error_body;
+  std::string stop_header;
+  if (e.cause == proto::Cause::kClientCancel || client_->closed()) {
+    status = 499;  // nginx's "client closed request"
+  } else if (e.error && !client_->head_sent()) {
+    status = e.status != 0 ? e.status : e.error->status();
+    ClientRecordView client_view(host_.upstream_error_detail(), record);
+    proto::ErrorBodyFields fields;
+    fields.cutline = &record;
+    error_body = proto::error_body(*e.error, fields);
+    stop_header = proto::stop_header_value(record);
+    bytes_out_ += static_cast<int64_t>(error_body.size());
   }
-  attempts_.fill_record(r);
-  r.duration_ms = (base::wall_time_s() - arrival_unix_s_) * 1000.0;
-  return r;
-}
+  if (!e.operator_message.empty()) record.message = e.operator_message;
 
-void Passthrough::done() {
-  if (done_) return;
-  done_ = true;
-  if (record_.request_id.empty()) record_ = make_record();
   const proto::HttpRequest& req = client_->request();
   const std::string path(req.path());
   ResponseEnd end;
-  end.log.stop = &record_;
-  end.log.status = status_;
-  end.log.ts_unix_s = arrival_unix_s_;
-  end.log.request_id = request_id_;
+  end.log.stop = &record;
+  end.log.status = status;
   end.log.method = req.method;
   end.log.path = path;
   end.route = path == "/v1/models" ? "/v1/models" : "other";
-  end.log.tenant = tenant_;
   end.log.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
   end.policy = policy_name_;
   end.log.bytes_in = bytes_in_;
   end.log.bytes_out = bytes_out_;
-  record_response_end(host_, end);
+  life_.record(end);
+  send_last_bytes(e, error_body, stop_header);
+  life_.done();
+  // Drop the worker's reference later, never inside a callback of this request.
   Worker* w = &worker_;
-  const uint64_t id = id_;
+  const uint64_t id = life_.id();
   worker_.loop.post([w, id] { w->passthroughs.erase(id); });
+}
+
+void Passthrough::send_last_bytes(const Ending& e, const std::string& error_body,
+                                  const std::string& stop_header) {
+  if (e.cause == proto::Cause::kClientCancel || client_->closed()) return;
+  if (!stop_header.empty()) {
+    const int status = e.status != 0 ? e.status : e.error->status();
+    client_->send_simple(
+        status, record_headers("application/json", stop_header, life_.request_id()), error_body);
+  } else if (relayed_whole_) {
+    client_->finish(trailers_);
+  } else if (client_->head_sent()) {
+    client_->reset();  // the upstream failed mid-body: the client must not take it as whole
+  }
 }
 
 }  // namespace cutline::gateway

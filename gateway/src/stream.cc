@@ -41,41 +41,17 @@ std::string_view route_path(Route route) {
   return "/v1/chat/completions";
 }
 
-std::string_view to_string(Phase phase) {
-  switch (phase) {
-    case Phase::kAccept:
-      return "accept";
-    case Phase::kAuthenticate:
-      return "authenticate";
-    case Phase::kClassify:
-      return "classify";
-    case Phase::kDecide:
-      return "decide";
-    case Phase::kAdmit:
-      return "admit";
-    case Phase::kRoute:
-      return "route";
-    case Phase::kRelay:
-      return "relay";
-    case Phase::kFinish:
-      return "finish";
-    case Phase::kDone:
-      return "done";
-  }
-  return "done";
-}
-
 Stream::Stream(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client,
                uint64_t id, Route route)
     : host_(host),
       clock_(host.clock()),
       worker_(worker),
       client_(std::move(client)),
-      id_(id),
       route_(route),
       endpoint_(route == Route::kCompletions ? proto::Endpoint::kCompletions
                                              : proto::Endpoint::kChatCompletions),
-      hot_(clock_.now_ns()),
+      life_(host, id),
+      hot_(life_.arrival_ns()),
       deadline_timer_(worker.loop, [this] { on_deadline(); }),
       ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
       idle_timer_(worker.loop, [this] { on_idle_timeout(); }),
@@ -97,10 +73,11 @@ void Stream::start() {
 // admit: a slot of the rule's admission group now, a place in its queue (queue timer armed), or
 // 429 when the queue is full. Then the token pools (reserve_pools): clamp or 429.
 void Stream::admit() {
-  phase_ = Phase::kAdmit;
+  life_.enter(Phase::kAdmit);
   if (observe()) return admit_observed();
   const auto& a = decision_.admission;
-  const policy::Arrival arrival = queue_->arrive(id_, tenant_, a.priority, a.queue_timeout_ms);
+  const policy::Arrival arrival =
+      queue_->arrive(life_.id(), life_.tenant(), a.priority, a.queue_timeout_ms);
   host_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   if (arrival == policy::Arrival::kRejectedQueueFull) {
     Ending e;
@@ -117,7 +94,7 @@ void Stream::admit() {
   }
   if (arrival == policy::Arrival::kQueued) {
     queued_ = true;
-    host_.admission().register_waiter(id_, &worker_.loop, weak_from_this());
+    host_.admission().register_waiter(life_.id(), &worker_.loop, weak_from_this());
     queue_timer_.arm(a.queue_timeout_ms);
     return;
   }
@@ -126,10 +103,10 @@ void Stream::admit() {
 }
 
 bool Stream::on_admitted() {
-  if (phase_ != Phase::kAdmit) return false;
+  if (life_.phase() != Phase::kAdmit) return false;
   if (queued_) {
     queued_ = false;
-    host_.admission().unregister_waiter(id_);
+    host_.admission().unregister_waiter(life_.id());
     queue_timer_.release();
     admitted_ = true;
     host_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
@@ -142,8 +119,8 @@ bool Stream::on_admitted() {
 // route: the upstream for the model (or the rule's override), the body rewritten (max_tokens
 // clamped to the Decision, stream: true, include_usage), and the upstream request started.
 void Stream::route() {
-  phase_ = Phase::kRoute;
-  upstream_ = policy_->route(*decision_.rule, model_);
+  life_.enter(Phase::kRoute);
+  upstream_ = life_.policy().route(*decision_.rule, model_);
   if (!upstream_) {
     finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
                      "model"));
@@ -187,9 +164,9 @@ void Stream::route() {
   req.headers = std::move(client_->request().headers);
   req.headers.remove("Accept-Encoding");  // the relay parses the stream: no compression
   const std::string peer = client_->peer_address();
-  build_upstream_headers(*upstream_,
-                         upstream_header_options(*policy_, decision_.rule, peer, request_id_),
-                         req.headers);
+  build_upstream_headers(
+      *upstream_, upstream_header_options(life_.policy(), decision_.rule, peer, life_.request_id()),
+      req.headers);
   req.headers.set("Content-Type", "application/json");
   if (route_ == Route::kEmbeddings) {
     req.headers.set("Accept", "application/json");
@@ -242,8 +219,8 @@ void Stream::start_client_head() {
   proto::HttpHeaders h{{"Content-Type", "text/event-stream"},
                        {"Cache-Control", "no-cache"},
                        {"Trailer", "cutline-stop"},
-                       {"Cutline-Request-Id", request_id_},
-                       {"X-Request-Id", request_id_}};
+                       {"Cutline-Request-Id", life_.request_id()},
+                       {"X-Request-Id", life_.request_id()}};
   client_->send_head(200, h, proto::BodyFraming::chunked());
 }
 
@@ -256,7 +233,7 @@ void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
     upstream_retry_after_ = std::string(headers.get("Retry-After").value_or(""));
     return;
   }
-  phase_ = Phase::kRelay;
+  life_.enter(Phase::kRelay);
   retry_req_.reset();  // the answer has begun: no retry from here on
   start_client_head();
 }
@@ -276,7 +253,7 @@ void Stream::send_client_bytes(std::string& out) {
 }
 
 void Stream::on_client_writable() {
-  if (hot_.upstream_paused && phase_ == Phase::kRelay) {
+  if (hot_.upstream_paused && life_.phase() == Phase::kRelay) {
     // The client took what was waiting: progress, as a token is (the idle timer counts from it).
     hot_.client_drained_ns = now_ns();
     hot_.upstream_paused = false;

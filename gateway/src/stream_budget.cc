@@ -29,7 +29,7 @@ void Stream::reserve_pool(bool tenant) {
                          [weak = weak_from_this(), tenant, ask](AsyncReservation r) {
                            auto self = weak.lock();
                            // Ended meanwhile: `r` refunds what it holds as it goes.
-                           if (!self || self->phase_ != Phase::kAdmit) return;
+                           if (!self || self->life_.phase() != Phase::kAdmit) return;
                            self->on_pool_reserved(tenant, ask, std::move(r));
                          });
 }

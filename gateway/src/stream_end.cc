@@ -97,9 +97,9 @@ void Stream::on_idle_timeout() {
 }
 
 void Stream::on_queue_timeout() {
-  if (!queued_ || !queue_->cancel(id_)) return;  // a slot is on its way (posted)
+  if (!queued_ || !queue_->cancel(life_.id())) return;  // a slot is on its way (posted)
   queued_ = false;
-  host_.admission().unregister_waiter(id_);
+  host_.admission().unregister_waiter(life_.id());
   const auto& a = decision_.admission;
   Ending e;
   e.cause = Cause::kAdmissionRejected;
@@ -115,7 +115,7 @@ void Stream::on_queue_timeout() {
 }
 
 void Stream::on_client_close() {
-  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
+  if (life_.finishing()) return;
   Ending e;
   e.cause = Cause::kClientCancel;
   e.message = "client disconnected";
@@ -125,7 +125,7 @@ void Stream::on_client_close() {
 }
 
 void Stream::cut_for_shutdown(int64_t drain_timeout_ms, double drained_ms) {
-  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
+  if (life_.finishing()) return;
   Ending e;
   e.cause = Cause::kGatewayDeadline;
   e.rule = "shutdown.drain_timeout";
@@ -143,16 +143,8 @@ void Stream::cut_for_shutdown(int64_t drain_timeout_ms, double drained_ms) {
 // ---- finish --------------------------------------------------------------------------------
 
 proto::StopRecord Stream::build_record(const Ending& e) const {
-  proto::StopRecord r;
-  r.cause = e.cause;
-  r.reporter = "gateway";
-  r.message = e.message;
-  r.request_id = request_id_;
+  proto::StopRecord r = life_.record_for(e);
   r.policy = std::string(decision_.policy_name);
-  r.rule = e.rule;
-  r.limit = e.limit;
-  r.observed = e.observed;
-  r.unit = e.unit;
   if (parsed_ok_) r.requested_max_tokens = requested_max_tokens_;
   if (decision_.matched) r.effective_max_tokens = upstream_max_tokens();
   if (hot_.relay.usage()) r.input_tokens = hot_.relay.usage()->prompt_tokens;
@@ -164,7 +156,6 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   r.ttft_ms = hot_.timing.ttft_ms();
   r.itl_mean_ms = hot_.timing.itl_mean_ms();
   r.itl_max_ms = hot_.timing.itl_max_ms();
-  r.duration_ms = elapsed_ms();
   fill_pool_record(r);
   if (const auto& b = hot_.relay.backend_record()) {
     r.preemptions = b->preemptions;
@@ -197,8 +188,8 @@ std::optional<std::string> Stream::client_finish_reason(const Ending& e) const {
 void Stream::release_admission() {
   if (queued_) {
     queued_ = false;
-    queue_->cancel(id_);
-    host_.admission().unregister_waiter(id_);
+    queue_->cancel(life_.id());
+    host_.admission().unregister_waiter(life_.id());
   }
   if (admitted_) {
     admitted_ = false;
@@ -226,8 +217,7 @@ struct Stream::LastBytes {
 };
 
 void Stream::finish(Ending e) {
-  if (phase_ == Phase::kFinish || phase_ == Phase::kDone) return;
-  phase_ = Phase::kFinish;
+  if (!life_.begin_finish()) return;  // ended already: a later end event changes nothing
   deadline_timer_.cancel();
   ttft_timer_.cancel();
   idle_timer_.cancel();
@@ -244,26 +234,27 @@ void Stream::finish(Ending e) {
   }
   proto::StopRecord record = build_record(e);
   grant_.settle(record.output_tokens);
-  const std::string stop_header = proto::stop_header_value(record);
-  // The client's copy of the record leaves out internal addresses (the endpoints an upstream
-  // pool tried, the detail of the gateway's own upstream errors) unless --upstream-error-detail;
-  // the access log and the metrics get them (restored below, once the client's bytes are made).
-  std::vector<std::string> endpoints;
-  if (!host_.upstream_error_detail()) endpoints.swap(record.endpoints);
-
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
-  // /metrics or reads the log right after its answer must find its request counted.
-  LastBytes last = prepare_last_bytes(e, record);
-  if (!endpoints.empty()) record.endpoints = std::move(endpoints);
+  // /metrics or reads the log right after its answer must find its request counted. The
+  // client's copy of the record leaves out internal addresses (the endpoints an upstream pool
+  // tried, the detail of the gateway's own upstream errors) unless --upstream-error-detail; the
+  // access log and the metrics get them.
+  std::string stop_header;
+  LastBytes last;
+  {
+    ClientRecordView client_view(host_.upstream_error_detail(), record);
+    stop_header = proto::stop_header_value(record);
+    last = prepare_last_bytes(e, record);
+  }
   if (!e.operator_message.empty()) record.message = e.operator_message;
   record_outcome(record, last.status);
   send_last_bytes(e, last, stop_header);
 
-  phase_ = Phase::kDone;
+  life_.done();
   // Drop the worker's reference later, never inside a callback of this stream.
   Worker* w = &worker_;
-  const uint64_t id = id_;
+  const uint64_t id = life_.id();
   worker_.loop.post([w, id] { w->streams.erase(id); });
 }
 
@@ -319,7 +310,7 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
     case LastBytes::Kind::kNone:
       break;
     case LastBytes::Kind::kError: {
-      proto::HttpHeaders h = record_headers("application/json", stop_header, request_id_);
+      proto::HttpHeaders h = record_headers("application/json", stop_header, life_.request_id());
       if (e.retry_after_s > 0) h.add("Retry-After", std::to_string(e.retry_after_s));
       client_->send_simple(last.status, h, last.error_body);
       break;
@@ -328,7 +319,7 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
       proto::HttpHeaders h =
           record_headers(upstream_error_type_.empty() ? std::string_view("application/json")
                                                       : std::string_view(upstream_error_type_),
-                         stop_header, request_id_);
+                         stop_header, life_.request_id());
       if (!upstream_retry_after_.empty()) h.add("Retry-After", upstream_retry_after_);
       client_->send_simple(last.status, h, hot_.upstream_error_body);
       break;
@@ -339,7 +330,7 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
       client_->finish(proto::HttpHeaders{{"cutline-stop", stop_header}});
       break;
     case LastBytes::Kind::kBody: {
-      client_->send_simple(200, record_headers("application/json", stop_header, request_id_),
+      client_->send_simple(200, record_headers("application/json", stop_header, life_.request_id()),
                            last.out);
       break;
     }
@@ -352,12 +343,9 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
   ResponseEnd end;
   end.log.stop = &record;
   end.log.status = status;
-  end.log.ts_unix_s = arrival_unix_s_;
-  end.log.request_id = request_id_;
   end.log.method = client_->request().method;
   end.log.path = client_->request().path();
   end.route = route_path(route_);
-  end.log.tenant = tenant_;
   end.log.model = model_;
   end.log.upstream = upstream_ ? std::string_view(upstream_->name) : std::string_view();
   end.policy = decision_.policy_name;
@@ -366,7 +354,7 @@ void Stream::record_outcome(const proto::StopRecord& record, int status) {
   end.log.stream = client_stream_;
   end.itl = &hot_.timing.itl();
   end.clamp_rule = clamp_rule_;
-  record_response_end(host_, end);
+  life_.record(end);
   host_.metrics().stream_closed();
 }
 
@@ -377,8 +365,8 @@ void Stream::describe(base::JsonWriter& w, int64_t now) const {
     return static_cast<double>(*limit_ms) - (now - from_ns) / 1e6;
   };
   w.begin_object();
-  w.field("request_id", request_id_).field("tenant", tenant_).field("model", model_);
-  w.field("policy", decision_.policy_name).field("phase", to_string(phase_));
+  w.field("request_id", life_.request_id()).field("tenant", life_.tenant()).field("model", model_);
+  w.field("policy", decision_.policy_name).field("phase", to_string(phase()));
   w.field("stream", client_stream_).field("tokens", hot_.timing.tokens());
   w.field("upstream_paused", hot_.upstream_paused).field("bytes_out", hot_.bytes_out);
   w.field("elapsed_ms", (now - hot_.timing.arrival_ns()) / 1e6);

@@ -35,7 +35,7 @@ Status Stream::pick_endpoint(proto::ClientRequest& req, std::string& base_path) 
 }
 
 bool Stream::retry_elsewhere(EndpointOutcome failure) {
-  if (!retry_req_ || phase_ != Phase::kRoute || client_->head_sent() || hot_.bytes_out > 0) {
+  if (!retry_req_ || life_.phase() != Phase::kRoute || client_->head_sent() || hot_.bytes_out > 0) {
     return false;
   }
   if (!attempts_.retry(host_.upstream_pools().get(), failure, *retry_req_, route_path(route_))) {
@@ -52,7 +52,8 @@ bool Stream::retry_elsewhere(EndpointOutcome failure) {
   // Started from the loop, not from inside the failed exchange's callback.
   worker_.loop.post([weak = weak_from_this(), req = std::move(req)]() mutable {
     auto self = weak.lock();
-    if (!self || self->phase_ != Phase::kRoute) return;  // ended meanwhile (deadline, client)
+    if (!self || self->life_.phase() != Phase::kRoute)
+      return;  // ended meanwhile (deadline, client)
     self->start_upstream(std::move(req));
   });
   return true;

@@ -3,9 +3,6 @@
 #include <charconv>
 #include <chrono>
 
-#include "cutline/base/clock.h"
-#include "cutline/gateway/bearer_auth.h"
-#include "cutline/gateway/request_id.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
@@ -51,11 +48,10 @@ bool is_json_content_type(std::optional<std::string_view> ct) {
 
 }  // namespace
 
-// accept: request id, arrival time, the client's close callback (client_cancel from here on).
+// accept: the shared part (request id, policy snapshot; the arrival was taken when the stream
+// was made), the body, the client's close callback (client_cancel from here on).
 void Stream::accept() {
-  phase_ = Phase::kAccept;
-  arrival_unix_s_ = base::wall_time_s();
-  request_id_ = request_id_for(client_->request().headers);
+  life_.accept(client_->request().headers);
   body_ = std::move(client_->request().body);
   hot_.bytes_in = static_cast<int64_t>(body_.size());
   std::weak_ptr<Stream> weak = weak_from_this();
@@ -68,27 +64,13 @@ void Stream::accept() {
   host_.metrics().stream_opened();
 }
 
-// authenticate: with tenants configured, a Bearer key must hash to one of them (constant-time
-// digest comparison in policy::authenticate); otherwise 401. Without tenants every request is
-// tenant "".
+// authenticate: with tenants configured, the Bearer key's tenant, else 401 (request_lifecycle.h).
+// Without tenants every request is tenant "".
 bool Stream::authenticate() {
-  phase_ = Phase::kAuthenticate;
-  policy_ = host_.policy();
-  if (!policy_->requires_auth()) return true;
-  const BearerAuth auth = authenticate_bearer(*policy_, client_->request().headers);
-  const policy::Tenant* tenant = auth.tenant;
-  if (!tenant) {
-    Ending e;
-    e.cause = Cause::kAdmissionRejected;
-    e.rule = "tenants";
-    e.message = auth.key_sent ? "invalid API key" : "missing API key";
-    e.error = make_error(
-        ErrorKind::kUnauthorized,
-        auth.key_sent ? "invalid API key" : "missing bearer API key (Authorization: Bearer <key>)");
-    finish(std::move(e));
+  if (std::optional<Ending> refused = life_.authenticate(client_->request().headers)) {
+    finish(std::move(*refused));
     return false;
   }
-  tenant_ = tenant->name;
   return true;
 }
 
@@ -109,7 +91,7 @@ Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param,
 // classify: content type, body parse and validation (the parser names the field), the
 // Cutline-Deadline-Ms header, and whether any upstream serves the model.
 bool Stream::classify() {
-  phase_ = Phase::kClassify;
+  life_.enter(Phase::kClassify);
   const proto::HttpRequest& req = client_->request();
   if (!is_json_content_type(req.headers.get("Content-Type"))) {
     finish(bad_input(ErrorKind::kUnsupported,
@@ -147,13 +129,13 @@ bool Stream::classify() {
     }
   }
   if (!read_deadline_header()) return false;
-  if (!policy_->upstream_for_model(model_)) {
+  if (!life_.policy().upstream_for_model(model_)) {
     finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
                      "model"));
     return false;
   }
-  hot_.relay = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage, request_id_,
-                                  model_, &worker_.chunk_parser});
+  hot_.relay = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage,
+                                  life_.request_id(), model_, &worker_.chunk_parser});
   return true;
 }
 
@@ -177,23 +159,19 @@ bool Stream::read_deadline_header() {
 // decide: the first matching rule with the live load of its admission group -> Decision (every
 // number with its source). Arms the deadline and TTFT timers from arrival.
 bool Stream::decide() {
-  phase_ = Phase::kDecide;
-  const proto::HttpHeaders& headers = client_->request().headers;
-  policy::RequestFacts facts;
-  facts.tenant = tenant_;
-  facts.model = model_;
-  facts.route = route_path(route_);
-  facts.header = [&headers](std::string_view name) { return headers.get(name); };
+  life_.enter(Phase::kDecide);
+  policy::RequestFacts facts = life_.facts(route_path(route_), model_, client_->request().headers);
   facts.client_max_tokens = requested_max_tokens_;
   facts.client_deadline_ms = client_deadline_ms_;
   facts.choices = choices_;
   policy::LiveState live;
-  if (auto idx = policy::match_rule(*policy_, facts)) {
-    const policy::Rule& rule = policy_->rules[*idx];
-    queue_ = &host_.admission().queue_for(policy_->admission_groups[rule.admission.group_index]);
+  if (auto idx = policy::match_rule(life_.policy(), facts)) {
+    const policy::Rule& rule = life_.policy().rules[*idx];
+    queue_ =
+        &host_.admission().queue_for(life_.policy().admission_groups[rule.admission.group_index]);
     live = queue_->live();
   }
-  decision_ = policy::decide(*policy_, facts, live);
+  decision_ = policy::decide(life_.policy(), facts, live);
   facts.header = nullptr;
   if (!decision_.matched) {
     Ending e;

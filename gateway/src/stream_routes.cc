@@ -44,14 +44,14 @@ bool Stream::classify_route_request() {
   client_stream_ = route_req_->stream;
   requested_max_tokens_ = route_req_->max_output_tokens;
   if (!read_deadline_header()) return false;
-  if (!policy_->upstream_for_model(model_)) {
+  if (!life_.policy().upstream_for_model(model_)) {
     finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
                      "model"));
     return false;
   }
   if (route_ == Route::kResponses) {
     responses_ = std::make_unique<ResponsesRelay>(
-        ResponsesRelayOptions{client_stream_, request_id_, model_});
+        ResponsesRelayOptions{client_stream_, life_.request_id(), model_});
   }
   return true;
 }

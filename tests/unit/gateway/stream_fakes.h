@@ -14,9 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "cutline/gateway/models_list.h"
 #include "cutline/gateway/passthrough.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/stream_host.h"
+#include "cutline/gateway/upstream_pools.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/loader.h"
 #include "cutline/proto/net/event_loop.h"
@@ -26,7 +28,8 @@
 namespace cutline::gateway::test {
 
 // The process around the streams: everything real but the clock (manual) and the upstream pools
-// (none: a request goes to its upstream's url).
+// (none, so that a request goes to its upstream's url, unless the test asks for them with
+// use_endpoint_pools()).
 class FakeHost final : public StreamHost {
  public:
   explicit FakeHost(std::string_view yaml)
@@ -47,7 +50,7 @@ class FakeHost final : public StreamHost {
   std::shared_ptr<const policy::Policy> policy() const override { return policy_; }
   uint64_t policy_generation() const override { return 1; }
   const UpstreamTlsCache& upstream_tls() const override { return tls_; }
-  std::shared_ptr<UpstreamPools> upstream_pools() const override { return nullptr; }
+  std::shared_ptr<UpstreamPools> upstream_pools() const override { return pools_; }
   bool upstream_error_detail() const override { return false; }
   AdmissionDispatch& admission() override { return admission_; }
 
@@ -58,6 +61,16 @@ class FakeHost final : public StreamHost {
     std::vector<std::string> lines;
     for (std::string l; std::getline(in, l);) lines.push_back(l);
     return lines;
+  }
+  // Requests go through an endpoint pool per upstream, as in a started gateway.
+  void use_endpoint_pools() { pools_ = std::make_shared<UpstreamPools>(policy_, clock_); }
+  // Requests outstanding on the endpoints of `upstream`'s pool (use_endpoint_pools()).
+  int64_t outstanding(std::string_view upstream) const {
+    int64_t n = 0;
+    if (EndpointPool* pool = pools_ ? pools_->find(upstream) : nullptr) {
+      for (const auto& e : pool->endpoints()) n += e->outstanding();
+    }
+    return n;
   }
   // The admission queue of policies[rule_index].
   policy::AdmissionQueue& queue_of(size_t rule_index) {
@@ -73,6 +86,7 @@ class FakeHost final : public StreamHost {
   GatewayMetrics metrics_;
   std::unique_ptr<AccessLog> log_;
   UpstreamTlsCache tls_;
+  std::shared_ptr<UpstreamPools> pools_;
   AdmissionDispatch admission_{clock_};
 };
 
@@ -249,6 +263,25 @@ inline size_t count_of(std::string_view text, std::string_view needle) {
     ++n;
   }
   return n;
+}
+
+// The sum of the samples of the Prometheus series in `text` whose name and first labels are
+// `series_prefix` (e.g. `cutline_stops_total{cause="eos"`): how many stop records were counted.
+inline double metric_sum(std::string_view text, std::string_view series_prefix) {
+  double sum = 0;
+  size_t at = 0;
+  while ((at = text.find(series_prefix, at)) != std::string_view::npos) {
+    if (at > 0 && text[at - 1] != '\n') {
+      at += series_prefix.size();
+      continue;
+    }
+    const size_t eol = text.find('\n', at);
+    const std::string_view line = text.substr(at, eol == std::string_view::npos ? eol : eol - at);
+    const size_t space = line.rfind(' ');
+    if (space != std::string_view::npos) sum += std::stod(std::string(line.substr(space + 1)));
+    at += series_prefix.size();
+  }
+  return sum;
 }
 
 }  // namespace cutline::gateway::test

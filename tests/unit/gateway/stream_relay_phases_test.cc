@@ -195,5 +195,25 @@ TEST_F(StreamRelayPhases, TheTtftTimerInErrorModeIsA504BeforeAnyByte) {
   EXPECT_EQ(host_.log_lines().size(), 1u);
 }
 
+// The client leaves mid-stream, and the upstream's reset of the same moment is delivered after
+// it: the first end event wins (client_cancel), the second writes nothing.
+TEST_F(StreamRelayPhases, FinishRunsOnceWhenAnUpstreamErrorRacesTheClientsCancel) {
+  auto s = start(Route::kChatCompletions,
+                 R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true})");
+  proto::ClientCallbacks& cb = upstream_->calls.at(0).callbacks;
+  proto::HttpHeaders head{{"Content-Type", "text/event-stream"}};
+  cb.on_head(200, head);
+  cb.on_body(chunk(R"({"role":"assistant","content":"par"})"));
+  s.client->hang_up();
+  EXPECT_EQ(s.stream->phase(), Phase::kDone);
+  cb.on_error(proto::ClientError{proto::ClientErrorKind::kClosedMidBody, "reset by peer"});
+
+  EXPECT_EQ(s.client->ends(), 0);
+  const std::vector<std::string> lines = host_.log_lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("\"cause\":\"client_cancel\""), std::string::npos) << lines[0];
+  EXPECT_EQ(metric_sum(metrics(), "cutline_stops_total{"), 1.0);
+}
+
 }  // namespace
 }  // namespace cutline::gateway::test

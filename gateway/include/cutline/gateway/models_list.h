@@ -7,9 +7,19 @@
 // (and not cached). Each upstream is asked through its endpoint pool as the OpenAI routes are
 // (upstream_attempts.h): one endpoint, another one when it fails before answering (a connect
 // failure, a reset, a 5xx); an upstream with no endpoint available is left out at once and
-// counted as an upstream error (no_endpoint). One stop record per answer (eos; admission_rejected
-// for a refused key), in the Cutline-Stop header, the access log and the metrics. Runs on the
-// request's worker loop.
+// counted as an upstream error (no_endpoint).
+//
+// Its phases, with what it shares with Stream and Passthrough in a RequestLifecycle
+// (request_lifecycle.h: request id, arrival, tenant, policy snapshot, phase, the finish guard):
+//
+//   accept -> authenticate (401) -> route (one request per upstream; skipped when the cache is
+//   fresh) -> relay (merge, filter for the tenant) -> finish
+//
+// Every end — the list answered, a refused key, the client going away while upstreams are asked
+// — goes through finish(Ending), which runs once (a later end event is a no-op): it cancels the
+// upstream calls still open, writes the one stop record (eos; admission_rejected for a refused
+// key; client_cancel) to the access log and the metrics, and then sends the answer with the
+// record in its Cutline-Stop header (and an error's body). Runs on the request's worker loop.
 
 #include <cstdint>
 #include <memory>
@@ -17,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "cutline/gateway/request_lifecycle.h"
 #include "cutline/gateway/upstream_attempts.h"
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http/http_client.h"
@@ -52,25 +63,30 @@ class ModelsList : public std::enable_shared_from_this<ModelsList> {
  public:
   ModelsList(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client,
              uint64_t id);
+  // Runs the phases from accept on. Called once by the gateway's request handler.
   void start();
 
+  uint64_t id() const { return life_.id(); }
+  Phase phase() const { return life_.phase(); }
+
  private:
-  void fetch_all();
+  // ---- phases ------------------------------------------------------------------------------
+  void accept();
+  bool authenticate();
+  void route();
+  void relay(const std::vector<ListedModel>& models);
+  void finish(Ending ending);
+
   void ask(size_t index, proto::ClientRequest up);
   bool retry_elsewhere(size_t index, EndpointOutcome failure);
   void on_upstream_done(size_t index, int status, std::string body);
-  void answer(const std::vector<ListedModel>& models);
-  void finish(int status, const std::string& body, proto::StopRecord record);
 
   StreamHost& host_;
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
-  const uint64_t id_;
-  std::shared_ptr<const policy::Policy> policy_;
-  uint64_t generation_ = 0;
-  std::string request_id_;
-  std::string tenant_;
-  double arrival_unix_s_ = 0;
+  RequestLifecycle life_;
+  uint64_t generation_ = 0;  // of the policy snapshot (the cache's key)
+  std::string body_;         // relay's answer: the tenant's list
   struct Pending {
     UpstreamAttempts attempts;                        // its endpoints asked (upstream_attempts.h)
     std::unique_ptr<proto::ClientRequest> retry_req;  // as sent, while a retry may follow
@@ -81,7 +97,6 @@ class ModelsList : public std::enable_shared_from_this<ModelsList> {
   };
   std::vector<Pending> pending_;  // by upstream index
   size_t outstanding_ = 0;
-  bool done_ = false;
 };
 
 }  // namespace cutline::gateway

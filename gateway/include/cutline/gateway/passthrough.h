@@ -3,10 +3,23 @@
 // unchanged — method, target, headers except hop-by-hop and the client's key (upstream_headers.h),
 // body — and the response streams back the same way (status, headers except hop-by-hop, body,
 // back-pressure included), when a policy rule matches its route (or `passthrough: allow`);
-// otherwise 403. Authentication applies when tenants are configured. One stop record per request
-// (eos for an answer relayed whole, upstream_error, client_cancel, admission_rejected for a
-// refusal) in the access-log line and the metrics, and in the body and Cutline-Stop header of
-// the errors the gateway answers itself.
+// otherwise 403. Authentication applies when tenants are configured.
+//
+// Its phases, with what it shares with Stream and ModelsList in a RequestLifecycle
+// (request_lifecycle.h: request id, arrival, tenant, policy snapshot, phase, the finish guard):
+//
+//   accept -> authenticate (401) -> decide (the first rule that matches, or 403 under
+//   passthrough: deny) -> route (pick the upstream and its endpoint, send) -> relay (the body,
+//   back-pressure included) -> finish
+//
+// Every end — 401, 403, no endpoint, an upstream failure, the client going away mid-relay, the
+// answer relayed whole — goes through finish(Ending), which runs once (a later end event, such as
+// an upstream error arriving after the client left, is a no-op): it cancels the upstream call and
+// ends its endpoint attempt, writes the one stop record (eos for an answer relayed whole, also
+// for an upstream's 2xx/3xx; upstream_error for an upstream 4xx/5xx or failure; client_cancel;
+// admission_rejected for a refusal) to the access log and the metrics, and then sends the last
+// bytes: the errors the gateway answers itself carry the record in their body and Cutline-Stop
+// header; a relayed answer ends with the upstream's trailers; one that fails mid-body is reset.
 //
 // The upstream is chosen by the model the request names — "model" in a JSON object body
 // (/v1/embeddings, ...) or the {model} of /v1/models/{model} — with the upstreams' model globs;
@@ -21,6 +34,7 @@
 #include <optional>
 #include <string>
 
+#include "cutline/gateway/request_lifecycle.h"
 #include "cutline/gateway/upstream_attempts.h"
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http/http_client.h"
@@ -36,48 +50,56 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
  public:
   Passthrough(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerStream> client,
               uint64_t id);
+  // Runs the phases from accept on. Called once by the gateway's request handler.
   void start();
 
+  uint64_t id() const { return life_.id(); }
+  Phase phase() const { return life_.phase(); }
+
  private:
+  // ---- phases ------------------------------------------------------------------------------
+  void accept();
+  bool authenticate();
+  bool decide();
+  void route();
+  void finish(Ending ending);
+
+  // ---- relay callbacks ---------------------------------------------------------------------
   void on_head(int status, proto::HttpHeaders& headers);
   void on_body(std::string_view data);
   void on_complete(proto::HttpHeaders& trailers);
   void on_error(const proto::ClientError& error);
-  void watch_client();
+  void on_client_close();
+  void on_client_writable();
+
   void send_upstream(proto::ClientRequest up);
   bool retry_elsewhere(EndpointOutcome failure, std::optional<proto::ClientErrorKind> error);
-  // Answers `error` (status: its own unless given); `operator_message`, when set, replaces the
-  // client's message in the record the access log gets.
-  void respond_error(const Error& error, int status = 0, std::string operator_message = {});
-  proto::StopRecord make_record() const;
-  void done();
+  // An upstream_error Ending for `upstreams.<name>` with `error` to answer (when set).
+  Ending upstream_failure(std::optional<Error> error, std::string operator_message = {});
+  // finish's last step: the bytes the client gets after the record is written.
+  void send_last_bytes(const Ending& ending, const std::string& error_body,
+                       const std::string& stop_header);
 
   StreamHost& host_;
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
-  const uint64_t id_;
-  std::shared_ptr<const policy::Policy> policy_;
-  const policy::Upstream* upstream_ = nullptr;
-  std::string tenant_;
-  std::string request_id_;
+  RequestLifecycle life_;
+  // decide's: the model the request names, the matched rule (null: none, passthrough: allow).
+  std::string model_;
+  const policy::Rule* rule_ = nullptr;
   std::string policy_name_;  // the matched rule's name, "" when none
-  std::string error_message_;
-  proto::StopRecord record_;
-  bool refused_ = false;      // no rule matched and passthrough is deny
-  bool auth_failed_ = false;  // 401
-  bool upstream_failed_ = false;
-  bool upstream_answered_ = false;
+  const policy::Upstream* upstream_ = nullptr;
   // The endpoints of upstream_'s pool it went to (upstream_attempts.h), and the request as sent
   // while a retry on another one may follow.
   UpstreamAttempts attempts_;
   std::unique_ptr<proto::ClientRequest> retry_req_;
   proto::ClientHandle call_;
-  int status_ = 0;
+  int status_ = 0;               // the upstream's, once its head came
+  proto::HttpHeaders trailers_;  // the upstream's, sent last
+  bool relayed_whole_ = false;   // the upstream's answer completed
   int64_t bytes_in_ = 0;
   int64_t bytes_out_ = 0;
-  double arrival_unix_s_ = 0;
-  bool paused_ = false;
-  bool done_ = false;
+  bool paused_ = false;  // the upstream is held back for a slow client
 };
 
 }  // namespace cutline::gateway

@@ -1,14 +1,18 @@
 #pragma once
-// How every response the gateway gives ends, whichever path produced it (a Stream's finish,
-// Passthrough, /v1/models, or an answer before any of them began: the HTTP layer's own 4xx, a
-// request target that does not parse, a request during a drain): its one stop record goes to the
-// client (body and Cutline-Stop header, or trailer), to the access log and to the metrics, once.
+// How every response the gateway gives ends, whichever path produced it: its one stop record goes
+// to the client (body and Cutline-Stop header, or trailer), to the access log and to the metrics,
+// once. A request that runs the phases (Stream, Passthrough, ModelsList) reaches
+// record_response_end() only through its RequestLifecycle's finish guard (request_lifecycle.h:
+// begin_finish(), then record() exactly once); an answer given before any of them began (the
+// HTTP layer's own 4xx, a request target that does not parse, a request during a drain) goes
+// through answer_refused().
 //
 //   record_headers()       the headers of an answer that carries the record in Cutline-Stop;
 //   record_response_end()  the access-log line and the metrics, before the last bytes go out
 //                          (a client that reads /metrics or the log right after its answer finds
 //                          its request counted);
-//   answer_refused()       the whole answer of a request refused before it became a Stream.
+//   answer_refused()       the whole answer of a request refused before it became a Stream,
+//                          Passthrough or ModelsList.
 //
 // Threading: any worker thread (the host's metrics and access log are thread-safe).
 

@@ -10,6 +10,12 @@
 // bytes, writes the stop record, cancels the upstream, releases the admission slot, settles the
 // token reservation, and emits the access-log line and the metrics.
 //
+// What is not particular to the OpenAI routes lives in its RequestLifecycle (request_lifecycle.h),
+// shared with Passthrough and ModelsList: accept's request id, arrival and policy snapshot,
+// authenticate, the facts rule matching reads, the phase, and finish's guard (begin_finish: the
+// first end event wins, later ones are no-ops) and its one record (record_for, record). The
+// relay's per-token path does not touch it.
+//
 // Collaborators: the StreamHost (stream_host.h: clock, metrics, access log, policy, upstream
 // pools, admission queues; the Gateway in production, fakes in the phase tests) and the Worker of
 // its loop (parsers, token-pool store, upstream caller). Neither is called through an interface
@@ -30,6 +36,7 @@
 #include "cutline/gateway/async_pool_store.h"
 #include "cutline/gateway/endpoint_pool.h"
 #include "cutline/gateway/relay.h"
+#include "cutline/gateway/request_lifecycle.h"
 #include "cutline/gateway/responses_relay.h"
 #include "cutline/gateway/token_timing.h"
 #include "cutline/gateway/upstream_attempts.h"
@@ -49,19 +56,6 @@ namespace cutline::gateway {
 class StreamHost;
 struct Worker;
 
-enum class Phase : uint8_t {
-  kAccept,
-  kAuthenticate,
-  kClassify,
-  kDecide,
-  kAdmit,  // waiting in the admission queue (or taking a slot)
-  kRoute,  // upstream request sent, no response head yet
-  kRelay,  // relaying the upstream's body
-  kFinish,
-  kDone,
-};
-std::string_view to_string(Phase phase);
-
 // The OpenAI routes that run the phases (every one under the same rules: budget, pools,
 // deadline, admission, labels). Chat and completions relay chunks (Relay); responses relays the
 // Responses API's events (ResponsesRelay); embeddings relays one JSON body (no tokens: no TTFT
@@ -70,27 +64,6 @@ enum class Route : uint8_t { kChatCompletions, kCompletions, kResponses, kEmbedd
 std::string_view route_path(Route route);
 // usage.prompt_tokens of an embeddings answer, when it has one.
 std::optional<int64_t> embeddings_prompt_tokens(std::string_view body);
-
-// Why and how a stream ends: the stop cause with the rule behind it, and, for answers that are
-// errors (bad input, rejection, upstream failure, on_cut.mode error), the error to send.
-struct Ending {
-  proto::Cause cause = proto::Cause::kEos;
-  std::string rule;  // YAML path (or "request.<field>", "authentication") of what fired
-  std::optional<double> limit;
-  std::optional<double> observed;
-  std::string unit;
-  std::string message;
-  // The message for the access log when it says more than the client may read (an upstream
-  // error's addresses); empty: `message` everywhere.
-  std::string operator_message;
-  std::optional<Error> error;  // send an OpenAI-style error instead of a completion
-  int status = 0;              // overrides error->status() when set (415, upstream 4xx)
-  std::string param;           // the request field an error is about
-  int64_t retry_after_s = 0;   // Retry-After on 429
-  // The upstream answered an error status before anything was sent: pass its status (`status`)
-  // and body on unchanged, the record in the Cutline-Stop header.
-  bool upstream_error_body = false;
-};
 
 class Stream final : public std::enable_shared_from_this<Stream>, public AdmissionWaiter {
  public:
@@ -109,8 +82,8 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   // the time since the drain began. No-op once the stream is finishing.
   void cut_for_shutdown(int64_t drain_timeout_ms, double drained_ms);
 
-  uint64_t id() const { return id_; }
-  Phase phase() const { return phase_; }
+  uint64_t id() const { return life_.id(); }
+  Phase phase() const { return life_.phase(); }
   // One entry of /v1/cutline/streams.
   void describe(base::JsonWriter& w, int64_t now_ns) const;
 
@@ -188,12 +161,12 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   const base::Clock& clock_;  // host_.clock(), read per chunk without a virtual call
   Worker& worker_;
   std::shared_ptr<proto::ServerStream> client_;
-  const uint64_t id_;
   const Route route_;
   const proto::Endpoint endpoint_;  // chat and completions
-  std::string request_id_;
-  Phase phase_ = Phase::kAccept;
-  double arrival_unix_s_ = 0;
+  // What every request's phases share (request_lifecycle.h): arrival, request id, tenant, the
+  // policy snapshot (taken at accept, held for the stream's life: decision_ points into it), the
+  // phase, and the guard that lets finish run and record once.
+  RequestLifecycle life_;
 
   // The request (body owned here; parsed_ refers into it). Both are freed once the upstream
   // request is built (release_request); what later phases, the record and the log need is
@@ -205,12 +178,9 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   std::optional<int64_t> requested_max_tokens_;  // max_completion_tokens, else max_tokens
   int64_t choices_ = 1;                          // max(n, best_of)
   bool parsed_ok_ = false;
-  std::string tenant_;
   std::optional<int64_t> client_deadline_ms_;
 
-  // Policy snapshot taken at decide and held for the stream's life (decision_ points into it).
-  std::shared_ptr<const policy::Policy> policy_;
-  policy::Decision decision_;
+  policy::Decision decision_;                // decide's, pointing into life_'s policy snapshot
   policy::AdmissionQueue* queue_ = nullptr;  // the rule's admission group (AdmissionDispatch's)
   bool queued_ = false;                      // waiting in queue_
   bool admitted_ = false;                    // holds a slot of queue_
@@ -273,7 +243,7 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
 
   // Observe mode: the cuts noted so far, at most one per cause. Empty (no allocation) unless a
   // timer fired or admission would have refused: never touched per token. `rule` points into
-  // policy_.
+  // life_'s policy snapshot.
   struct NotedCut {
     proto::Cause cause = proto::Cause::kGatewayDeadline;
     std::string_view rule;

@@ -1,14 +1,16 @@
 #pragma once
-// StreamHost: what a request in flight (Stream, Passthrough, ModelsList) needs from the process
-// around it, and nothing more: the clock, the metrics and the access log it records into, the
-// policy in force, the upstream pools and TLS contexts it routes with, and the admission queues.
-// The Gateway implements it; the phase tests implement it with a ManualClock, a policy parsed
-// from inline YAML and a captured access log, so a stream's phases run without a process or a
-// socket (Envoy's ActiveStream / FilterManagerCallbacks split).
+// StreamHost: what a request in flight (Stream, Passthrough, ModelsList — each through its
+// RequestLifecycle, request_lifecycle.h) needs from the process around it, and nothing more: the
+// clock, the metrics and the access log it records into, the policy in force, the upstream pools
+// and TLS contexts it routes with, and the admission queues. The Gateway implements it; the phase
+// tests implement it with a ManualClock, a policy parsed from inline YAML and a captured access
+// log, so a request's phases run without a process or a socket (Envoy's ActiveStream /
+// FilterManagerCallbacks split).
 //
-// Who calls what: a stream calls these per request (at accept, decide, route, finish), never per
-// token: what the relay touches per chunk (the clock) is read once when the stream is made and
-// held by reference.
+// Who calls what: a request calls these per request (the clock and the policy at accept, the
+// access log and the metrics once, from finish, through record_response_end; the pools and TLS
+// contexts at route; the admission queues at decide and admit), never per token: what the relay
+// touches per chunk (the clock) is read once when the stream is made and held by reference.
 //
 // Threading: every method may be called from any worker thread.
 
