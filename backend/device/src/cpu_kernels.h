@@ -87,7 +87,7 @@ constexpr int kTileW = 4;
 constexpr int kTileRows = 8;
 // dot_block takes up to this many weight rows (instead of kTileW) when it reads them in place
 // and nr > 2: a segment of the activation rows then stays in L1 for all of them.
-constexpr int kPanelW = 16;
+constexpr int kPanelW = 8;
 
 // The best ISA this CPU supports, capped by the environment variable CUTLINE_CPU_ISA
 // (scalar|avx2|avx512) when set.

@@ -216,9 +216,10 @@ TARGET void dot_tile_t(const uint8_t* w, int64_t w_stride, const float* const* x
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_panel_t(const uint8_t* w, int64_t w_stride, int ng, const float* const* xs,
                         int64_t k, float* out, int64_t ldo) {
-  // 512: the activations' segment (NR x 2 KiB) and the panel's (16 rows, 16 KiB for F16) share
-  // L1 with room to spare, and each stripe's partial sums go to `part` half as often as at 256.
-  constexpr int64_t kSeg = 512;
+  // A segment of the NR activation rows (NR x 4 KiB at 1024) and of the panel's weight rows (8 x
+  // 2 KiB for F16) share L1 with room to spare; F32 weights (4 bytes each) take half as many
+  // elements. Longer segments send each stripe's partial sums to `part` less often.
+  constexpr int64_t kSeg = kBytesPer64 < Load >> 128 ? 512 : 1024;
   constexpr int kW = 4;
   __m512 part[kPanelW / kW][4][kW * NR];
   const float* x[NR];
