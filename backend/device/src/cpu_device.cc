@@ -174,10 +174,12 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
                     n_end = task_begin(n_out, task + 1, n_tasks);
       float* wbuf = in_place ? nullptr : scratch(thread, cpu::kTileW * k);
       // Decode dequantizes one row at a time (it stays in L1); the bits do not depend on this.
-      // Batches of 3 and more read in place take panels of kPanelW rows (cpu_kernels.h).
-      const int64_t group = in_place && n_rows > 2   ? cpu::kPanelW
-                            : in_place || n_rows > 2 ? cpu::kTileW
-                                                     : 1;
+      // Batches of 3 and more read in place take panels of kPanelW rows, prefill batches of
+      // kPrefillPanelW (cpu_kernels.h).
+      const int64_t group = in_place && n_rows > cpu::kTileRows ? cpu::kPrefillPanelW
+                            : in_place && n_rows > 2            ? cpu::kPanelW
+                            : in_place || n_rows > 2            ? cpu::kTileW
+                                                                : 1;
       const float* tile_xs[cpu::kTileRows];
       for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
         const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);

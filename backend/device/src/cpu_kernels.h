@@ -86,8 +86,11 @@ struct Kernels {
 constexpr int kTileW = 4;
 constexpr int kTileRows = 8;
 // dot_block takes up to this many weight rows (instead of kTileW) when it reads them in place
-// and nr > 2: a segment of the activation rows then stays in L1 for all of them.
-constexpr int kPanelW = 8;
+// and nr > 2: a segment of the activation rows then stays in L1 for all of them. Batches of more
+// than kTileRows rows (prefill) take panels of kPrefillPanelW rows instead, over longer segments
+// (measured faster there, slower for decode batches). The bits do not depend on the panel.
+constexpr int kPanelW = 16;
+constexpr int kPrefillPanelW = 8;
 
 // The best ISA this CPU supports, capped by the environment variable CUTLINE_CPU_ISA
 // (scalar|avx2|avx512) when set.

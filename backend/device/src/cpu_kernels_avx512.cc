@@ -216,21 +216,21 @@ TARGET void dot_tile_t(const uint8_t* w, int64_t w_stride, const float* const* x
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_panel_t(const uint8_t* w, int64_t w_stride, int ng, const float* const* xs,
                         int64_t k, float* out, int64_t ldo) {
-  // A segment of the NR activation rows (NR x 4 KiB at 1024) and of the panel's weight rows (8 x
-  // 2 KiB for F16) share L1 with room to spare; F32 weights (4 bytes each) take half as many
-  // elements. Longer segments send each stripe's partial sums to `part` less often.
-  constexpr int64_t kSeg = kBytesPer64 < Load >> 128 ? 512 : 1024;
+  // A segment of the NR activation rows (NR x 4 KiB at 1024) and of a prefill panel's weight
+  // rows (kPrefillPanelW x 2 KiB for F16) share L1 with room to spare; F32 weights and the wider
+  // decode panels take 512. Longer segments send each stripe's partial sums to `part` less often.
+  const int64_t seg = kBytesPer64<Load> <= 128 && ng * 4 <= kPrefillPanelW ? 1024 : 512;
   constexpr int kW = 4;
   __m512 part[kPanelW / kW][4][kW * NR];
   const float* x[NR];
   for (int r = 0; r < NR; ++r) x[r] = xs[r];
-  for (int64_t s0 = 0; s0 < k; s0 += kSeg) {
-    const int64_t s1 = std::min(k, s0 + kSeg);
+  for (int64_t s0 = 0; s0 < k; s0 += seg) {
+    const int64_t s1 = std::min(k, s0 + seg);
     for (int g = 0; g < ng; ++g) {
       const uint8_t* wg = w + g * kW * w_stride;
       if (s1 < k) {
         constexpr int64_t kPer64 = kBytesPer64<Load>;
-        const int64_t b0 = s1 / 64 * kPer64, b1 = std::min(k, s1 + kSeg) / 64 * kPer64;
+        const int64_t b0 = s1 / 64 * kPer64, b1 = std::min(k, s1 + seg) / 64 * kPer64;
         for (int a = 0; a < kW; ++a)
           for (int64_t l = b0; l < b1; l += 64)
             _mm_prefetch(reinterpret_cast<const char*>(wg + a * w_stride + l), _MM_HINT_T0);
