@@ -170,8 +170,16 @@ class RawClient {
     timeval tv{0, 20000};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char buf[4096];
-    while (fd_ >= 0 && std::chrono::steady_clock::now() < end &&
-           received_.find(needle) == std::string::npos) {
+    // Only what arrived since the last look is searched: a multi-megabyte answer read 4 KiB at a
+    // time would otherwise be scanned from its start on every read (quadratic: tens of seconds
+    // on a loaded machine).
+    size_t searched = 0;
+    const auto found = [&] {
+      const bool hit = received_.find(needle, searched) != std::string::npos;
+      if (received_.size() >= needle.size()) searched = received_.size() - needle.size() + 1;
+      return hit;
+    };
+    while (fd_ >= 0 && std::chrono::steady_clock::now() < end && !found()) {
       ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n == 0) break;
       if (n > 0) received_.append(buf, static_cast<size_t>(n));
