@@ -145,7 +145,9 @@ TEST(GatewayObserve, AnObservedRuleCutsNothingAndSaysWhereItWouldHaveThenAReload
   ASSERT_NE(idle, nullptr) << r.body;
   EXPECT_EQ(idle->at_token, 1);
   EXPECT_EQ(idle->tokens_after, 2);
-  EXPECT_GE(idle->observed, 250);
+  // The whole 250 ms stall, not the 150 ms at which the timer fired; as the gateway saw it, so
+  // less when token 1 reached it late on a loaded machine (246.7 ms seen once).
+  EXPECT_GE(idle->observed, 225);
 
   // Enforce by reload (SIGHUP): the same long answer is cut at the budget.
   std::ofstream(env.config_path) << policy_yaml(fake_port, log, "label");
