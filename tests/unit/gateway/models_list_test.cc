@@ -178,14 +178,11 @@ TEST_F(ModelsFanOut, AClientThatLeavesWhileTheUpstreamsAreAskedIsOneClientCancel
 // asked: 401 with its record in the body and the Cutline-Stop header, one log line.
 class ModelsListWithTenants : public test::PhaseTest {
  protected:
-  // printf %s sk-alice-example | sha256sum
   ModelsListWithTenants()
       : PhaseTest(
             "listen:\n  - address: 127.0.0.1:0\n"
-            "upstreams:\n  - name: up\n    url: http://127.0.0.1:9\n    models: [\"m\"]\n"
-            "tenants:\n  - name: alice\n    api_keys: "
-            "[\"sha256:d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\"]\n"
-            "policies:\n  - name: default\n    match: {}\n") {}
+            "upstreams:\n  - name: up\n    url: http://127.0.0.1:9\n    models: [\"m\"]\n" +
+            test::kAliceTenant + "policies:\n  - name: default\n    match: {}\n") {}
 };
 
 TEST_F(ModelsListWithTenants, AMissingKeyIs401WithItsRecordAndNoUpstreamIsAsked) {

@@ -14,14 +14,12 @@
 namespace cutline::gateway::test {
 namespace {
 
-// printf %s sk-alice-example | sha256sum
 std::string policy_yaml(std::string_view passthrough) {
   return "listen:\n  - address: 127.0.0.1:0\n"
          "passthrough: " +
          std::string(passthrough) +
-         "\nupstreams:\n  - name: up\n    url: http://127.0.0.1:9/base\n    models: [\"m\"]\n"
-         "tenants:\n  - name: alice\n    api_keys: "
-         "[\"sha256:d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\"]\n"
+         "\nupstreams:\n  - name: up\n    url: http://127.0.0.1:9/base\n    models: [\"m\"]\n" +
+         kAliceTenant +
          "policies:\n  - name: default\n    match: {routes: [\"/v1/chat/completions\"]}\n";
 }
 

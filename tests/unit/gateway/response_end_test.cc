@@ -11,13 +11,10 @@
 namespace cutline::gateway::test {
 namespace {
 
-// printf %s sk-alice-example | sha256sum
-constexpr const char* kPolicy =
+const std::string kPolicy =
     "listen:\n  - address: 127.0.0.1:0\n"
-    "upstreams:\n  - name: up\n    url: http://127.0.0.1:9\n    models: [\"m\"]\n"
-    "tenants:\n  - name: alice\n    api_keys: "
-    "[\"sha256:d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\"]\n"
-    "policies:\n  - name: default\n    match: {}\n";
+    "upstreams:\n  - name: up\n    url: http://127.0.0.1:9\n    models: [\"m\"]\n" +
+    kAliceTenant + "policies:\n  - name: default\n    match: {}\n";
 
 TEST(ResponseEnd, ARequestRefusedBeforeItsPhasesCarriesOneRecordEverywhere) {
   FakeHost host(kPolicy);

@@ -255,6 +255,12 @@ class PhaseTest : public ::testing::Test {
   uint64_t next_id_ = 1;
 };
 
+// The tenants section of a phase test's policy: one tenant, alice, whose key is
+// "sk-alice-example" (the digest: printf %s sk-alice-example | sha256sum).
+inline const std::string kAliceTenant =
+    "tenants:\n  - name: alice\n    api_keys: "
+    "[\"sha256:d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\"]\n";
+
 // Occurrences of `needle` in `text`.
 inline size_t count_of(std::string_view text, std::string_view needle) {
   size_t n = 0;

@@ -13,10 +13,6 @@ namespace {
 
 using proto::Cause;
 
-// printf %s sk-alice-example | sha256sum
-constexpr const char* kAliceDigest =
-    "d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd";
-
 // Without tenants: an admission rule picked by a header, and the default. With them: the default
 // only (a rule picked by a header must name the tenants that may pick it).
 std::string policy_yaml(bool tenants) {
@@ -24,8 +20,7 @@ std::string policy_yaml(bool tenants) {
       "listen:\n  - address: 127.0.0.1:0\n"
       "upstreams:\n  - name: up\n    url: http://127.0.0.1:9\n    models: [\"m\"]\n";
   if (tenants) {
-    return y + "tenants:\n  - name: alice\n    api_keys: [\"sha256:" + kAliceDigest +
-           "\"]\npolicies:\n  - name: default\n    match: {}\n";
+    return y + kAliceTenant + "policies:\n  - name: default\n    match: {}\n";
   }
   return y +
          "policies:\n"
