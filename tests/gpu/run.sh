@@ -11,6 +11,9 @@
 # nothing, writes "SKIP <step>: <reason>" for every step and exits 0; a ctest test checks that.
 # Exit status: 0 when every step that ran passed, 1 otherwise. $OUT/summary.txt lists each step.
 #   OUT=/tmp/gpu-out BUILD=build-gpu TYPES=f16,q8_0,q4_k bash tests/gpu/run.sh
+# With CUTLINE_GPU_PREBUILT=1 the build step is skipped and $BUILD's binaries run as they are
+# (tests/gpu/bundle.sh packs them, with their libraries, for a machine without the build's
+# dependencies).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$root/gpu-out}
@@ -29,6 +32,11 @@ run_step() {
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS
+  # timeout runs programs, not shell functions: a step that is a function of this script runs in
+  # a child bash given its definition (the variables it reads are exported below).
+  if declare -F "$1" >/dev/null; then
+    set -- bash -c "$(declare -f "$1"); $(printf '%q ' "$@")"
+  fi
   if timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; then
     say "PASS $name ($((SECONDS - t0)) s)"
   else
@@ -60,6 +68,7 @@ nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv
 say "GPU: $(sed -n 2p "$OUT/gpu.txt")"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
 export PATH=$PATH:/usr/local/cuda/bin
+export root OUT BUILD TYPES arch
 
 configure_and_build() {
   cmake -S "$root" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUTLINE_CUDA=ON \
@@ -67,7 +76,13 @@ configure_and_build() {
     cmake --build "$BUILD" -j "$(nproc)" --target device_unit_tests engine_tiny_model_tests \
       decode_bench device_bandwidth cutline-backend cutline-gateway cutline
 }
-run_step build 300 configure_and_build
+# CUTLINE_GPU_PREBUILT=1: $BUILD already holds the binaries, built elsewhere for this GPU's
+# architecture (tests/gpu/bundle.sh), for a GPU machine whose image cannot build Cutline.
+if [[ "${CUTLINE_GPU_PREBUILT:-}" == 1 ]]; then
+  say "SKIP build: prebuilt binaries in $BUILD (CUTLINE_GPU_PREBUILT=1)"
+else
+  run_step build 300 configure_and_build
+fi
 if [[ $failed == 1 ]]; then
   for s in "${steps[@]:1}"; do say "SKIP $s: the build failed"; done
   exit 1
