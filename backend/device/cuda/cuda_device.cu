@@ -460,8 +460,8 @@ void CudaDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* 
 // to the largest quantized weight, at most kScratchElems), each followed by its F16 GEMM into
 // columns [r0, r1) of y; the stream orders a slice's GEMM before the next slice overwrites it.
 void CudaDevice::quant_matmul(const float* x, int64_t n_rows, const Weight& w, float* y) {
-  if (n_rows <= cuda::kMatvecMaxRows) {
-    cuda::quant_matvec(w.type, w.data, w.rows, w.cols, x, n_rows, y, stream_);
+  if (n_rows <= cuda::kMatvecMaxRows &&
+      cuda::quant_matvec(w.type, w.data, w.rows, w.cols, x, n_rows, y, stream_)) {
     launched();
     return;
   }

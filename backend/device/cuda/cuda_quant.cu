@@ -32,35 +32,36 @@ struct Q6_K {
   }
 };
 
-template <typename Q>
+template <typename Q, int NR>
 __global__ void matvec_kernel(const uint8_t* w, int64_t rows, int64_t cols, int64_t row_bytes,
-                              const float* x, int n_rows, float* y) {
+                              const float* x, float* y) {
   const int lane = threadIdx.x % 32;
   const int64_t r = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
   if (r >= rows) return;  // r is the same for the whole warp: the shuffles below stay full
   const uint8_t* wr = w + r * row_bytes;
-  float acc[kMatvecMaxRows];
+  float acc[NR];
 #pragma unroll
-  for (int b = 0; b < kMatvecMaxRows; ++b) acc[b] = 0.0f;
+  for (int b = 0; b < NR; ++b) acc[b] = 0.0f;
   for (int64_t k0 = int64_t{lane} * kChunk; k0 < cols; k0 += 32 * kChunk) {
     float wv[kChunk];
     Q::chunk(wr, k0, wv);
 #pragma unroll
-    for (int b = 0; b < kMatvecMaxRows; ++b) {
-      if (b < n_rows) {
-        const float* xb = x + b * cols + k0;
-        float s = 0.0f;
+    for (int b = 0; b < NR; ++b) {
+      // Two 16-byte loads (quant_matvec checks the alignment) instead of eight 4-byte ones.
+      const float4* xb = reinterpret_cast<const float4*>(x + b * cols + k0);
+      const float4 lo = __ldg(xb), hi = __ldg(xb + 1);
+      const float xv[kChunk] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      float s = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kChunk; ++i) s += wv[i] * xb[i];
-        acc[b] += s;
-      }
+      for (int i = 0; i < kChunk; ++i) s += wv[i] * xv[i];
+      acc[b] += s;
     }
   }
 #pragma unroll
-  for (int b = 0; b < kMatvecMaxRows; ++b) {
+  for (int b = 0; b < NR; ++b) {
     float v = acc[b];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0 && b < n_rows) y[b * rows + r] = v;
+    if (lane == 0) y[b * rows + r] = v;
   }
 }
 
@@ -118,15 +119,35 @@ bool stays_quantized(DType type) {
   return type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K;
 }
 
-void quant_matvec(DType type, const void* w, int64_t rows, int64_t cols, const float* x,
+bool quant_matvec(DType type, const void* w, int64_t rows, int64_t cols, const float* x,
                   int64_t n_rows, float* y, cudaStream_t stream) {
-  if (rows == 0 || n_rows == 0) return;
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || cols % kChunk != 0) return false;
+  if (rows == 0 || n_rows == 0) return true;
   const auto* wb = static_cast<const uint8_t*>(w);
   const int64_t rb = row_bytes(type, cols);
+  const unsigned grid = grid_for(rows, kWarps);
   dispatch(type, [&](auto q) {
-    matvec_kernel<decltype(q)><<<grid_for(rows, kWarps), 32 * kWarps, 0, stream>>>(
-        wb, rows, cols, rb, x, static_cast<int>(n_rows), y);
+    using Q = decltype(q);
+    switch (n_rows) {
+      case 1:
+        return matvec_kernel<Q, 1><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+      case 2:
+        return matvec_kernel<Q, 2><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+      case 3:
+        return matvec_kernel<Q, 3><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+      case 4:
+        return matvec_kernel<Q, 4><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+      case 5:
+        return matvec_kernel<Q, 5><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+      case 6:
+        return matvec_kernel<Q, 6><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+      case 7:
+        return matvec_kernel<Q, 7><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+      default:
+        return matvec_kernel<Q, 8><<<grid, 32 * kWarps, 0, stream>>>(wb, rows, cols, rb, x, y);
+    }
   });
+  return true;
 }
 
 void dequant_rows_f16(DType type, const void* w, int64_t cols, int64_t r0, int64_t r1, __half* out,

@@ -19,8 +19,9 @@ bool stays_quantized(DType type);
 constexpr int64_t kMatvecMaxRows = 8;
 
 // y[b][r] = sum_k x[b][k] * w[r][k] for b < n_rows <= kMatvecMaxRows (x: [n_rows][cols] F32,
-// y: [n_rows][rows]). One warp per weight row, F32 accumulation, fixed reduction order.
-void quant_matvec(DType type, const void* w, int64_t rows, int64_t cols, const float* x,
+// y: [n_rows][rows]). One warp per weight row, F32 accumulation, fixed reduction order. False
+// (nothing launched) when x is not 16-byte aligned: the caller takes the F16 path instead.
+bool quant_matvec(DType type, const void* w, int64_t rows, int64_t cols, const float* x,
                   int64_t n_rows, float* y, cudaStream_t stream);
 
 // out[(r - r0) * cols + k] = w[r][k] as F16 (round to nearest even) for r in [r0, r1).
