@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -67,7 +68,8 @@ void put_half(uint8_t* p, uint16_t h) {
 __attribute__((target("f16c"))) float hardware_half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 TEST(QuantBlocks, HalfToFloatMatchesTheProcessorForEveryBitPattern) {
-  ASSERT_TRUE(__builtin_cpu_supports("f16c"));
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  ASSERT_TRUE(__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0);
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float ours = qblock::half_to_float(static_cast<uint16_t>(h));
     const float ref = hardware_half_to_float(static_cast<uint16_t>(h));
