@@ -119,6 +119,7 @@ class CpuDevice final : public Device {
   }
 
   void matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
+  void matmul_packed(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
 
   ThreadPool pool_;
   const cpu::Kernels& kernels_;
@@ -130,6 +131,9 @@ class CpuDevice final : public Device {
   std::vector<float> xd8_;
   std::vector<int16_t> xs16_;
   std::vector<cpu::QuantRow> qrows_;
+  // matmul_packed's activations in stripe order, and a pointer to each row.
+  std::vector<float> xp_;
+  std::vector<const float*> xps_;
 };
 
 int64_t CpuDevice::free_bytes() const {
@@ -160,6 +164,11 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   if (kernels_.dot_block_q != nullptr &&
       kernels_.dot_block_q(w.type, nullptr, 0, 0, nullptr, 0, k, nullptr, 0)) {
     matmul_quantized(x, n_rows, w, y, n_tasks);
+    return;
+  }
+  if (n_rows > cpu::kTileRows && kernels_.packed_bytes != nullptr &&
+      kernels_.packed_bytes(w.type, k) > 0) {
+    matmul_packed(x, n_rows, w, y, n_tasks);
     return;
   }
   const float* xs[cpu::kTileRows];
@@ -237,6 +246,39 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
           for (int r = 0; r < nr; ++r) y[(b + r) * n_out + n] = out[r];
         }
       }
+    }
+  });
+}
+
+// Prefill batches (cpu_kernels.h dot_packed): the activations are packed once, by all threads;
+// then each task packs its weight rows one panel at a time and runs every activation row
+// against it. Each pair gets the bits of dot_rows, as on the other paths.
+void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, float* y,
+                              int64_t n_tasks) {
+  const int64_t n_out = w.rows, k = w.cols;
+  const int64_t rb = row_bytes(w.type, k), pb = kernels_.packed_bytes(w.type, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  if (static_cast<int64_t>(xp_.size()) < n_rows * k) xp_.resize(n_rows * k);
+  xps_.resize(n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) xps_[r] = xp_.data() + r * k;
+  parallel_range(n_rows, 8, [&](int64_t begin, int64_t end, int32_t) {
+    for (int64_t r = begin; r < end; ++r) kernels_.pack_x(x + r * k, k, xp_.data() + r * k);
+  });
+  // A panel of about 512 KiB stays in L2 while every activation row passes over it.
+  const int64_t panel = std::clamp<int64_t>((int64_t{512} << 10) / pb / 4 * 4, 4, cpu::kPackPanelW);
+  pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
+    const int64_t n_begin = task_begin(n_out, task, n_tasks),
+                  n_end = task_begin(n_out, task + 1, n_tasks);
+    void* wp = scratch(thread, (panel * pb + 3) / 4);
+    for (int64_t n = n_begin; n < n_end; n += panel) {
+      const int nw = static_cast<int>(std::min(panel, n_end - n));
+      kernels_.pack_w(w.type, base + n * rb, rb, nw, k, wp);
+      const cpu::PrefetchRows next{.w = base + (n + nw) * rb,
+                                   .stride = rb,
+                                   .rows = static_cast<int>(std::min(panel, n_end - n - nw)),
+                                   .bytes = rb};
+      kernels_.dot_packed(w.type, wp, nw, xps_.data(), static_cast<int>(n_rows), k, y + n, n_out,
+                          next);
     }
   });
 }

@@ -40,6 +40,14 @@ constexpr int64_t kQBlock = 256;
 constexpr int64_t kQGroup = 32;
 inline int64_t qrow_padded(int64_t k) { return (k + kQBlock - 1) / kQBlock * kQBlock; }
 
+// Weight rows to prefetch: `rows` rows of `bytes` bytes, `stride` bytes apart.
+struct PrefetchRows {
+  const void* w = nullptr;
+  int64_t stride = 0;
+  int rows = 0;
+  int64_t bytes = 0;
+};
+
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 struct Kernels {
@@ -78,6 +86,23 @@ struct Kernels {
   // batch size.
   bool (*dot_block_q)(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                       int nr, int64_t k, float* out, int64_t ldo) = nullptr;
+  // Optional prefill path, for batches of more than kTileRows rows. The activation rows are
+  // copied once per matmul into stripe order (pack_x: for each of the 4 accumulators j of
+  // dot_rows, its 16-element chunks j, j + 4, j + 8, ... one after the other), and a panel of at
+  // most kPackPanelW weight rows is copied once into the same order, 4 rows interleaved
+  // (pack_w), so that dot_packed reads both sequentially and runs each accumulator over the
+  // whole row in one pass. packed_bytes(type, k) is the size of one packed weight row, or 0 when
+  // there is no packed kernel for this type or k. dot_packed writes out[r * ldo + n] for
+  // n < nw <= kPackPanelW and r < nr (any count), each pair with the bits dot_rows(dequantized
+  // row n, xs[r]) would give, so batch invariance holds.
+  int64_t (*packed_bytes)(DType type, int64_t k) = nullptr;
+  void (*pack_x)(const float* x, int64_t k, float* dst) = nullptr;
+  void (*pack_w)(DType type, const void* w, int64_t w_stride, int nw, int64_t k,
+                 void* dst) = nullptr;
+  // `next` names the weight rows the caller packs next: dot_packed brings them into L2 a few
+  // lines at a time while it runs, so that packing them does not wait on memory.
+  void (*dot_packed)(DType type, const void* wp, int nw, const float* const* xps, int nr, int64_t k,
+                     float* out, int64_t ldo, const PrefetchRows& next) = nullptr;
   // acc[r][i] += p[r] * v[i] for i < n, r < nr <= 4 (attention's V accumulation; one order per
   // element, independent of nr).
   void (*axpy_rows)(const float* v, const float* p, int nr, int64_t n, float* const* acc) = nullptr;
@@ -91,6 +116,8 @@ constexpr int kTileRows = 8;
 // (measured faster there, slower for decode batches). The bits do not depend on the panel.
 constexpr int kPanelW = 16;
 constexpr int kPrefillPanelW = 8;
+// The most weight rows one packed panel holds (pack_w, dot_packed).
+constexpr int kPackPanelW = 48;
 
 // The best ISA this CPU supports, capped by the environment variable CUTLINE_CPU_ISA
 // (scalar|avx2|avx512) when set.
