@@ -338,6 +338,7 @@ int main(int argc, char** argv) {
                                        : measure_bandwidth(threads);
     const Figures one = run(**runner, 1, 16, steps, false);
     const Figures eight = run(**runner, 8, 16, steps, false);
+    run(**runner, 1, 512, 1, true);  // warm-up: first-touch page faults of the 512-row buffers
     const Figures pre = run(**runner, 1, 512, 1, true);
     std::printf(
         "%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f %10.1f %10.1f %10.2f "
