@@ -86,15 +86,15 @@ struct Kernels {
   // batch size.
   bool (*dot_block_q)(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                       int nr, int64_t k, float* out, int64_t ldo) = nullptr;
-  // Optional prefill path, for batches of more than kTileRows rows. The activation rows are
-  // copied once per matmul into stripe order (pack_x: for each of the 4 accumulators j of
-  // dot_rows, its 16-element chunks j, j + 4, j + 8, ... one after the other), and a panel of at
-  // most kPackPanelW weight rows is copied once into the same order, 4 rows interleaved
-  // (pack_w), so that dot_packed reads both sequentially and runs each accumulator over the
-  // whole row in one pass. packed_bytes(type, k) is the size of one packed weight row, or 0 when
-  // there is no packed kernel for this type or k. dot_packed writes out[r * ldo + n] for
-  // n < nw <= kPackPanelW and r < nr (any count), each pair with the bits dot_rows(dequantized
-  // row n, xs[r]) would give, so batch invariance holds.
+  // Optional path for batches of 3 rows and more (decode batches and prefill), for the types
+  // it answers packed_bytes for. The activation rows are copied once per matmul into stripe order
+  // (pack_x: for each of the 4 accumulators j of dot_rows, its 16-element chunks j, j + 4, j + 8,
+  // ... one after the other), and a panel of at most kPackPanelW weight rows is copied once into
+  // the same order, 4 rows interleaved (pack_w), so that dot_packed reads both sequentially and
+  // runs each accumulator over the whole row in one pass. packed_bytes(type, k) is the size of one
+  // packed weight row, or 0 when there is no packed kernel for this type or k. dot_packed writes
+  // out[r * ldo + n] for n < nw <= kPackPanelW and r < nr (any count), each pair with the bits
+  // dot_rows(dequantized row n, xs[r]) would give, so batch invariance holds.
   int64_t (*packed_bytes)(DType type, int64_t k) = nullptr;
   void (*pack_x)(const float* x, int64_t k, float* dst) = nullptr;
   void (*pack_w)(DType type, const void* w, int64_t w_stride, int nw, int64_t k,

@@ -458,15 +458,38 @@ TARGET void pack_w(DType type, const void* w, int64_t w_stride, int nw, int64_t 
   }
 }
 
+// The lines of the weight rows the caller packs next, prefetched into L2 `per` lines at a time
+// from inside the kernel's loop, so that reading them overlaps the multiply-adds.
+struct LineStream {
+  const uint8_t* p = nullptr;
+  const uint8_t* row_end = nullptr;
+  int rows_left = 0;
+  int per = 0;
+  int64_t stride = 0;
+  int64_t bytes = 0;
+
+  TARGET inline void step() {
+    for (int i = 0; i < per && rows_left > 0; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+      p += 64;
+      if (p >= row_end && --rows_left > 0) {
+        p = row_end - bytes + stride;
+        row_end = p + bytes;
+      }
+    }
+  }
+};
+
 // Accumulator j of W x NR pairs over the whole row: w points at the tile's stripe j, x[r] at
 // row r's. The W * NR results go to part[(p * 4 + j) * 16], p = a * NR + r.
 template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET inline void packed_stripe(const void* w, const float* const* x, int64_t n_chunks, int j,
-                                 float* part) {
+                                 float* part, LineStream& pf) {
   __m512 acc[W * NR];
 #pragma GCC unroll 32
   for (int p = 0; p < W * NR; ++p) acc[p] = _mm512_setzero_ps();
   for (int64_t c = 0; c < n_chunks; ++c) {
+    pf.step();
     __m512 wv[W];
 #pragma GCC unroll 4
     for (int a = 0; a < W; ++a) wv[a] = Load(w, (c * W + a) * 16);
@@ -483,23 +506,23 @@ TARGET inline void packed_stripe(const void* w, const float* const* x, int64_t n
 
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void packed_stripe_w(int wt, const void* w, const float* const* x, int64_t n_chunks, int j,
-                            float* part) {
+                            float* part, LineStream& pf) {
   switch (wt) {
     case 1:
-      return packed_stripe<1, NR, Load>(w, x, n_chunks, j, part);
+      return packed_stripe<1, NR, Load>(w, x, n_chunks, j, part, pf);
     case 2:
-      return packed_stripe<2, NR, Load>(w, x, n_chunks, j, part);
+      return packed_stripe<2, NR, Load>(w, x, n_chunks, j, part, pf);
     case 3:
-      return packed_stripe<3, NR, Load>(w, x, n_chunks, j, part);
+      return packed_stripe<3, NR, Load>(w, x, n_chunks, j, part, pf);
     default:
-      return packed_stripe<4, NR, Load>(w, x, n_chunks, j, part);
+      return packed_stripe<4, NR, Load>(w, x, n_chunks, j, part, pf);
   }
 }
 
 // NR activation rows (packed) against a packed panel of nw weight rows.
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_packed_nr(const uint8_t* wp, int nw, const float* const* xps, int64_t k, float* out,
-                          int64_t ldo, int64_t eb) {
+                          int64_t ldo, int64_t eb, LineStream& pf) {
   alignas(64) float part[kPackPanelW * NR * 4 * 16];
   const int64_t n_chunks = k / 64;
   for (int j = 0; j < 4; ++j) {
@@ -509,7 +532,7 @@ TARGET void dot_packed_nr(const uint8_t* wp, int nw, const float* const* xps, in
       const int wt = std::min(4, nw - t0);
       const uint8_t* tile = wp + t0 * k * eb;
       packed_stripe_w<NR, Load>(wt, tile + j * wt * (k / 4) * eb, x, n_chunks, j,
-                                part + t0 * NR * 4 * 16);
+                                part + t0 * NR * 4 * 16, pf);
     }
   }
   for (int t0 = 0; t0 < nw; t0 += 4) {
@@ -533,40 +556,43 @@ template <__m512 (*Load)(const void*, int64_t)>
 TARGET void dot_packed_load(const uint8_t* wp, int nw, const float* const* xps, int nr, int64_t k,
                             float* out, int64_t ldo, int64_t eb, const PrefetchRows& next) {
   // The next panel's rows are prefetched into L2 over the last few activation tiles only: the
-  // activation rows streaming through L2 would evict them if fetched earlier.
+  // activation rows streaming through L2 would evict them if fetched earlier. Batches of up to
+  // 6 * kPrefetchTiles rows (decode) spread them over the whole run.
   constexpr int kPrefetchTiles = 8;
   const int n_tiles = (nr + 5) / 6, first = std::max(0, n_tiles - kPrefetchTiles);
-  const int64_t row_lines = (next.bytes + 63) / 64;
+  LineStream pf;
+  if (next.rows > 0) {
+    const int64_t lines = next.rows * ((next.bytes + 63) / 64);
+    const int64_t iters = int64_t{n_tiles - first} * 4 * ((nw + 3) / 4) * (k / 64);
+    pf = {.p = static_cast<const uint8_t*>(next.w),
+          .row_end = static_cast<const uint8_t*>(next.w) + next.bytes,
+          .rows_left = next.rows,
+          .per = static_cast<int>((lines + iters - 1) / iters),
+          .stride = next.stride,
+          .bytes = next.bytes};
+  }
+  LineStream none;
   for (int r = 0; r < nr; r += 6) {
-    const int tile = r / 6;
-    if (tile >= first) {
-      const int share = n_tiles - first, part = tile - first;
-      const auto* rows = static_cast<const uint8_t*>(next.w);
-      for (int a = 0; a < next.rows; ++a) {
-        const int64_t l0 = row_lines * part / share, l1 = row_lines * (part + 1) / share;
-        for (int64_t l = l0; l < l1; ++l)
-          _mm_prefetch(reinterpret_cast<const char*>(rows + a * next.stride + l * 64), _MM_HINT_T1);
-      }
-    }
+    LineStream& now = r / 6 >= first ? pf : none;
     float* o = out + r * ldo;
     switch (std::min(6, nr - r)) {
       case 1:
-        dot_packed_nr<1, Load>(wp, nw, xps + r, k, o, ldo, eb);
+        dot_packed_nr<1, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
         break;
       case 2:
-        dot_packed_nr<2, Load>(wp, nw, xps + r, k, o, ldo, eb);
+        dot_packed_nr<2, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
         break;
       case 3:
-        dot_packed_nr<3, Load>(wp, nw, xps + r, k, o, ldo, eb);
+        dot_packed_nr<3, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
         break;
       case 4:
-        dot_packed_nr<4, Load>(wp, nw, xps + r, k, o, ldo, eb);
+        dot_packed_nr<4, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
         break;
       case 5:
-        dot_packed_nr<5, Load>(wp, nw, xps + r, k, o, ldo, eb);
+        dot_packed_nr<5, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
         break;
       default:
-        dot_packed_nr<6, Load>(wp, nw, xps + r, k, o, ldo, eb);
+        dot_packed_nr<6, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
         break;
     }
   }
