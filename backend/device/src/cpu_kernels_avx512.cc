@@ -400,17 +400,11 @@ TARGET bool dot_tile(DType type, const void* w, int64_t w_stride, int nw, const 
 // the panel. The weight elements are copied raw (F32, F16, BF16) and converted by the same
 // loaders as in place, so every pair gets the operations of dot_rows_t in the same order.
 
-// Bytes per weight element in a packed panel; 0 when the type has no packed kernel.
-constexpr int64_t packed_elem_bytes(DType type) {
-  switch (type) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return 2;
-    default:
-      return 0;
-  }
+// Bytes per weight element in a packed panel (the types whose blocks are single elements); 0
+// when the type has no packed kernel.
+int64_t packed_elem_bytes(DType type) {
+  const bool packed = type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
+  return packed ? block_bytes(type) : 0;
 }
 
 TARGET int64_t packed_bytes(DType type, int64_t k) {
@@ -574,27 +568,12 @@ TARGET void dot_packed_load(const uint8_t* wp, int nw, const float* const* xps, 
   LineStream none;
   for (int r = 0; r < nr; r += 6) {
     LineStream& now = r / 6 >= first ? pf : none;
-    float* o = out + r * ldo;
-    switch (std::min(6, nr - r)) {
-      case 1:
-        dot_packed_nr<1, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
-        break;
-      case 2:
-        dot_packed_nr<2, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
-        break;
-      case 3:
-        dot_packed_nr<3, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
-        break;
-      case 4:
-        dot_packed_nr<4, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
-        break;
-      case 5:
-        dot_packed_nr<5, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
-        break;
-      default:
-        dot_packed_nr<6, Load>(wp, nw, xps + r, k, o, ldo, eb, now);
-        break;
-    }
+    using Tile = void (*)(const uint8_t*, int, const float* const*, int64_t, float*, int64_t,
+                          int64_t, LineStream&);
+    static constexpr Tile kByRows[] = {dot_packed_nr<1, Load>, dot_packed_nr<2, Load>,
+                                       dot_packed_nr<3, Load>, dot_packed_nr<4, Load>,
+                                       dot_packed_nr<5, Load>, dot_packed_nr<6, Load>};
+    kByRows[std::min(6, nr - r) - 1](wp, nw, xps + r, k, out + r * ldo, ldo, eb, now);
   }
 }
 
