@@ -86,8 +86,8 @@ struct Kernels {
   // batch size.
   bool (*dot_block_q)(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                       int nr, int64_t k, float* out, int64_t ldo) = nullptr;
-  // Optional path for batches of 3 rows and more (decode batches and prefill), for the types
-  // it answers packed_bytes for. The activation rows are copied once per matmul into stripe order
+  // Optional prefill path, for batches of more than kTileRows rows of the types it answers
+  // packed_bytes for. The activation rows are copied once per matmul into stripe order
   // (pack_x: for each of the 4 accumulators j of dot_rows, its 16-element chunks j, j + 4, j + 8,
   // ... one after the other), and a panel of at most kPackPanelW weight rows is copied once into
   // the same order, 4 rows interleaved (pack_w), so that dot_packed reads both sequentially and

@@ -550,8 +550,7 @@ template <__m512 (*Load)(const void*, int64_t)>
 TARGET void dot_packed_load(const uint8_t* wp, int nw, const float* const* xps, int nr, int64_t k,
                             float* out, int64_t ldo, int64_t eb, const PrefetchRows& next) {
   // The next panel's rows are prefetched into L2 over the last few activation tiles only: the
-  // activation rows streaming through L2 would evict them if fetched earlier. Batches of up to
-  // 6 * kPrefetchTiles rows (decode) spread them over the whole run.
+  // activation rows streaming through L2 would evict them if fetched earlier.
   constexpr int kPrefetchTiles = 8;
   const int n_tiles = (nr + 5) / 6, first = std::max(0, n_tiles - kPrefetchTiles);
   LineStream pf;
