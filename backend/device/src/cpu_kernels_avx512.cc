@@ -418,8 +418,8 @@ TARGET void pack_x(const float* x, int64_t k, float* dst) {
 }
 
 // Reads each weight row once, front to back, 64 elements (4 chunks, one per stripe) at a time,
-// with the next row's lines prefetched: the panel is the only place the weights are read from
-// memory on this path, so the copy runs at streaming speed.
+// with the next row's lines prefetched: on this path the weights are read from memory here
+// only, the kernel reads the packed copy from L2.
 TARGET void pack_w(DType type, const void* w, int64_t w_stride, int nw, int64_t k, void* dst) {
   const int64_t eb = packed_elem_bytes(type), chunk = 16 * eb;
   const auto* src = static_cast<const uint8_t*>(w);
