@@ -1,0 +1,52 @@
+#pragma once
+// What the AVX-512 F32 kernels share: the loaders that read 16 weights of a row in place as F32
+// (the tiles in cpu_kernels_avx512.cc, the packed prefill path in cpu_kernels_avx512_packed.cc),
+// and the packed path's entry points, which avx512_kernels() puts in its table; each does what
+// the Kernels member of the same name describes (cpu_kernels.h).
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu_kernels.h"
+#include "cpu_kernels_avx512_quant.h"  // CUTLINE_AVX512_TARGET
+
+namespace cutline::device::cpu::avx512 {
+
+// Load 16 weights of a row, from element i, as F32, exactly as dequant() produces them.
+CUTLINE_AVX512_TARGET inline __m512 load_w16_f32(const void* w, int64_t i) {
+  return _mm512_loadu_ps(static_cast<const float*>(w) + i);
+}
+CUTLINE_AVX512_TARGET inline __m512 load_w16_f16(const void* w, int64_t i) {
+  return _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i)));
+}
+CUTLINE_AVX512_TARGET inline __m512 load_w16_bf16(const void* w, int64_t i) {
+  const __m512i v = _mm512_cvtepu16_epi32(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+CUTLINE_AVX512_TARGET inline __m512 load_w16_q8_0(const void* w, int64_t i) {
+  const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w)[i / kQK8_0];
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % kQK8_0));
+  return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+}
+CUTLINE_AVX512_TARGET inline __m512 load_w16_q4_0(const void* w, int64_t i) {
+  const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w)[i / kQK4_0];
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m128i nib = (i % kQK4_0) == 0 ? _mm_and_si128(q, _mm_set1_epi8(0xF))
+                                        : _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
+  const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nib), _mm512_set1_epi32(8));
+  return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), _mm512_cvtepi32_ps(v));
+}
+
+CUTLINE_AVX512_TARGET int64_t packed_bytes(DType type, int64_t k);
+CUTLINE_AVX512_TARGET void pack_x(const float* x, int64_t k, float* dst);
+CUTLINE_AVX512_TARGET void pack_w(DType type, const void* w, int64_t w_stride, int nw, int64_t k,
+                                  void* dst);
+CUTLINE_AVX512_TARGET void dot_packed(DType type, const void* wp, int nw, const float* const* xps,
+                                      int nr, int64_t k, float* out, int64_t ldo,
+                                      const PrefetchRows& next);
+
+}  // namespace cutline::device::cpu::avx512
+#endif
