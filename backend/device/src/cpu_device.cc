@@ -103,6 +103,14 @@ class CpuDevice final : public Device {
   void paged_attention(const AttentionArgs& args) override;
 
  private:
+  // The first 64-byte aligned address of v, grown to hold n elements from there.
+  template <typename T>
+  static T* aligned64(std::vector<T>& v, int64_t n) {
+    constexpr int64_t kSlack = 64 / sizeof(T);
+    if (static_cast<int64_t>(v.size()) < n + kSlack) v.resize(n + kSlack);
+    const auto at = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - at % 64) % 64) / sizeof(T);
+  }
   float* scratch(int32_t thread, int64_t floats) {
     std::vector<float>& s = scratch_[thread];
     if (static_cast<int64_t>(s.size()) < floats) s.resize(floats);
@@ -261,18 +269,19 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
   const int64_t n_out = w.rows, k = w.cols;
   const int64_t rb = row_bytes(w.type, k), pb = kernels_.packed_bytes(w.type, k);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  if (static_cast<int64_t>(xp_.size()) < n_rows * k) xp_.resize(n_rows * k);
+  // 64-byte aligned, as the packed weights: the kernel reads both in 64-byte vectors.
+  float* xp = aligned64(xp_, n_rows * k);
   xps_.resize(n_rows);
-  for (int64_t r = 0; r < n_rows; ++r) xps_[r] = xp_.data() + r * k;
+  for (int64_t r = 0; r < n_rows; ++r) xps_[r] = xp + r * k;
   parallel_range(n_rows, 8, [&](int64_t begin, int64_t end, int32_t) {
-    for (int64_t r = begin; r < end; ++r) kernels_.pack_x(x + r * k, k, xp_.data() + r * k);
+    for (int64_t r = begin; r < end; ++r) kernels_.pack_x(x + r * k, k, xp + r * k);
   });
   // A panel of about 512 KiB stays in L2 while every activation row passes over it.
   const int64_t panel = std::clamp<int64_t>((int64_t{512} << 10) / pb / 4 * 4, 4, cpu::kPackPanelW);
   pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
     const int64_t n_begin = task_begin(n_out, task, n_tasks),
                   n_end = task_begin(n_out, task + 1, n_tasks);
-    void* wp = scratch(thread, (panel * pb + 3) / 4);
+    void* wp = aligned64(scratch_[thread], (panel * pb + 3) / 4);
     for (int64_t n = n_begin; n < n_end; n += panel) {
       const int nw = static_cast<int>(std::min(panel, n_end - n));
       kernels_.pack_w(w.type, base + n * rb, rb, nw, k, wp);
