@@ -127,6 +127,7 @@ class CpuDevice final : public Device {
   }
 
   void matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
+  void quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k);
   void matmul_packed(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
 
   ThreadPool pool_;
@@ -138,6 +139,8 @@ class CpuDevice final : public Device {
   std::vector<int8_t> xq8_;
   std::vector<float> xd8_;
   std::vector<int16_t> xs16_;
+  std::vector<uint8_t> xqg_;
+  std::vector<float> xdg_;
   std::vector<cpu::QuantRow> qrows_;
   // matmul_packed's activations in stripe order, and a pointer to each row.
   std::vector<float> xp_;
@@ -295,17 +298,15 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
   });
 }
 
-void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y,
-                                 int64_t n_tasks) {
-  const int64_t n_out = w.rows, k = w.cols, kp = cpu::qrow_padded(k);
-  const int64_t rb = row_bytes(w.type, k);
-  const auto* base = static_cast<const uint8_t*>(w.data);
+// QuantRow::q, d and sums of each row, and the int8 fields too for types that read them.
+void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k) {
+  const int64_t kp = cpu::qrow_padded(k);
   if (static_cast<int64_t>(xq_.size()) < n_rows * kp) xq_.resize(n_rows * kp);
   if (static_cast<int64_t>(xd_.size()) < n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup))
     xd_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
   float* d = xd_.data();
   float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
-  const bool x8 = kernels_.reads_x8 != nullptr && kernels_.reads_x8(w.type);
+  const bool x8 = kernels_.reads_x8 != nullptr && kernels_.reads_x8(type);
   if (x8 && static_cast<int64_t>(xq8_.size()) < n_rows * kp) {
     xq8_.resize(n_rows * kp);
     xd8_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
@@ -315,7 +316,6 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
   // empty vector's null data() otherwise).
   float* d8 = x8 ? xd8_.data() : nullptr;
   float* sums8 = x8 ? d8 + n_rows * (kp / cpu::kQBlock) : nullptr;
-  qrows_.resize(n_rows);
   parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
                  [&](int64_t r0, int64_t r1, int32_t) {
                    for (int64_t r = r0; r < r1; ++r) {
@@ -342,6 +342,31 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
                      }
                    }
                  });
+}
+
+void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y,
+                                 int64_t n_tasks) {
+  const int64_t n_out = w.rows, k = w.cols, kp = cpu::qrow_padded(k);
+  const int64_t rb = row_bytes(w.type, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  qrows_.resize(n_rows);
+  if (kernels_.reads_xg != nullptr && kernels_.reads_xg(w.type)) {
+    // Int8 per group only (cpu_kernels.h QuantRow::qg), 64-byte aligned: the kernel reads it
+    // in 64-byte vectors.
+    uint8_t* qg0 = aligned64(xqg_, n_rows * kp);
+    float* dg0 = aligned64(xdg_, n_rows * (4 * kp / cpu::kQGroup));
+    parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
+                   [&](int64_t r0, int64_t r1, int32_t) {
+                     for (int64_t r = r0; r < r1; ++r) {
+                       uint8_t* qg = qg0 + r * kp;
+                       float* dg = dg0 + r * (4 * kp / cpu::kQGroup);
+                       kernels_.quantize_row_xg(x + r * k, k, qg, dg);
+                       qrows_[r] = cpu::QuantRow{.qg = qg, .dg = dg};
+                     }
+                   });
+  } else {
+    quantize_x_blocks(x, n_rows, w.type, k);
+  }
   pool_.run(n_tasks, [&](int64_t task, int32_t) {
     const int64_t n_begin = task_begin(n_out, task, n_tasks),
                   n_end = task_begin(n_out, task + 1, n_tasks);

@@ -25,6 +25,15 @@ namespace cutline::device::cpu {
 // nearest), zero-padded like q, and sums8[g] = d8 * (sum of q8 over group g), so that a K-quant's
 // min term sees the same activations as its scale term and their rounding errors cancel.
 // Relative error of a dot product against the F32 one: about 1e-4 of sum|w*x|.
+//
+// Kernels that read int8 activations per group (Kernels::reads_xg) get only qg and dg: the row as
+// int8 per kQGroup elements, as llama.cpp quantizes the activations of its Q8_0 dot products:
+// x[i] ~= dg[4 * (i / kQGroup)] * (v[i] - 128) (amax / 127 over the group, round to nearest),
+// where v is stored plus 128 as unsigned bytes (vpdpbusd's unsigned operand), in quads of four
+// groups: elements 0-15 of the quad's groups at bytes 0, 16, 32 and 48, elements 16-31 at 64, 80,
+// 96 and 112, so that one 64-byte vector holds a slice of all four. Each group's scale is stored
+// 4 times in a row (one F32 lane per int32 lane of that vector). Zero-padded (v = 128, scale 0)
+// up to qrow_padded(k).
 struct QuantRow {
   const int16_t* q = nullptr;
   const float* d = nullptr;
@@ -35,6 +44,8 @@ struct QuantRow {
   // With q8: the integer sum of q8 over each 16 elements (|.| <= 16 * 127), for the types with
   // 16-element sub-blocks (Q2_K's mins, Q3_K's offset), taken out exactly in integers.
   const int16_t* sums16 = nullptr;
+  const uint8_t* qg = nullptr;
+  const float* dg = nullptr;
 };
 constexpr int64_t kQBlock = 256;
 constexpr int64_t kQGroup = 32;
@@ -78,6 +89,11 @@ struct Kernels {
   // kQGroup]). Both set or both null.
   bool (*reads_x8)(DType type) = nullptr;
   void (*quantize_row_x8)(const float* x, int64_t k, int8_t* q8, float* d8, float* sums8) = nullptr;
+  // Optional: which weight types' dot_block_q reads only QuantRow::qg and dg, and the quantizer
+  // that writes them (qg[qrow_padded(k)], dg[4 * qrow_padded(k) / kQGroup]). Both set or both
+  // null.
+  bool (*reads_xg)(DType type) = nullptr;
+  void (*quantize_row_xg)(const float* x, int64_t k, uint8_t* qg, float* dg) = nullptr;
   // Optional integer path: out[r * ldo + n] = dot(weight row n, xs[r]) for n < nw, r < nr <=
   // kTileRows, with the weight blocks read in place and the activations quantized by
   // quantize_row_x. Each weight block is decoded once for all nr rows; each (n, r) pair gets the

@@ -496,6 +496,8 @@ const Kernels& avx512_kernels() {
                          .quantize_row_x = &avx512::quantize_row_x,
                          .reads_x8 = &avx512::reads_x8,
                          .quantize_row_x8 = &avx512::quantize_row_x8,
+                         .reads_xg = &avx512::reads_xg,
+                         .quantize_row_xg = &avx512::quantize_row_xg,
                          .dot_block_q = &avx512::dot_block_q,
                          .packed_bytes = &avx512::packed_bytes,
                          .pack_x = &avx512::pack_x,

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #define TARGET CUTLINE_AVX512_TARGET
@@ -223,6 +224,93 @@ TARGET void dot_q8_0_t(const BlockQ8_0* w, const QuantRow* xs, int64_t nb, float
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
 
+// One activation row as int8 per kQGroup elements plus 128 (QuantRow::qg, dg), four groups at a
+// time. A NaN or Inf makes its group's scale NaN, as in quantize_row_t.
+TARGET void quantize_row_g(const float* x, int64_t k, uint8_t* qg, float* dg) {
+  const int64_t kp = qrow_padded(k);
+  auto lanes = [](int64_t left) TARGET {
+    left = std::max<int64_t>(0, std::min<int64_t>(16, left));
+    return left == 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1);
+  };
+  const __m512i bias = _mm512_set1_epi32(128);
+  for (int64_t i0 = 0; i0 < kp; i0 += kQGroup) {
+    const __m512 a = _mm512_maskz_loadu_ps(lanes(k - i0), x + i0);
+    const __m512 b = _mm512_maskz_loadu_ps(lanes(k - i0 - 16), x + i0 + 16);
+    const __mmask16 non_finite =
+        _mm512_fpclass_ps_mask(a, 0x99) | _mm512_fpclass_ps_mask(b, 0x99);  // NaN or +-Inf
+    const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    const float d = non_finite != 0 ? std::numeric_limits<float>::quiet_NaN() : mx / 127.0f;
+    _mm_storeu_ps(dg + 4 * (i0 / kQGroup), _mm_set1_ps(d));
+    const __m512 id = _mm512_set1_ps(non_finite == 0 && mx > 0 ? 127.0f / mx : 0.0f);
+    // Group g of a quad: elements 0-15 at bytes 16g, 16-31 at bytes 64 + 16g.
+    uint8_t* dst = qg + i0 / (4 * kQGroup) * (4 * kQGroup) + 16 * (i0 / kQGroup % 4);
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(dst),
+        _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)), bias)));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(dst + 64),
+        _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(b, id)), bias)));
+  }
+}
+
+// Q8_0 x int8 per 32 (QuantRow::qg, dg) with VNNI, for NR activation rows of one weight row, four
+// blocks at a time, laid out like the activations: one vector holds elements 0-15 of the four
+// blocks, another elements 16-31, so that int32 lane j of both belongs to block j / 4. Each is
+// multiplied with the activations plus 128 (vpdpbusd: unsigned x signed, 4 products per lane),
+// both into one sum that starts from -128 * (sum of the weights), so that each lane holds the
+// exact integer dot product of 8 elements of one block; converted, and scaled by d_w * d_x of its
+// block into one of two F32 accumulators (quad parity). 5 vector operations per 128 weights per
+// row, against 12 with int16 activations. The per-row sequence does not depend on NR.
+template <int NR>
+TARGET_VNNI void dot_q8_0_g_t(const BlockQ8_0* w, const QuantRow* xs, int64_t nb, float* out,
+                              int64_t ldo) {
+  __m512 even[NR], odd[NR];
+  for (int r = 0; r < NR; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  // Blocks bi .. bi + n - 1 (n <= 4; the others count as zero) into acc.
+  auto quad = [&](int64_t bi, int n, __m512* acc) TARGET_VNNI {
+    // Loads only what the blocks present hold: n is a constant where this is inlined.
+    auto half = [&](int off) TARGET_VNNI {
+      const auto at = [&](int j) TARGET_VNNI {
+        return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[bi + j].qs + off))
+                     : _mm_setzero_si128();
+      };
+      return _mm512_inserti32x4(
+          _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(at(0)), at(1), 1), at(2), 2),
+          at(3), 3);
+    };
+    const __m512i lo = half(0), hi = half(16);
+    const auto d = [&](int j) { return static_cast<int16_t>(j < n ? w[bi + j].d : 0); };
+    const __m128i dh = _mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0);
+    const __m512i corr = _mm512_sub_epi32(
+        _mm512_setzero_si512(),
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, lo), k128, hi));
+    const __m512 dw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(dh)));
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* x = xs[r].qg + kQK8_0 * bi;
+      __m512i s = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x), lo);
+      s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512(x + 64), hi);
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_loadu_ps(xs[r].dg + 4 * bi));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[r]);
+    }
+  };
+  int64_t bi = 0;
+  for (; bi + 8 <= nb; bi += 8) {
+    quad(bi, 4, even);
+    quad(bi + 4, 4, odd);
+  }
+  if (bi + 4 <= nb) {
+    quad(bi, 4, even);
+    bi += 4;
+    if (bi < nb) quad(bi, static_cast<int>(nb - bi), odd);
+  } else if (bi < nb) {
+    quad(bi, static_cast<int>(nb - bi), even);
+  }
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(even[r], odd[r]));
+}
+
 bool has_vnni() {
   static const bool yes = [] {
     __builtin_cpu_init();
@@ -259,6 +347,12 @@ TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8, fl
   quantize_row_t<int8_t, 127>(x, k, q8, d8, sums8);
 }
 
+TARGET void quantize_row_xg(const float* x, int64_t k, uint8_t* qg, float* dg) {
+  quantize_row_g(x, k, qg, dg);
+}
+
+bool reads_xg(DType type) { return type == DType::kQ8_0 && has_vnni(); }
+
 bool reads_x8(DType type) { return type == DType::kQ4_K || reads_x8_lowbit(type); }
 
 TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
@@ -282,7 +376,11 @@ TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, con
             wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
       return true;
     case DType::kQ8_0:
-      if (nr > 0)
+      // With VNNI the activations are int8 per 32 (reads_xg), otherwise int16 per 256.
+      if (nr > 0 && has_vnni())
+        dot_block_q_rows<BlockQ8_0, dot_q8_0_g_t<1>, dot_q8_0_g_t<2>, dot_q8_0_g_t<4>,
+                         dot_q8_0_g_t<8>>(wb, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
+      else if (nr > 0)
         dot_block_q_rows<BlockQ8_0, dot_q8_0_t<1>, dot_q8_0_t<2>, dot_q8_0_t<4>, dot_q8_0_t<8>>(
             wb, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
       return true;

@@ -15,6 +15,9 @@ CUTLINE_AVX512_TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q,
 CUTLINE_AVX512_TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8,
                                            float* sums8);
 bool reads_x8(DType type);
+// Q8_0 on CPUs with AVX-512 VNNI.
+bool reads_xg(DType type);
+CUTLINE_AVX512_TARGET void quantize_row_xg(const float* x, int64_t k, uint8_t* qg, float* dg);
 // Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS (cpu_kernels_avx512_lowbit.cc): all read the
 // int8 activations; dot_block_q hands these types to dot_block_q_lowbit.
 bool reads_x8_lowbit(DType type);

@@ -245,9 +245,10 @@ std::vector<uint8_t> build_qwen2(const Qwen2Spec& s) {
   return w.take_bytes();
 }
 
-std::shared_ptr<device::Device> cpu(int threads) {
+std::shared_ptr<device::Device> cpu(int threads, std::string isa = "") {
   return std::shared_ptr<device::Device>(
-      device::make_device({.kind = device::DeviceKind::kCpu, .cpu_threads = threads, .cpu_isa = ""})
+      device::make_device(
+          {.kind = device::DeviceKind::kCpu, .cpu_threads = threads, .cpu_isa = std::move(isa)})
           .value());
 }
 
@@ -276,9 +277,11 @@ std::shared_ptr<const GgufFile> qwen2(const Qwen2Spec& spec) {
 const std::vector<int32_t> kPrompt = {1, 17, 250, 3, 99, 42, 7, 7, 180, 64, 5};
 const std::vector<int32_t> kTable = {9, 2, 14, 0, 6};  // scattered blocks of 4
 
-// Prefill all of kPrompt in one step, then check the logits of its last token.
-void check_against_reference(std::shared_ptr<const GgufFile> file, int threads) {
-  auto runner = LlamaRunner::load(file, cpu(threads));
+// Prefill all of kPrompt in one step, then check the logits of its last token: the largest
+// difference at most `tolerance` of the largest logit.
+void check_against_reference(std::shared_ptr<const GgufFile> file, int threads,
+                             const std::string& isa = "", double tolerance = 1e-4) {
+  auto runner = LlamaRunner::load(file, cpu(threads, isa));
   ASSERT_TRUE(runner.ok()) << runner.error().message;
   ASSERT_TRUE((*runner)->allocate_kv(16, 4).ok());
   ForwardBatch b;
@@ -288,7 +291,7 @@ void check_against_reference(std::shared_ptr<const GgufFile> file, int threads) 
   ASSERT_TRUE((*runner)->forward(b, logits).ok());
   const auto ref = ref_forward(ref_load(*file), kPrompt);
   ASSERT_EQ(logits.size(), ref.back().size());
-  EXPECT_LT(rel_error(logits.data(), ref.back()), 1e-4);
+  EXPECT_LT(rel_error(logits.data(), ref.back()), tolerance);
 }
 
 TEST(LlamaForward, TinyLlamaMatchesReference) { check_against_reference(tiny_llama(), 2); }
@@ -297,7 +300,12 @@ TEST(LlamaForward, Qwen2BiasNeoxTiedLinearScalingMatchesReference) {
   auto file = qwen2({});
   const ModelConfig c = load_model_config(*file).value();
   ASSERT_TRUE(c.qkv_bias && c.tied_output && c.rope_style == RopeStyle::kNeox);
-  check_against_reference(file, 3);
+  // The scalar kernels dequantize the Q8_0 weights and multiply in F32: the model's arithmetic.
+  check_against_reference(file, 3, "scalar");
+  // The best kernels of this CPU; Q8_0's on AVX-512 with VNNI read the activations as int8 per
+  // 32 elements, as llama.cpp's do: measured 1.7e-2 through 2 layers of width 64 and random
+  // weights (quant_model_test.cc sees 2-3 % for the other int8 kernels).
+  check_against_reference(file, 3, "", 3e-2);
 }
 
 // Decoding token by token after a chunked prefill gives the reference logits at every step, and
