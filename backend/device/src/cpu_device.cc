@@ -301,14 +301,15 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
 // QuantRow::q, d and sums of each row, and the int8 fields too for types that read them.
 void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k) {
   const int64_t kp = cpu::qrow_padded(k);
-  if (static_cast<int64_t>(xq_.size()) < n_rows * kp) xq_.resize(n_rows * kp);
+  // The kernels read q and q8 in 64-byte vectors.
+  int16_t* q0 = aligned64(xq_, n_rows * kp);
   if (static_cast<int64_t>(xd_.size()) < n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup))
     xd_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
   float* d = xd_.data();
   float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
   const bool x8 = kernels_.reads_x8 != nullptr && kernels_.reads_x8(type);
-  if (x8 && static_cast<int64_t>(xq8_.size()) < n_rows * kp) {
-    xq8_.resize(n_rows * kp);
+  int8_t* q80 = x8 ? aligned64(xq8_, n_rows * kp) : nullptr;
+  if (x8 && static_cast<int64_t>(xd8_.size()) < n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup)) {
     xd8_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
     xs16_.resize(n_rows * (kp / 16));
   }
@@ -319,13 +320,13 @@ void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, in
   parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
                  [&](int64_t r0, int64_t r1, int32_t) {
                    for (int64_t r = r0; r < r1; ++r) {
-                     int16_t* q = xq_.data() + r * kp;
+                     int16_t* q = q0 + r * kp;
                      float* dr = d + r * (kp / cpu::kQBlock);
                      float* sr = sums + r * (kp / cpu::kQGroup);
                      kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
                      qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
                      if (x8) {
-                       int8_t* q8 = xq8_.data() + r * kp;
+                       int8_t* q8 = q80 + r * kp;
                        float* d8r = d8 + r * (kp / cpu::kQBlock);
                        float* s8r = sums8 + r * (kp / cpu::kQGroup);
                        kernels_.quantize_row_x8(x + r * k, k, q8, d8r, s8r);
