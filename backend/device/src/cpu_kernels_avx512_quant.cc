@@ -1,6 +1,7 @@
 // AVX-512 integer kernels (cpu_kernels_avx512_quant.h): weights read in their blocks times
-// activations quantized per 256 elements (cpu_kernels.h QuantRow): int16 for Q8_0 and Q6_K, int8
-// for Q4_K. The F32 tile kernels and the dequantizers are in cpu_kernels_avx512.cc.
+// quantized activations (cpu_kernels.h QuantRow): int16 per 256 elements for Q6_K, int8 per 256
+// for Q4_K, int8 per 32 for Q8_0 with VNNI (int16 per 256 without). The F32 tile kernels and the
+// dequantizers are in cpu_kernels_avx512.cc.
 #if defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsic headers
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -9,7 +10,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #define TARGET CUTLINE_AVX512_TARGET
@@ -224,7 +224,7 @@ TARGET void dot_q8_0_t(const BlockQ8_0* w, const QuantRow* xs, int64_t nb, float
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
 
-// One activation row as int8 per kQGroup elements plus 128 (QuantRow::qg, dg), four groups at a
+// One activation row as int8 per kQGroup elements plus 128 (QuantRow::qg, dg), a group at a
 // time. A NaN or Inf makes its group's scale NaN, as in quantize_row_t.
 TARGET void quantize_row_g(const float* x, int64_t k, uint8_t* qg, float* dg) {
   const int64_t kp = qrow_padded(k);
