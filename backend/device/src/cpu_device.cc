@@ -368,6 +368,28 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
   } else {
     quantize_x_blocks(x, n_rows, w.type, k);
   }
+  const int64_t pb = n_rows > cpu::kTileRows && kernels_.packed_q_bytes != nullptr
+                         ? kernels_.packed_q_bytes(w.type, k)
+                         : 0;
+  if (pb > 0) {
+    // Prefill: each task prepares a panel of weight rows once (about 256 KiB, in L2), then runs
+    // every tile of activation rows over it.
+    const int64_t panel = std::clamp<int64_t>((int64_t{256} << 10) / pb / 4 * 4, 4, 64);
+    pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
+      const int64_t n_begin = task_begin(n_out, task, n_tasks),
+                    n_end = task_begin(n_out, task + 1, n_tasks);
+      void* wp = aligned64(scratch_[thread], (panel * pb + 3) / 4);
+      for (int64_t n = n_begin; n < n_end; n += panel) {
+        const int nw = static_cast<int>(std::min(panel, n_end - n));
+        kernels_.pack_wq(w.type, base + n * rb, rb, nw, k, wp);
+        for (int64_t b = 0; b < n_rows; b += cpu::kTileRows) {
+          const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, n_rows - b));
+          kernels_.dot_packed_q(w.type, wp, nw, qrows_.data() + b, nr, k, y + b * n_out + n, n_out);
+        }
+      }
+    });
+    return;
+  }
   pool_.run(n_tasks, [&](int64_t task, int32_t) {
     const int64_t n_begin = task_begin(n_out, task, n_tasks),
                   n_end = task_begin(n_out, task + 1, n_tasks);

@@ -99,9 +99,19 @@ struct Kernels {
   // quantize_row_x. Each weight block is decoded once for all nr rows; each (n, r) pair gets the
   // same bits whatever nw and nr are. Returns false when it has no kernel for this type or k;
   // nr == 0 only asks. The matmul uses it for a type whenever it answers true, whatever the
-  // batch size.
+  // batch size, except for prefill batches of the types packed_q_bytes answers for.
   bool (*dot_block_q)(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                       int nr, int64_t k, float* out, int64_t ldo) = nullptr;
+  // Optional prefill path of the integer kernels, for batches of more than kTileRows rows of the
+  // types it answers packed_q_bytes for (the bytes of one prepared weight row, 0 when there is
+  // none): pack_wq prepares nw weight rows once in the form the kernel reads, and dot_packed_q
+  // runs up to kTileRows activation rows over them, each (n, r) pair with the bits dot_block_q
+  // would give, so batch invariance holds.
+  int64_t (*packed_q_bytes)(DType type, int64_t k) = nullptr;
+  void (*pack_wq)(DType type, const void* w, int64_t w_stride, int nw, int64_t k,
+                  void* dst) = nullptr;
+  void (*dot_packed_q)(DType type, const void* wp, int nw, const QuantRow* xs, int nr, int64_t k,
+                       float* out, int64_t ldo) = nullptr;
   // Optional prefill path, for batches of more than kTileRows rows of the types it answers
   // packed_bytes for. The activation rows are copied once per matmul into stripe order
   // (pack_x: for each of the 4 accumulators j of dot_rows, its 16-element chunks j, j + 4, j + 8,

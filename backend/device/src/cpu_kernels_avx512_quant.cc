@@ -253,62 +253,94 @@ TARGET void quantize_row_g(const float* x, int64_t k, uint8_t* qg, float* dg) {
   }
 }
 
-// Q8_0 x int8 per 32 (QuantRow::qg, dg) with VNNI, for NR activation rows of one weight row, four
-// blocks at a time, laid out like the activations: one vector holds elements 0-15 of the four
-// blocks, another elements 16-31, so that int32 lane j of both belongs to block j / 4. Each is
-// multiplied with the activations plus 128 (vpdpbusd: unsigned x signed, 4 products per lane),
-// both into one sum that starts from -128 * (sum of the weights), so that each lane holds the
-// exact integer dot product of 8 elements of one block; converted, and scaled by d_w * d_x of its
-// block into one of two F32 accumulators (quad parity). 5 vector operations per 128 weights per
-// row, against 12 with int16 activations. The per-row sequence does not depend on NR.
+// Four Q8_0 blocks laid out like the int8 activations (QuantRow::qg): lo holds elements 0-15 of
+// the four blocks, hi elements 16-31, so that int32 lane j of both belongs to block j / 4; corr is
+// -128 * (the sum of the weights of each lane), dw each block's scale in its 4 lanes.
+struct Q8_0Quad {
+  __m512i lo, hi, corr;
+  __m512 dw;
+};
+
+// Blocks bi .. bi + n - 1 (n <= 4; the others count as zero), reading only their bytes.
+TARGET_VNNI inline Q8_0Quad q8_0_quad(const BlockQ8_0* w, int64_t bi, int n) {
+  const auto half = [&](int off) TARGET_VNNI {
+    const auto at = [&](int j) TARGET_VNNI {
+      return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[bi + j].qs + off))
+                   : _mm_setzero_si128();
+    };
+    return _mm512_inserti32x4(
+        _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(at(0)), at(1), 1), at(2), 2),
+        at(3), 3);
+  };
+  Q8_0Quad q;
+  q.lo = half(0);
+  q.hi = half(16);
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  q.corr = _mm512_sub_epi32(
+      _mm512_setzero_si512(),
+      _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, q.lo), k128, q.hi));
+  const auto d = [&](int j) { return static_cast<int16_t>(j < n ? w[bi + j].d : 0); };
+  const __m128i dh = _mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0);
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  q.dw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(dh)));
+  return q;
+}
+
+// One quad (blocks bi..bi + 3) times NR activation rows, into acc: the quad's weights times the
+// activations plus 128 (vpdpbusd: unsigned x signed, 4 products per lane), both halves into one
+// sum that starts from corr, so that each lane holds the exact integer dot product of 8 elements
+// of one block; converted, and scaled by d_w * d_x of its block.
+template <int NR>
+TARGET_VNNI inline void q8_0_quad_rows(const Q8_0Quad& q, const QuantRow* xs, int64_t bi,
+                                       __m512* acc) {
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+    const uint8_t* x = xs[r].qg + kQK8_0 * bi;
+    __m512i s = _mm512_dpbusd_epi32(q.corr, _mm512_loadu_si512(x), q.lo);
+    s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512(x + 64), q.hi);
+    const __m512 scale = _mm512_mul_ps(q.dw, _mm512_loadu_ps(xs[r].dg + 4 * bi));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[r]);
+  }
+}
+
+// Q8_0 x int8 per 32 (QuantRow::qg, dg) with VNNI, for NR activation rows of one weight row, a
+// quad of blocks at a time (q8_0_quad_rows) into one of two F32 accumulators (quad parity): 5
+// vector operations per 128 weights per row, against 12 with int16 activations. The per-row
+// sequence does not depend on NR, nor on whether the quads come from the blocks in place or from
+// a panel prepared by pack_wq.
 template <int NR>
 TARGET_VNNI void dot_q8_0_g_t(const BlockQ8_0* w, const QuantRow* xs, int64_t nb, float* out,
                               int64_t ldo) {
-  __m512 even[NR], odd[NR];
-  for (int r = 0; r < NR; ++r) even[r] = odd[r] = _mm512_setzero_ps();
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  // Blocks bi .. bi + n - 1 (n <= 4; the others count as zero) into acc.
-  auto quad = [&](int64_t bi, int n, __m512* acc) TARGET_VNNI {
-    // Loads only what the blocks present hold: n is a constant where this is inlined.
-    auto half = [&](int off) TARGET_VNNI {
-      const auto at = [&](int j) TARGET_VNNI {
-        return j < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[bi + j].qs + off))
-                     : _mm_setzero_si128();
-      };
-      return _mm512_inserti32x4(
-          _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(at(0)), at(1), 1), at(2), 2),
-          at(3), 3);
-    };
-    const __m512i lo = half(0), hi = half(16);
-    const auto d = [&](int j) { return static_cast<int16_t>(j < n ? w[bi + j].d : 0); };
-    const __m128i dh = _mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0);
-    const __m512i corr = _mm512_sub_epi32(
-        _mm512_setzero_si512(),
-        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, lo), k128, hi));
-    const __m512 dw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(dh)));
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const uint8_t* x = xs[r].qg + kQK8_0 * bi;
-      __m512i s = _mm512_dpbusd_epi32(corr, _mm512_loadu_si512(x), lo);
-      s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512(x + 64), hi);
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_loadu_ps(xs[r].dg + 4 * bi));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[r]);
-    }
-  };
+  __m512 acc[2][NR];
+  for (int r = 0; r < NR; ++r) acc[0][r] = acc[1][r] = _mm512_setzero_ps();
   int64_t bi = 0;
   for (; bi + 8 <= nb; bi += 8) {
-    quad(bi, 4, even);
-    quad(bi + 4, 4, odd);
+    q8_0_quad_rows<NR>(q8_0_quad(w, bi, 4), xs, bi, acc[0]);
+    q8_0_quad_rows<NR>(q8_0_quad(w, bi + 4, 4), xs, bi + 4, acc[1]);
   }
-  if (bi + 4 <= nb) {
-    quad(bi, 4, even);
-    bi += 4;
-    if (bi < nb) quad(bi, static_cast<int>(nb - bi), odd);
-  } else if (bi < nb) {
-    quad(bi, static_cast<int>(nb - bi), even);
+  for (int p = 0; bi < nb; bi += 4, p ^= 1) {
+    const int n = static_cast<int>(std::min<int64_t>(4, nb - bi));
+    q8_0_quad_rows<NR>(n == 4 ? q8_0_quad(w, bi, 4) : q8_0_quad(w, bi, n), xs, bi, acc[p]);
   }
-  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(even[r], odd[r]));
+  for (int r = 0; r < NR; ++r)
+    out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]));
+}
+
+// The same over a prepared row: quads[i] is q8_0_quad of blocks 4i..4i + 3.
+template <int NR>
+TARGET_VNNI void dot_q8_0_p_t(const Q8_0Quad* quads, const QuantRow* xs, int64_t nb, float* out,
+                              int64_t ldo) {
+  __m512 acc[2][NR];
+  for (int r = 0; r < NR; ++r) acc[0][r] = acc[1][r] = _mm512_setzero_ps();
+  const int64_t nq = (nb + 3) / 4;
+  int64_t i = 0;
+  for (; i + 2 <= nq; i += 2) {
+    q8_0_quad_rows<NR>(quads[i], xs, 4 * i, acc[0]);
+    q8_0_quad_rows<NR>(quads[i + 1], xs, 4 * i + 4, acc[1]);
+  }
+  if (i < nq) q8_0_quad_rows<NR>(quads[i], xs, 4 * i, acc[0]);
+  for (int r = 0; r < NR; ++r)
+    out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]));
 }
 
 bool has_vnni() {
@@ -354,6 +386,39 @@ TARGET void quantize_row_xg(const float* x, int64_t k, uint8_t* qg, float* dg) {
 bool reads_xg(DType type) { return type == DType::kQ8_0 && has_vnni(); }
 
 bool reads_x8(DType type) { return type == DType::kQ4_K || reads_x8_lowbit(type); }
+
+int64_t packed_q_bytes(DType type, int64_t k) {
+  if (type != DType::kQ8_0 || !has_vnni() || k % kQK8_0 != 0) return 0;
+  return (k / kQK8_0 + 3) / 4 * static_cast<int64_t>(sizeof(Q8_0Quad));
+}
+
+TARGET void pack_wq(DType type, const void* w, int64_t w_stride, int nw, int64_t k, void* dst) {
+  if (packed_q_bytes(type, k) == 0) return;
+  const int64_t nb = k / kQK8_0, nq = (nb + 3) / 4;
+  auto* out = static_cast<Q8_0Quad*>(dst);
+  for (int a = 0; a < nw; ++a) {
+    const auto* row =
+        reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(w) + a * w_stride);
+    for (int64_t i = 0; i < nq; ++i) {
+      const int n = static_cast<int>(std::min<int64_t>(4, nb - 4 * i));
+      out[a * nq + i] = n == 4 ? q8_0_quad(row, 4 * i, 4) : q8_0_quad(row, 4 * i, n);
+    }
+  }
+}
+
+TARGET void dot_packed_q(DType type, const void* wp, int nw, const QuantRow* xs, int nr, int64_t k,
+                         float* out, int64_t ldo) {
+  if (packed_q_bytes(type, k) == 0) return;
+  const int64_t nb = k / kQK8_0, nq = (nb + 3) / 4;
+  for (int a = 0; a < nw; ++a) {
+    const Q8_0Quad* quads = static_cast<const Q8_0Quad*>(wp) + a * nq;
+    int r = 0;
+    for (; r + 8 <= nr; r += 8) dot_q8_0_p_t<8>(quads, xs + r, nb, out + r * ldo + a, ldo);
+    for (; r + 4 <= nr; r += 4) dot_q8_0_p_t<4>(quads, xs + r, nb, out + r * ldo + a, ldo);
+    for (; r + 2 <= nr; r += 2) dot_q8_0_p_t<2>(quads, xs + r, nb, out + r * ldo + a, ldo);
+    for (; r < nr; ++r) dot_q8_0_p_t<1>(quads, xs + r, nb, out + r * ldo + a, ldo);
+  }
+}
 
 TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                         int nr, int64_t k, float* out, int64_t ldo) {

@@ -18,6 +18,12 @@ bool reads_x8(DType type);
 // Q8_0 on CPUs with AVX-512 VNNI.
 bool reads_xg(DType type);
 CUTLINE_AVX512_TARGET void quantize_row_xg(const float* x, int64_t k, uint8_t* qg, float* dg);
+// Q8_0 on CPUs with AVX-512 VNNI.
+int64_t packed_q_bytes(DType type, int64_t k);
+CUTLINE_AVX512_TARGET void pack_wq(DType type, const void* w, int64_t w_stride, int nw, int64_t k,
+                                   void* dst);
+CUTLINE_AVX512_TARGET void dot_packed_q(DType type, const void* wp, int nw, const QuantRow* xs,
+                                        int nr, int64_t k, float* out, int64_t ldo);
 // Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS (cpu_kernels_avx512_lowbit.cc): all read the
 // int8 activations; dot_block_q hands these types to dot_block_q_lowbit.
 bool reads_x8_lowbit(DType type);
