@@ -71,8 +71,12 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1, 1);
   const int max_batch = *std::max_element(batches.begin(), batches.end());
-  std::vector<float> wf(cols), x(max_batch * cols), y(max_batch * rows);
-  for (float& v : x) v = dist(rng);
+  std::vector<float> wf(cols), y(max_batch * rows);
+  // The activations in a device buffer, 64-byte aligned as the model's are.
+  auto xbuf = (*dev)->alloc(static_cast<int64_t>(max_batch * cols * sizeof(float)));
+  if (!xbuf.ok()) return 1;
+  float* x = static_cast<float*>(xbuf->data());
+  for (int64_t i = 0; i < max_batch * cols; ++i) x[i] = dist(rng);
   size_t pos = 0;
   while (pos <= types.size()) {
     const size_t comma = std::min(types.find(',', pos), types.size());
@@ -98,10 +102,10 @@ int main(int argc, char** argv) {
           (*dev)->load_weight(wq.data() + c * rb * rows, type, rows, cols, nullptr).value()));
     std::map<int, double> us;
     for (int batch : batches) {
-      (*dev)->matmul(x.data(), batch, ws[0], y.data());
+      (*dev)->matmul(x, batch, ws[0], y.data());
       const double t0 = thread_cpu_s();
       const auto w0 = std::chrono::steady_clock::now();
-      for (int r = 0; r < reps; ++r) (*dev)->matmul(x.data(), batch, ws[r % copies], y.data());
+      for (int r = 0; r < reps; ++r) (*dev)->matmul(x, batch, ws[r % copies], y.data());
       const double wall_us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count() /
           reps;
