@@ -116,6 +116,19 @@ class CpuDevice final : public Device {
     if (static_cast<int64_t>(s.size()) < floats) s.resize(floats);
     return s.data();
   }
+  // The prefill paths that prepare weights: each of n_tasks tasks takes its slice of the n_out
+  // weight rows, panel rows at a time, and calls fn(wp, n, nw, n_end) for rows [n, n + nw) of a
+  // slice ending at n_end, wp a 64-byte aligned per-thread buffer of panel * pb bytes.
+  template <typename Fn>
+  void for_each_panel(int64_t n_out, int64_t n_tasks, int64_t panel, int64_t pb, Fn&& fn) {
+    pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
+      const int64_t n_begin = task_begin(n_out, task, n_tasks),
+                    n_end = task_begin(n_out, task + 1, n_tasks);
+      void* wp = aligned64(scratch_[thread], (panel * pb + 3) / 4);
+      for (int64_t n = n_begin; n < n_end; n += panel)
+        fn(wp, n, static_cast<int>(std::min(panel, n_end - n)), n_end);
+    });
+  }
   // Runs fn(begin, end) over [0, n) in contiguous chunks; on the caller when n is small.
   template <typename Fn>
   void parallel_range(int64_t n, int64_t min_chunk, Fn&& fn) {
@@ -281,20 +294,14 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
   });
   // A panel of about 512 KiB stays in L2 while every activation row passes over it.
   const int64_t panel = std::clamp<int64_t>((int64_t{512} << 10) / pb / 4 * 4, 4, cpu::kPackPanelW);
-  pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
-    const int64_t n_begin = task_begin(n_out, task, n_tasks),
-                  n_end = task_begin(n_out, task + 1, n_tasks);
-    void* wp = aligned64(scratch_[thread], (panel * pb + 3) / 4);
-    for (int64_t n = n_begin; n < n_end; n += panel) {
-      const int nw = static_cast<int>(std::min(panel, n_end - n));
-      kernels_.pack_w(w.type, base + n * rb, rb, nw, k, wp);
-      const cpu::PrefetchRows next{.w = base + (n + nw) * rb,
-                                   .stride = rb,
-                                   .rows = static_cast<int>(std::min(panel, n_end - n - nw)),
-                                   .bytes = rb};
-      kernels_.dot_packed(w.type, wp, nw, xps_.data(), static_cast<int>(n_rows), k, y + n, n_out,
-                          next);
-    }
+  for_each_panel(n_out, n_tasks, panel, pb, [&](void* wp, int64_t n, int nw, int64_t n_end) {
+    kernels_.pack_w(w.type, base + n * rb, rb, nw, k, wp);
+    const cpu::PrefetchRows next{.w = base + (n + nw) * rb,
+                                 .stride = rb,
+                                 .rows = static_cast<int>(std::min(panel, n_end - n - nw)),
+                                 .bytes = rb};
+    kernels_.dot_packed(w.type, wp, nw, xps_.data(), static_cast<int>(n_rows), k, y + n, n_out,
+                        next);
   });
 }
 
@@ -375,17 +382,11 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
     // Prefill: each task prepares a panel of weight rows once (about 256 KiB, in L2), then runs
     // every tile of activation rows over it.
     const int64_t panel = std::clamp<int64_t>((int64_t{256} << 10) / pb / 4 * 4, 4, 64);
-    pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
-      const int64_t n_begin = task_begin(n_out, task, n_tasks),
-                    n_end = task_begin(n_out, task + 1, n_tasks);
-      void* wp = aligned64(scratch_[thread], (panel * pb + 3) / 4);
-      for (int64_t n = n_begin; n < n_end; n += panel) {
-        const int nw = static_cast<int>(std::min(panel, n_end - n));
-        kernels_.pack_wq(w.type, base + n * rb, rb, nw, k, wp);
-        for (int64_t b = 0; b < n_rows; b += cpu::kTileRows) {
-          const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, n_rows - b));
-          kernels_.dot_packed_q(w.type, wp, nw, qrows_.data() + b, nr, k, y + b * n_out + n, n_out);
-        }
+    for_each_panel(n_out, n_tasks, panel, pb, [&](void* wp, int64_t n, int nw, int64_t) {
+      kernels_.pack_wq(w.type, base + n * rb, rb, nw, k, wp);
+      for (int64_t b = 0; b < n_rows; b += cpu::kTileRows) {
+        const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, n_rows - b));
+        kernels_.dot_packed_q(w.type, wp, nw, qrows_.data() + b, nr, k, y + b * n_out + n, n_out);
       }
     });
     return;
