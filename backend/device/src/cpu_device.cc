@@ -200,8 +200,8 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
   // other types, the F32 rows dequantized once per batch block. The path depends on the weight
   // type and k only, never on n_rows: every (row, column) gets the same bits (cpu_kernels.h).
   if (kernels_.dot_block != nullptr &&
-      kernels_.dot_block(DType::kF32, nullptr, 0, 0, xs, 0, k, nullptr, 0)) {
-    const bool in_place = kernels_.dot_block(w.type, nullptr, 0, 0, xs, 0, k, nullptr, 0);
+      kernels_.dot_block(DType::kF32, nullptr, 0, 0, xs, 0, k, nullptr, 0, {})) {
+    const bool in_place = kernels_.dot_block(w.type, nullptr, 0, 0, xs, 0, k, nullptr, 0, {});
     pool_.run(n_tasks, [&](int64_t task, int32_t thread) {
       const int64_t n_begin = task_begin(n_out, task, n_tasks),
                     n_end = task_begin(n_out, task + 1, n_tasks);
@@ -228,10 +228,17 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
             stride = k * 4;
             type = DType::kF32;
           }
+          // The rows after these, for the last tile to prefetch while it runs (in place only).
+          const cpu::PrefetchRows next{
+              .w = base + (n + nw) * rb,
+              .stride = rb,
+              .rows = in_place ? static_cast<int>(std::min<int64_t>(group, n_end - n - nw)) : 0,
+              .bytes = rb};
           for (int64_t b = b0; b < b1; b += cpu::kTileRows) {
             const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, b1 - b));
             for (int r = 0; r < nr; ++r) tile_xs[r] = x + (b + r) * k;
-            kernels_.dot_block(type, wt, stride, nw, tile_xs, nr, k, y + b * n_out + n, n_out);
+            kernels_.dot_block(type, wt, stride, nw, tile_xs, nr, k, y + b * n_out + n, n_out,
+                               b + nr < b1 ? cpu::PrefetchRows{} : next);
           }
         }
       }

@@ -78,9 +78,10 @@ struct Kernels {
   // `w_stride` bytes apart, read in place. Each weight vector is loaded (and converted) once for
   // all nr rows. Every (n, r) pair gets the bits dot_rows(dequantized row n, xs[r]) would give,
   // whatever nw and nr are, so tiling never breaks batch invariance. Returns false when it has no
-  // kernel for this type or k; nr == 0 only asks.
+  // kernel for this type or k; nr == 0 only asks. `next` names the weight rows the caller reads
+  // next: a panel brings them into the cache while it runs.
   bool (*dot_block)(DType type, const void* w, int64_t w_stride, int nw, const float* const* xs,
-                    int nr, int64_t k, float* out, int64_t ldo) = nullptr;
+                    int nr, int64_t k, float* out, int64_t ldo, const PrefetchRows& next) = nullptr;
   // Optional integer path: quantizes one activation row (k elements) as QuantRow describes, into
   // q[qrow_padded(k)], d[qrow_padded(k) / kQBlock], sums[qrow_padded(k) / kQGroup].
   void (*quantize_row_x)(const float* x, int64_t k, int16_t* q, float* d, float* sums) = nullptr;

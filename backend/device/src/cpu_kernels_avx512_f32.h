@@ -13,6 +13,44 @@
 
 namespace cutline::device::cpu::avx512 {
 
+// The lines of the weight rows a kernel's caller reads next (PrefetchRows), prefetched `per`
+// lines at a time from inside the kernel's loop, so that reading them overlaps the multiply-adds
+// instead of stalling the first loads of the next call. Locality as __builtin_prefetch takes it:
+// 3 is _MM_HINT_T0 (into L1), 2 is _MM_HINT_T1 (into L2). Default: none.
+template <int Locality>
+struct LineStream {
+  const uint8_t* p = nullptr;
+  const uint8_t* row_end = nullptr;
+  int rows_left = 0;
+  int per = 0;
+  int64_t stride = 0;
+  int64_t bytes = 0;
+
+  LineStream() = default;
+  // All of next's lines over `steps` calls of step().
+  LineStream(const PrefetchRows& next, int64_t steps) {
+    if (next.rows <= 0 || steps <= 0) return;
+    const int64_t lines = next.rows * ((next.bytes + 63) / 64);
+    p = static_cast<const uint8_t*>(next.w);
+    row_end = p + next.bytes;
+    rows_left = next.rows;
+    per = static_cast<int>((lines + steps - 1) / steps);
+    stride = next.stride;
+    bytes = next.bytes;
+  }
+
+  CUTLINE_AVX512_TARGET inline void step() {
+    for (int i = 0; i < per && rows_left > 0; ++i) {
+      __builtin_prefetch(p, 0, Locality);
+      p += 64;
+      if (p >= row_end && --rows_left > 0) {
+        p = row_end - bytes + stride;
+        row_end = p + bytes;
+      }
+    }
+  }
+};
+
 // Load 16 weights of a row, from element i, as F32, exactly as dequant() produces them.
 CUTLINE_AVX512_TARGET inline __m512 load_w16_f32(const void* w, int64_t i) {
   return _mm512_loadu_ps(static_cast<const float*>(w) + i);

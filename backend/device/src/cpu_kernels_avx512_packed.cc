@@ -30,33 +30,14 @@ TARGET int64_t packed_elem_bytes(DType type) {
   return packed ? block_bytes(type) : 0;
 }
 
-// The lines of the weight rows the caller packs next, prefetched into L2 `per` lines at a time
-// from inside the kernel's loop, so that reading them overlaps the multiply-adds.
-struct LineStream {
-  const uint8_t* p = nullptr;
-  const uint8_t* row_end = nullptr;
-  int rows_left = 0;
-  int per = 0;
-  int64_t stride = 0;
-  int64_t bytes = 0;
-
-  TARGET inline void step() {
-    for (int i = 0; i < per && rows_left > 0; ++i) {
-      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-      p += 64;
-      if (p >= row_end && --rows_left > 0) {
-        p = row_end - bytes + stride;
-        row_end = p + bytes;
-      }
-    }
-  }
-};
+// The next panel's rows go to L2: the kernel reads the packed copy, pack_w these rows.
+using L2Lines = LineStream<2>;
 
 // Accumulator j of W x NR pairs over the whole row: w points at the tile's stripe j, x[r] at
 // row r's. The W * NR results go to part[(p * 4 + j) * 16], p = a * NR + r.
 template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET inline void packed_stripe(const void* w, const float* const* x, int64_t n_chunks, int j,
-                                 float* part, LineStream& pf) {
+                                 float* part, L2Lines& pf) {
   __m512 acc[W * NR];
 #pragma GCC unroll 32
   for (int p = 0; p < W * NR; ++p) acc[p] = _mm512_setzero_ps();
@@ -78,7 +59,7 @@ TARGET inline void packed_stripe(const void* w, const float* const* x, int64_t n
 
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void packed_stripe_w(int wt, const void* w, const float* const* x, int64_t n_chunks, int j,
-                            float* part, LineStream& pf) {
+                            float* part, L2Lines& pf) {
   switch (wt) {
     case 1:
       return packed_stripe<1, NR, Load>(w, x, n_chunks, j, part, pf);
@@ -94,7 +75,7 @@ TARGET void packed_stripe_w(int wt, const void* w, const float* const* x, int64_
 // NR activation rows (packed) against a packed panel of nw weight rows.
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_packed_nr(const uint8_t* wp, int nw, const float* const* xps, int64_t k, float* out,
-                          int64_t ldo, int64_t eb, LineStream& pf) {
+                          int64_t ldo, int64_t eb, L2Lines& pf) {
   alignas(64) float part[kPackPanelW * NR * 4 * 16];
   const int64_t n_chunks = k / 64;
   for (int j = 0; j < 4; ++j) {
@@ -131,22 +112,12 @@ TARGET void dot_packed_load(const uint8_t* wp, int nw, const float* const* xps, 
   // activation rows streaming through L2 would evict them if fetched earlier.
   constexpr int kPrefetchTiles = 8;
   const int n_tiles = (nr + 5) / 6, first = std::max(0, n_tiles - kPrefetchTiles);
-  LineStream pf;
-  if (next.rows > 0) {
-    const int64_t lines = next.rows * ((next.bytes + 63) / 64);
-    const int64_t iters = int64_t{n_tiles - first} * 4 * ((nw + 3) / 4) * (k / 64);
-    pf = {.p = static_cast<const uint8_t*>(next.w),
-          .row_end = static_cast<const uint8_t*>(next.w) + next.bytes,
-          .rows_left = next.rows,
-          .per = static_cast<int>((lines + iters - 1) / iters),
-          .stride = next.stride,
-          .bytes = next.bytes};
-  }
-  LineStream none;
+  L2Lines pf(next, int64_t{n_tiles - first} * 4 * ((nw + 3) / 4) * (k / 64));
+  L2Lines none;
   for (int r = 0; r < nr; r += 6) {
-    LineStream& now = r / 6 >= first ? pf : none;
+    L2Lines& now = r / 6 >= first ? pf : none;
     using Tile = void (*)(const uint8_t*, int, const float* const*, int64_t, float*, int64_t,
-                          int64_t, LineStream&);
+                          int64_t, L2Lines&);
     static constexpr Tile kByRows[] = {dot_packed_nr<1, Load>, dot_packed_nr<2, Load>,
                                        dot_packed_nr<3, Load>, dot_packed_nr<4, Load>,
                                        dot_packed_nr<5, Load>, dot_packed_nr<6, Load>};
