@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #define TARGET CUTLINE_AVX512_TARGET
@@ -149,9 +150,19 @@ TARGET void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
   const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3);
   const __m512i bias = _mm512_set1_epi16(32);
+  // vpermw indices that spread the block's 16 scales (as int16) over chunk c of half h: scale
+  // 8h + 2c on elements 0-15, 8h + 2c + 1 on elements 16-31.
+  alignas(64) static constexpr auto kScaleIdx = [] {
+    std::array<std::array<int16_t, 32>, 8> idx{};
+    for (int hc = 0; hc < 8; ++hc)
+      for (int e = 0; e < 32; ++e) idx[hc][e] = static_cast<int16_t>(2 * hc + e / 16);
+    return idx;
+  }();
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ6_K& b = w[bi];
     const float d = _cvtsh_ss(b.d);
+    const __m512i sc16 = _mm512_castsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))));
     __m512i iacc[NR];
     for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
@@ -169,10 +180,9 @@ TARGET void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float
                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4))};
-      const int8_t* sc = b.scales + 8 * h;
       for (int c = 0; c < 4; ++c) {
-        const __m512i scv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * c])),
-                                               _mm256_set1_epi16(sc[2 * c + 1]), 1);
+        const __m512i scv =
+            _mm512_permutexvar_epi16(_mm512_load_si512(kScaleIdx[4 * h + c].data()), sc16);
         const __m512i wq =
             _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q[c]), bias), scv);
         for (int r = 0; r < NR; ++r) {
