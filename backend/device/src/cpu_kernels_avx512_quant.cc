@@ -14,9 +14,10 @@
 #include <limits>
 
 #define TARGET CUTLINE_AVX512_TARGET
-// The Q4_K kernel template is compiled with VNNI enabled for both of its variants; the kVnni =
-// false one, run on AVX-512 CPUs without VNNI, uses vpmaddwd + vpaddd intrinsics only, which GCC
-// does not fuse into vpdpwssd (checked in the object code: no vpdpw* in dot_q4_k_t<*, false>).
+// The Q4_K and Q6_K kernel templates are compiled with VNNI enabled for both of their variants;
+// the kVnni = false ones, run on AVX-512 CPUs without VNNI, use vpmaddwd + vpaddd intrinsics
+// only, which GCC does not fuse into vpdpwssd (checked in the object code: no vpdpw* in
+// dot_q4_k_t<*, false> or dot_q6_k_t<*, false>).
 #define TARGET_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 
@@ -143,9 +144,10 @@ TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, 
 // (q - 32) * sc (|.| <= 32 * 128 = 4096) as int16, multiplied with the activations pairwise into
 // 16 int32 lanes and summed over the block exactly (16 products per lane: 16 * 4096 * 32767 <
 // 2^31), then scaled by d * d_x into 16 F32 lanes. The per-row sequence does not depend on NR.
-template <int NR>
-TARGET void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float* out,
-                       int64_t ldo) {
+// With kVnni each multiply-add pair is one vpdpwssd (no saturation): the same integer sums.
+template <int NR, bool kVnni>
+TARGET_VNNI void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float* out,
+                            int64_t ldo) {
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
   const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3);
@@ -187,7 +189,11 @@ TARGET void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float
             _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q[c]), bias), scv);
         for (int r = 0; r < NR; ++r) {
           const __m512i xv = _mm512_loadu_si512(xs[r].q + bi * kQK_K + 128 * h + 32 * c);
-          iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(wq, xv));
+          if constexpr (kVnni) {
+            iacc[r] = _mm512_dpwssd_epi32(iacc[r], wq, xv);
+          } else {
+            iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(wq, xv));
+          }
         }
       }
     }
@@ -446,9 +452,13 @@ TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, con
                                                                      k / kQK_K, out, ldo);
       return true;
     case DType::kQ6_K:
-      if (nr > 0)
-        dot_block_q_rows<BlockQ6_K, dot_q6_k_t<1>, dot_q6_k_t<2>, dot_q6_k_t<4>, dot_q6_k_t<4>>(
-            wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
+      if (nr > 0 && has_vnni())
+        dot_block_q_rows<BlockQ6_K, dot_q6_k_t<1, true>, dot_q6_k_t<2, true>, dot_q6_k_t<4, true>,
+                         dot_q6_k_t<4, true>>(wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
+      else if (nr > 0)
+        dot_block_q_rows<BlockQ6_K, dot_q6_k_t<1, false>, dot_q6_k_t<2, false>,
+                         dot_q6_k_t<4, false>, dot_q6_k_t<4, false>>(wb, w_stride, nw, xs, nr,
+                                                                     k / kQK_K, out, ldo);
       return true;
     case DType::kQ8_0:
       // With VNNI the activations are int8 per 32 (reads_xg), otherwise int16 per 256.
