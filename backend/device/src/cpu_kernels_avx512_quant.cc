@@ -1,6 +1,6 @@
 // AVX-512 integer kernels (cpu_kernels_avx512_quant.h): weights read in their blocks times
-// quantized activations (cpu_kernels.h QuantRow): int16 per 256 elements for Q6_K, int8 per 256
-// for Q4_K, int8 per 32 for Q8_0 with VNNI (int16 per 256 without). The F32 tile kernels and the
+// quantized activations (cpu_kernels.h QuantRow): int8 per 256 elements for Q4_K and Q6_K, int8
+// per 32 for Q8_0 with VNNI (int16 per 256 without). The F32 tile kernels and the
 // dequantizers are in cpu_kernels_avx512.cc.
 #if defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsic headers
@@ -17,7 +17,7 @@
 // The Q4_K and Q6_K kernel templates are compiled with VNNI enabled for both of their variants;
 // the kVnni = false ones, run on AVX-512 CPUs without VNNI, use vpmaddwd + vpaddd intrinsics
 // only, which GCC does not fuse into vpdpwssd (checked in the object code: no vpdpw* in
-// dot_q4_k_t<*, false> or dot_q6_k_t<*, false>).
+// dot_q4_k_t<*, false> or dot_q6_k_x8_t<*, false>).
 #define TARGET_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 
@@ -140,66 +140,70 @@ TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, 
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(fmin[r]);
 }
 
-// Q6_K x int16 for NR activation rows of one weight row. Per 256-element block: the weights
-// (q - 32) * sc (|.| <= 32 * 128 = 4096) as int16, multiplied with the activations pairwise into
-// 16 int32 lanes and summed over the block exactly (16 products per lane: 16 * 4096 * 32767 <
-// 2^31), then scaled by d * d_x into 16 F32 lanes. The per-row sequence does not depend on NR.
-// With kVnni each multiply-add pair is one vpdpwssd (no saturation): the same integer sums.
+// Q6_K x int8 for NR activation rows of one weight row, as llama.cpp's K-quant dot products do
+// it: per 64 elements the 6-bit weights q (0..63) as bytes times the int8 activations, pairwise
+// into 32 int16 lanes (vpmaddubsw; |.| <= 2 * 63 * 128, no saturation), then times the 16-element
+// groups' scales pairwise into 16 int32 lanes, summed over the block exactly; the offset of 32
+// comes off in integers as 32 * sum_g scale_g * (sum of the group's activations, sums16). Scaled
+// by d * d8 into 16 F32 lanes. The per-row sequence does not depend on NR.
 template <int NR, bool kVnni>
-TARGET_VNNI void dot_q6_k_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float* out,
-                            int64_t ldo) {
+TARGET_VNNI void dot_q6_k_x8_t(const BlockQ6_K* w, const QuantRow* xs, int64_t nb, float* out,
+                               int64_t ldo) {
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
-  const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3);
-  const __m512i bias = _mm512_set1_epi16(32);
-  // vpermw indices that spread the block's 16 scales (as int16) over chunk c of half h: scale
-  // 8h + 2c on elements 0-15, 8h + 2c + 1 on elements 16-31.
+  const __m512i low4 = _mm512_set1_epi8(0xF), hi2 = _mm512_set1_epi8(0x30);
+  // vpermw indices: in the 64 elements 64m.., int16 lane l (elements 2l, 2l + 1) takes the
+  // scale of group 4m + l / 8.
   alignas(64) static constexpr auto kScaleIdx = [] {
-    std::array<std::array<int16_t, 32>, 8> idx{};
-    for (int hc = 0; hc < 8; ++hc)
-      for (int e = 0; e < 32; ++e) idx[hc][e] = static_cast<int16_t>(2 * hc + e / 16);
+    std::array<std::array<int16_t, 32>, 4> idx{};
+    for (int m = 0; m < 4; ++m)
+      for (int l = 0; l < 32; ++l) idx[m][l] = static_cast<int16_t>(4 * m + l / 8);
     return idx;
   }();
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ6_K& b = w[bi];
     const float d = _cvtsh_ss(b.d);
-    const __m512i sc16 = _mm512_castsi256_si512(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))));
+    const __m256i sc =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    const __m512i sc16 = _mm512_castsi256_si512(sc);
     __m512i iacc[NR];
-    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    for (int r = 0; r < NR; ++r) {
+      // -32 * sum_g scale_g * sums16_g, in the first 8 int32 lanes.
+      const __m256i off = _mm256_madd_epi16(
+          sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi)));
+      iacc[r] = _mm512_castsi256_si512(
+          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+      iacc[r] = _mm512_inserti64x4(iacc[r], _mm256_setzero_si256(), 1);
+    }
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = b.ql + 64 * h;
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-      // Elements 32 * c .. 32 * c + 31 of this half: low or high nibbles of ql, 2 bits of qh.
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, low4),
-                          _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4))};
-      for (int c = 0; c < 4; ++c) {
+      // ql + 64h: elements 128h + 0..31 (low nibbles of the first 32 bytes), 32..63 (low
+      // nibbles of the next 32), 64..95 and 96..127 (their high nibbles); qh + 32h: their top
+      // two bits at shifts 0, 2, 4 and 6.
+      const __m512i l = _mm512_loadu_si512(b.ql + 64 * h);
+      const __m512i qb = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
+      const __m512i qs = _mm512_mask_srli_epi16(qb, 0xFFFF0000u, qb, 2);
+      const __m512i wq[2] = {_mm512_or_si512(_mm512_and_si512(l, low4),
+                                             _mm512_and_si512(_mm512_slli_epi16(qs, 4), hi2)),
+                             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                                             _mm512_and_si512(qs, hi2))};
+      for (int m = 0; m < 2; ++m) {
         const __m512i scv =
-            _mm512_permutexvar_epi16(_mm512_load_si512(kScaleIdx[4 * h + c].data()), sc16);
-        const __m512i wq =
-            _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q[c]), bias), scv);
+            _mm512_permutexvar_epi16(_mm512_load_si512(kScaleIdx[2 * h + m].data()), sc16);
         for (int r = 0; r < NR; ++r) {
-          const __m512i xv = _mm512_loadu_si512(xs[r].q + bi * kQK_K + 128 * h + 32 * c);
+          const __m512i p = _mm512_maddubs_epi16(
+              wq[m], _mm512_loadu_si512(xs[r].q8 + bi * kQK_K + 128 * h + 64 * m));
           if constexpr (kVnni) {
-            iacc[r] = _mm512_dpwssd_epi32(iacc[r], wq, xv);
+            iacc[r] = _mm512_dpwssd_epi32(iacc[r], p, scv);
           } else {
-            iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(wq, xv));
+            iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(p, scv));
           }
         }
       }
     }
     for (int r = 0; r < NR; ++r)
       facc[r] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * xs[r].d[bi]), facc[r]);
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
   }
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
@@ -401,7 +405,9 @@ TARGET void quantize_row_xg(const float* x, int64_t k, uint8_t* qg, float* dg) {
 
 bool reads_xg(DType type) { return type == DType::kQ8_0 && has_vnni(); }
 
-bool reads_x8(DType type) { return type == DType::kQ4_K || reads_x8_lowbit(type); }
+bool reads_x8(DType type) {
+  return type == DType::kQ4_K || type == DType::kQ6_K || reads_x8_lowbit(type);
+}
 
 int64_t packed_q_bytes(DType type, int64_t k) {
   if (type != DType::kQ8_0 || !has_vnni() || k % kQK8_0 != 0) return 0;
@@ -452,13 +458,15 @@ TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, con
                                                                      k / kQK_K, out, ldo);
       return true;
     case DType::kQ6_K:
+      // Reads QuantRow::q8 and sums16 (reads_x8).
       if (nr > 0 && has_vnni())
-        dot_block_q_rows<BlockQ6_K, dot_q6_k_t<1, true>, dot_q6_k_t<2, true>, dot_q6_k_t<4, true>,
-                         dot_q6_k_t<4, true>>(wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
+        dot_block_q_rows<BlockQ6_K, dot_q6_k_x8_t<1, true>, dot_q6_k_x8_t<2, true>,
+                         dot_q6_k_x8_t<4, true>, dot_q6_k_x8_t<4, true>>(wb, w_stride, nw, xs, nr,
+                                                                         k / kQK_K, out, ldo);
       else if (nr > 0)
-        dot_block_q_rows<BlockQ6_K, dot_q6_k_t<1, false>, dot_q6_k_t<2, false>,
-                         dot_q6_k_t<4, false>, dot_q6_k_t<4, false>>(wb, w_stride, nw, xs, nr,
-                                                                     k / kQK_K, out, ldo);
+        dot_block_q_rows<BlockQ6_K, dot_q6_k_x8_t<1, false>, dot_q6_k_x8_t<2, false>,
+                         dot_q6_k_x8_t<4, false>, dot_q6_k_x8_t<4, false>>(wb, w_stride, nw, xs, nr,
+                                                                           k / kQK_K, out, ldo);
       return true;
     case DType::kQ8_0:
       // With VNNI the activations are int8 per 32 (reads_xg), otherwise int16 per 256.

@@ -45,11 +45,11 @@ inline constexpr DType kAllTypes[] = {DType::kF32,    DType::kF16,   DType::kBF1
                                       DType::kIQ4_NL, DType::kIQ4_XS};
 
 // Whether the kernels of `isa` read int8 activations for type t (cpu_kernels.h QuantRow q8 or
-// qg): Q4_K on AVX-512; Q8_0 on AVX-512 with VNNI; Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and
-// IQ4_XS on AVX-512 and AVX2.
+// qg): Q4_K and Q6_K on AVX-512; Q8_0 on AVX-512 with VNNI; Q4_1, Q5_0, Q2_K, Q3_K, Q5_K,
+// IQ4_NL and IQ4_XS on AVX-512 and AVX2.
 inline bool reads_int8(const std::string& isa, DType t) {
   if (isa != "avx512" && isa != "avx2") return false;
-  if (t == DType::kQ4_K) return isa == "avx512";
+  if (t == DType::kQ4_K || t == DType::kQ6_K) return isa == "avx512";
   if (t == DType::kQ8_0) {
 #if defined(__x86_64__)
     return isa == "avx512" && __builtin_cpu_supports("avx512vnni");
