@@ -312,49 +312,41 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
   });
 }
 
-// QuantRow::q, d and sums of each row, and the int8 fields too for types that read them.
+// QuantRow::q, d and sums of each row, or for types whose kernels read int8 (reads_x8) q8, d8,
+// sums8 and sums16 instead.
 void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k) {
   const int64_t kp = cpu::qrow_padded(k);
-  // The kernels read q and q8 in 64-byte vectors.
-  int16_t* q0 = aligned64(xq_, n_rows * kp);
-  if (static_cast<int64_t>(xd_.size()) < n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup))
-    xd_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
-  float* d = xd_.data();
-  float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
+  const int64_t scales = kp / cpu::kQBlock + kp / cpu::kQGroup;
   const bool x8 = kernels_.reads_x8 != nullptr && kernels_.reads_x8(type);
+  // The kernels read q and q8 in 64-byte vectors.
+  int16_t* q0 = x8 ? nullptr : aligned64(xq_, n_rows * kp);
   int8_t* q80 = x8 ? aligned64(xq8_, n_rows * kp) : nullptr;
-  if (x8 && static_cast<int64_t>(xd8_.size()) < n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup)) {
-    xd8_.resize(n_rows * (kp / cpu::kQBlock + kp / cpu::kQGroup));
+  std::vector<float>& sv = x8 ? xd8_ : xd_;
+  if (static_cast<int64_t>(sv.size()) < n_rows * scales) sv.resize(n_rows * scales);
+  if (x8 && static_cast<int64_t>(xs16_.size()) < n_rows * (kp / 16))
     xs16_.resize(n_rows * (kp / 16));
-  }
-  // Only kernels that read int8 activations have these buffers (no pointer arithmetic on an
-  // empty vector's null data() otherwise).
-  float* d8 = x8 ? xd8_.data() : nullptr;
-  float* sums8 = x8 ? d8 + n_rows * (kp / cpu::kQBlock) : nullptr;
+  float* d = sv.data();
+  float* sums = sv.data() + n_rows * (kp / cpu::kQBlock);
   parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
                  [&](int64_t r0, int64_t r1, int32_t) {
                    for (int64_t r = r0; r < r1; ++r) {
-                     int16_t* q = q0 + r * kp;
                      float* dr = d + r * (kp / cpu::kQBlock);
                      float* sr = sums + r * (kp / cpu::kQGroup);
-                     kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
-                     qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
-                     if (x8) {
-                       int8_t* q8 = q80 + r * kp;
-                       float* d8r = d8 + r * (kp / cpu::kQBlock);
-                       float* s8r = sums8 + r * (kp / cpu::kQGroup);
-                       kernels_.quantize_row_x8(x + r * k, k, q8, d8r, s8r);
-                       qrows_[r].q8 = q8;
-                       qrows_[r].d8 = d8r;
-                       qrows_[r].sums8 = s8r;
-                       int16_t* s16 = xs16_.data() + r * (kp / 16);
-                       for (int64_t g = 0; g < kp / 16; ++g) {
-                         int sum = 0;
-                         for (int i = 0; i < 16; ++i) sum += q8[16 * g + i];
-                         s16[g] = static_cast<int16_t>(sum);
-                       }
-                       qrows_[r].sums16 = s16;
+                     if (!x8) {
+                       int16_t* q = q0 + r * kp;
+                       kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
+                       qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
+                       continue;
                      }
+                     int8_t* q8 = q80 + r * kp;
+                     kernels_.quantize_row_x8(x + r * k, k, q8, dr, sr);
+                     int16_t* s16 = xs16_.data() + r * (kp / 16);
+                     for (int64_t g = 0; g < kp / 16; ++g) {
+                       int sum = 0;
+                       for (int i = 0; i < 16; ++i) sum += q8[16 * g + i];
+                       s16[g] = static_cast<int16_t>(sum);
+                     }
+                     qrows_[r] = cpu::QuantRow{.q8 = q8, .d8 = dr, .sums8 = sr, .sums16 = s16};
                    }
                  });
 }

@@ -20,10 +20,10 @@ namespace cutline::device::cpu {
 // zero from k up to the next multiple of kQBlock. Relative error of a dot product against the
 // F32 one: about 1e-5 (half a step of amax / 32767 per element).
 //
-// Kernels that read int8 activations (Kernels::reads_x8) also get q8, d8 and sums8: the same row
-// as int8 per kQBlock elements, x[i] ~= d8[i / kQBlock] * q8[i] (d8 = amax / 127, round to
-// nearest), zero-padded like q, and sums8[g] = d8 * (sum of q8 over group g), so that a K-quant's
-// min term sees the same activations as its scale term and their rounding errors cancel.
+// Kernels that read int8 activations (Kernels::reads_x8) get q8, d8, sums8 and sums16 instead:
+// the same row as int8 per kQBlock elements, x[i] ~= d8[i / kQBlock] * q8[i] (d8 = amax / 127,
+// round to nearest), zero-padded like q, and sums8[g] = d8 * (sum of q8 over group g), so that a
+// K-quant's min term sees the same activations as its scale term and their rounding errors cancel.
 // Relative error of a dot product against the F32 one: about 1e-4 of sum|w*x|.
 //
 // Kernels that read int8 activations per group (Kernels::reads_xg) get only qg and dg: the row as
@@ -42,7 +42,8 @@ struct QuantRow {
   const float* d8 = nullptr;
   const float* sums8 = nullptr;
   // With q8: the integer sum of q8 over each 16 elements (|.| <= 16 * 127), for the types with
-  // 16-element sub-blocks (Q2_K's mins, Q3_K's offset), taken out exactly in integers.
+  // 16-element sub-blocks (Q2_K's mins, Q3_K's and Q6_K's offsets), taken out exactly in
+  // integers.
   const int16_t* sums16 = nullptr;
   const uint8_t* qg = nullptr;
   const float* dg = nullptr;

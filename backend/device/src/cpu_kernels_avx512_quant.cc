@@ -171,9 +171,8 @@ TARGET_VNNI void dot_q6_k_x8_t(const BlockQ6_K* w, const QuantRow* xs, int64_t n
       // -32 * sum_g scale_g * sums16_g, in the first 8 int32 lanes.
       const __m256i off = _mm256_madd_epi16(
           sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi)));
-      iacc[r] = _mm512_castsi256_si512(
+      iacc[r] = _mm512_zextsi256_si512(
           _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
-      iacc[r] = _mm512_inserti64x4(iacc[r], _mm256_setzero_si256(), 1);
     }
     for (int h = 0; h < 2; ++h) {
       // ql + 64h: elements 128h + 0..31 (low nibbles of the first 32 bytes), 32..63 (low
