@@ -30,12 +30,6 @@ UpstreamHeaderOptions upstream_header_options(const policy::Policy& policy,
 void build_upstream_headers(const policy::Upstream& upstream, const UpstreamHeaderOptions& o,
                             proto::HttpHeaders& h) {
   proto::remove_hop_by_hop(h);
-  h.remove("Host");
-  h.remove("Content-Length");
-  h.remove("Cutline-Deadline-Ms");
-  if (!o.forward_client_key) h.remove("Authorization");
-  if (!o.request_id.empty()) h.set("X-Request-Id", o.request_id);
-
   const std::string_view ip = peer_ip(o.peer_address);
   std::string xff;
   std::string forwarded;
@@ -50,8 +44,17 @@ void build_upstream_headers(const policy::Upstream& upstream, const UpstreamHead
       }
     }
   }
-  h.remove("X-Forwarded-For");
-  h.remove("Forwarded");
+  // What the gateway sets itself or must not pass on, in one pass over the client's headers.
+  const bool replace_id = !o.request_id.empty();
+  h.remove_if([&](const proto::HttpHeader& e) {
+    using proto::iequals;
+    return iequals(e.name, "Host") || iequals(e.name, "Content-Length") ||
+           iequals(e.name, "Cutline-Deadline-Ms") ||
+           (!o.forward_client_key && iequals(e.name, "Authorization")) ||
+           (replace_id && iequals(e.name, "X-Request-Id")) || iequals(e.name, "X-Forwarded-For") ||
+           iequals(e.name, "Forwarded");
+  });
+  if (replace_id) h.add("X-Request-Id", o.request_id);
   if (!ip.empty()) {
     if (!xff.empty()) xff += ", ";
     xff += ip;

@@ -31,7 +31,7 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-nghttp2_nv make_nv(const std::string& name, const std::string& value) {
+nghttp2_nv make_nv(std::string_view name, std::string_view value) {
   return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
                     reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
                     value.size(), NGHTTP2_NV_FLAG_NONE};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 
 namespace cutline::proto {
 
@@ -40,35 +41,69 @@ bool iequals(std::string_view a, std::string_view b) {
 
 HttpHeaders::HttpHeaders(
     std::initializer_list<std::pair<std::string_view, std::string_view>> init) {
-  entries_.reserve(init.size());
+  size_t bytes = 0;
+  for (const auto& [name, value] : init) bytes += kSizeBytes + name.size() + value.size();
+  text_.reserve(bytes);
   for (const auto& [name, value] : init) add(name, value);
 }
 
+bool HttpHeaders::holds(std::string_view s) const {
+  const std::less<const char*> before;
+  return !s.empty() && !before(s.data(), text_.data()) &&
+         before(s.data(), text_.data() + text_.size());
+}
+
 void HttpHeaders::add(std::string_view name, std::string_view value) {
-  // Room for a short message's headers at once, instead of growing 1, 2, 4. Not more: a
-  // request's headers live as long as its stream, and an open stream is ~8 KiB in all.
-  if (entries_.capacity() == 0) entries_.reserve(4);
-  entries_.push_back(HttpHeader{std::string(name), std::string(value)});
+  if (holds(name) || holds(value)) {
+    // Growing the buffer would move what they point at.
+    const std::string own_name(name);
+    const std::string own_value(value);
+    add(own_name, own_value);
+    return;
+  }
+  const size_t need = text_.size() + kSizeBytes + name.size() + value.size();
+  if (need > text_.capacity()) {
+    // A short message's headers at once, instead of growing a few bytes at a time. Not more: a
+    // request's headers live until its upstream request is built, and an open stream is ~8 KiB
+    // in all.
+    text_.reserve(std::max({need, kFirstBytes, 2 * text_.capacity()}));
+  }
+  const std::array<uint32_t, 2> sizes = {static_cast<uint32_t>(name.size()),
+                                         static_cast<uint32_t>(value.size())};
+  text_.append(reinterpret_cast<const char*>(sizes.data()), kSizeBytes);
+  text_.append(name);
+  text_.append(value);
+  ++count_;
 }
 
 void HttpHeaders::set(std::string_view name, std::string_view value) {
+  if (holds(name) || holds(value)) {
+    const std::string own_name(name);
+    const std::string own_value(value);
+    set(own_name, own_value);
+    return;
+  }
   remove(name);
   add(name, value);
 }
 
 size_t HttpHeaders::remove(std::string_view name) {
+  if (holds(name)) {
+    const std::string own_name(name);  // removing moves the bytes it points at
+    return remove(own_name);
+  }
   return remove_if([&](const HttpHeader& h) { return iequals(h.name, name); });
 }
 
 std::optional<std::string_view> HttpHeaders::get(std::string_view name) const {
-  for (const auto& h : entries_) {
-    if (iequals(h.name, name)) return std::string_view(h.value);
+  for (const HttpHeader h : *this) {
+    if (iequals(h.name, name)) return h.value;
   }
   return std::nullopt;
 }
 
 bool HttpHeaders::has_token(std::string_view name, std::string_view token) const {
-  for (const auto& h : entries_) {
+  for (const HttpHeader h : *this) {
     if (!iequals(h.name, name)) continue;
     if (any_token(h.value, [&](std::string_view t) { return iequals(t, token); })) return true;
   }

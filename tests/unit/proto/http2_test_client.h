@@ -118,7 +118,8 @@ class Http2TestClient {
                                                                {":scheme", "http"},
                                                                {":authority", "localhost"},
                                                                {":path", std::string(path)}};
-    for (const auto& h : headers) fields.emplace_back(lower(h.name), h.value);
+    for (const auto& h : headers)
+      fields.emplace_back(lower(std::string(h.name)), std::string(h.value));
     std::vector<nghttp2_nv> nva;
     for (auto& [n, v] : fields) {
       nva.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(n.data()),
@@ -148,7 +149,8 @@ class Http2TestClient {
                                                                {":scheme", "http"},
                                                                {":authority", "localhost"},
                                                                {":path", std::string(path)}};
-    for (const auto& h : headers) fields.emplace_back(lower(h.name), h.value);
+    for (const auto& h : headers)
+      fields.emplace_back(lower(std::string(h.name)), std::string(h.value));
     std::vector<nghttp2_nv> nva;
     for (auto& [n, v] : fields) {
       nva.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(n.data()),

@@ -11,12 +11,35 @@ TEST(HttpHeadersTest, LookupIgnoresCaseAndKeepsOrderAndDuplicates) {
   EXPECT_EQ(h.get("X-A"), "1");  // the first one
   EXPECT_FALSE(h.get("missing").has_value());
   ASSERT_EQ(h.size(), 3u);
-  EXPECT_EQ(h.entries()[2].name, "x-a");  // case kept as sent
+  EXPECT_EQ(std::next(h.begin(), 2)->name, "x-a");  // case kept as sent
   h.set("X-A", "3");
   ASSERT_EQ(h.size(), 2u);
   EXPECT_EQ(h.get("x-a"), "3");
   EXPECT_EQ(h.remove("CONTENT-TYPE"), 1u);
   EXPECT_EQ(h.size(), 1u);
+}
+
+TEST(HttpHeadersTest, ViewsIntoTheListCanBeAddedSetAndRemoved) {
+  // A view from get() points into the list's own buffer, which adding grows and removing moves.
+  HttpHeaders h{{"X-Request-Id", "req-1"}, {"Host", "a.example"}};
+  for (int i = 0; i < 40; ++i) h.add("X-Copy", *h.get("x-request-id"));  // grows many times
+  EXPECT_EQ(h.size(), 42u);
+  EXPECT_EQ(h.get("x-copy"), "req-1");
+  h.set("X-Host", *h.get("host"));
+  EXPECT_EQ(h.get("x-host"), "a.example");
+  const HttpHeader first = *h.begin();
+  EXPECT_EQ(h.remove(first.name), 1u);  // the name's bytes move while it is compared
+  EXPECT_FALSE(h.has("x-request-id"));
+  EXPECT_EQ(h.remove(std::next(h.begin(), 1)->name), 40u);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h.begin()->name, "Host");
+  EXPECT_EQ(std::next(h.begin())->value, "a.example");
+  h.clear();
+  EXPECT_TRUE(h.empty());
+  EXPECT_EQ(h.begin(), h.end());
+  h.add("", "");  // an empty name and value are still a header
+  EXPECT_EQ(h.size(), 1u);
+  EXPECT_EQ(h.get(""), "");
 }
 
 TEST(HttpHeadersTest, HasTokenReadsCommaSeparatedLists) {
