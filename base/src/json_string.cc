@@ -1,6 +1,7 @@
 #include "cutline/base/json_string.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -44,15 +45,47 @@ bool read_hex4(std::string_view s, size_t pos, uint32_t& out) {
   return true;
 }
 
+// True when none of the 8 bytes at `p` is a control character, '"' or '\\'. On one 64-bit word:
+// for n <= 0x80, (x - n * kOnes) & ~x & kHigh is non-zero exactly when some byte is below n (a
+// borrow may mark bytes above that one too, never when none is); the XORs turn '"' and '\\'
+// into zero bytes.
+bool plain_word(const char* p) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  uint64_t x;
+  std::memcpy(&x, p, sizeof x);
+  const uint64_t quote = x ^ (kOnes * '"');
+  const uint64_t backslash = x ^ (kOnes * '\\');
+  const uint64_t hits =
+      ((x - kOnes * 0x20) & ~x) | ((quote - kOnes) & ~quote) | ((backslash - kOnes) & ~backslash);
+  return (hits & kHigh) == 0;
+}
+
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
+  const auto plain = [](unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; };
+  size_t clean = 0;
+  // Eight bytes at a time while none needs an escape, then byte by byte.
+  while (clean + 8 <= s.size() && plain_word(s.data() + clean)) clean += 8;
+  while (clean < s.size() && plain(static_cast<unsigned char>(s[clean]))) ++clean;
+  if (clean == s.size()) {
+    // Nothing to escape (keys, ids, most text): the quotes and the bytes in one copy.
+    const size_t at = out.size();
+    out.resize(at + s.size() + 2);
+    char* p = out.data() + at;
+    p[0] = '"';
+    if (!s.empty()) std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    return;
+  }
   out.push_back('"');
-  size_t run_start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
+  out.append(s.data(), clean);
+  size_t run_start = clean;
+  for (size_t i = clean; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    if (plain(c)) continue;
     out.append(s.data() + run_start, i - run_start);
     run_start = i + 1;
     switch (c) {

@@ -27,5 +27,36 @@ TEST(JsonStringTest, AppendThenDecodeRoundTrips) {
   EXPECT_EQ(back, text);
 }
 
+// Every byte that needs an escape is found wherever it sits in a string (the scan reads eight
+// bytes at a time), and bytes that need none, UTF-8 and DEL included, are copied as they are.
+TEST(JsonStringTest, EscapesAByteAtEveryPositionAndLength) {
+  const std::string specials = std::string("\"\\\x01\x1f\n") + '\0';
+  for (size_t len = 1; len <= 24; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      for (char special : specials) {
+        std::string text(len, 'a');
+        for (size_t i = 0; i < len; i += 3) text[i] = static_cast<char>(0x7f + i % 0x80);
+        text[at] = special;
+        std::string literal;
+        append_json_string(literal, text);
+        std::string back;
+        ASSERT_TRUE(decode_json_string(literal, back)) << literal;
+        EXPECT_EQ(back, text);
+        // The escaped byte itself never appears raw between the quotes (a quote or a backslash
+        // only as part of an escape).
+        const std::string_view inner(literal.data() + 1, literal.size() - 2);
+        if (special != '"' && special != '\\') {
+          EXPECT_EQ(inner.find(special), std::string_view::npos) << len << " " << at;
+        } else {
+          EXPECT_EQ(inner.find(std::string("\\") + special), at) << len << " " << at;
+        }
+      }
+    }
+  }
+  std::string plain;
+  append_json_string(plain, "caf\xc3\xa9 \x7f 0123456789abcdef");
+  EXPECT_EQ(plain, "\"caf\xc3\xa9 \x7f 0123456789abcdef\"");
+}
+
 }  // namespace
 }  // namespace cutline::base
