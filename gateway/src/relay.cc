@@ -77,7 +77,11 @@ Status Relay::on_event(const proto::SseEvent& event, int64_t now_ns, TokenTiming
   const proto::ParsedChunk& c = chunks_->chunk();
   if (!options_.client_stream && !c.error && event.event != "error") {
     if (!assembler_) assembler_ = std::make_unique<proto::CompletionAssembler>();
-    if (Status s = assembler_->add(event.data); !s.ok()) return s;
+    // A chunk of plain choices (text, role, finish_reason) is taken from the parse above; one
+    // with more (tool calls, reasoning, logprobs, ...) is read whole by the assembler.
+    if (Status s = c.choices_plain ? assembler_->add(c) : assembler_->add(event.data); !s.ok()) {
+      return s;
+    }
   }
   if (c.error || event.event == "error") {
     error_event_ = true;

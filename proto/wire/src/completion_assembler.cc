@@ -153,4 +153,20 @@ Status CompletionAssembler::add(std::string_view chunk_json) {
   return {};
 }
 
+Status CompletionAssembler::add(const ParsedChunk& chunk) {
+  for (const ChunkChoice& c : chunk.choices) {
+    if (c.index < 0) return malformed("choices[].index must not be negative");
+  }
+  for (const ChunkChoice& c : chunk.choices) {
+    AssembledChoice& out = choice(c.index);
+    if (c.has_finish_reason) out.finish_reason.assign(c.finish_reason);
+    if (c.has_content) {
+      out.content.append(c.content);
+      out.has_content = true;
+    }
+    if (out.role.empty()) out.role.assign(c.role);
+  }
+  return {};
+}
+
 }  // namespace cutline::proto

@@ -36,7 +36,23 @@ simdjson::error_code optional_string(od::value& v, std::string_view& out, bool& 
 
 using json_scan::read_int;
 
-Status read_delta(od::value& v, ChunkChoice& c) {
+// Marks `seen` in `mask`; false when it was marked already (a key sent twice).
+bool first_time(unsigned& mask, unsigned seen) {
+  const bool first = (mask & seen) == 0;
+  mask |= seen;
+  return first;
+}
+
+enum : unsigned {
+  kSeenContent = 1,
+  kSeenRole = 2,
+  kSeenDelta = 4,
+  kSeenText = 8,
+  kSeenFinish = 16,
+  kSeenIndex = 32
+};
+
+Status read_delta(od::value& v, ChunkChoice& c, unsigned& seen) {
   od::object delta;
   if (v.get_object().get(delta) != SUCCESS) {
     if (is_null(v)) return {};
@@ -49,16 +65,19 @@ Status read_delta(od::value& v, ChunkChoice& c) {
     if (f.unescaped_key().get(key) != SUCCESS) return chunk_error("malformed delta key");
     od::value value = f.value();
     if (key == "content") {
+      if (!first_time(seen, kSeenContent)) c.plain = false;
       if (optional_string(value, c.content, c.has_content) != SUCCESS) {
         return field_error("delta.content", "must be a string or null");
       }
     } else if (key == "role") {
+      if (!first_time(seen, kSeenRole)) c.plain = false;
       bool present;
       if (optional_string(value, c.role, present) != SUCCESS) {
         return field_error("delta.role", "must be a string or null");
       }
-    } else if (key == "tool_calls") {
-      c.has_tool_calls = !is_null(value);
+    } else {
+      c.plain = false;  // tool calls, reasoning, refusal, a vendor's field
+      if (key == "tool_calls") c.has_tool_calls = !is_null(value);
     }
   }
   return {};
@@ -67,6 +86,7 @@ Status read_delta(od::value& v, ChunkChoice& c) {
 Status read_choice(od::value& v, ChunkChoice& c) {
   od::object obj;
   if (v.get_object().get(obj) != SUCCESS) return field_error("choices[]", "must be objects");
+  unsigned seen = 0;
   for (auto field : obj) {
     od::field f;
     if (std::move(field).get(f) != SUCCESS) return chunk_error("malformed choice");
@@ -74,19 +94,28 @@ Status read_choice(od::value& v, ChunkChoice& c) {
     if (f.unescaped_key().get(key) != SUCCESS) return chunk_error("malformed choice key");
     od::value value = f.value();
     if (key == "delta") {
-      if (auto s = read_delta(value, c); !s) return s;
+      if (!first_time(seen, kSeenDelta)) c.plain = false;
+      if (auto s = read_delta(value, c, seen); !s) return s;
     } else if (key == "text") {
+      // Text and delta.content both land in content: plain only with one of them, once.
+      if (!first_time(seen, kSeenText) || (seen & kSeenContent)) c.plain = false;
+      seen |= kSeenContent;
       if (optional_string(value, c.content, c.has_content) != SUCCESS) {
         return field_error("text", "must be a string or null");
       }
     } else if (key == "finish_reason") {
+      if (!first_time(seen, kSeenFinish)) c.plain = false;
       if (optional_string(value, c.finish_reason, c.has_finish_reason) != SUCCESS) {
         return field_error("finish_reason", "must be a string or null");
       }
     } else if (key == "index") {
+      if (!first_time(seen, kSeenIndex)) c.plain = false;
       if (read_int(value, c.index) != SUCCESS) return field_error("index", "must be an integer");
+    } else if (key != "logprobs" || !is_null(value)) {
+      c.plain = false;  // logprobs, a whole message, a vendor's field
     }
   }
+  if (c.index < 0) c.plain = false;
   return {};
 }
 
@@ -104,6 +133,7 @@ Status ChunkParser::parse(std::string_view data) {
   c.id = c.object = c.model = {};
   c.created = 0;
   c.choices.clear();
+  c.choices_plain = true;
   c.usage.reset();
   c.error.reset();
   c.cutline.reset();
@@ -119,6 +149,7 @@ Status ChunkParser::parse(std::string_view data) {
   }
 
   SharedFieldReader shared("upstream chunk: ", c.usage, c.cutline);
+  bool seen_choices = false;
   for (auto field : obj) {
     od::field f;
     if (std::move(field).get(f) != SUCCESS) return chunk_error("not valid JSON");
@@ -126,6 +157,8 @@ Status ChunkParser::parse(std::string_view data) {
     if (f.unescaped_key().get(key) != SUCCESS) return chunk_error("has a malformed key");
     od::value value = f.value();
     if (key == "choices") {
+      if (seen_choices) c.choices_plain = false;
+      seen_choices = true;
       od::array arr;
       if (value.get_array().get(arr) != SUCCESS) {
         if (is_null(value)) continue;
@@ -137,6 +170,7 @@ Status ChunkParser::parse(std::string_view data) {
         ChunkChoice& choice = c.choices.emplace_back();
         choice = ChunkChoice{};
         if (auto s = read_choice(cv, choice); !s) return s;
+        if (!choice.plain) c.choices_plain = false;
       }
     } else if (key == "id") {
       bool present;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include "cutline/proto/wire/openai_chunk.h"
 #include "cutline/proto/wire/openai_writer.h"
 
 namespace cutline::proto {
@@ -129,6 +130,69 @@ TEST(CompletionAssembler, AMalformedChunkIsAnErrorAndChangesNothing) {
   EXPECT_FALSE(a.add(chunk(R"([{"index":3,"delta":{"content":"c"}},{"index":{}}])")).ok());
   ASSERT_EQ(a.choices().size(), 1u);
   EXPECT_EQ(a.choices()[0].content, "a");
+}
+
+// The relay hands the assembler a chunk it has parsed already when its choices are plain; the
+// answer must be the one the assembler builds from the chunk's JSON, whatever the chunk holds.
+TEST(CompletionAssembler, AParsedPlainChunkAssemblesAsItsJsonDoes) {
+  struct Case {
+    std::string json;
+    bool plain;
+  };
+  const std::vector<Case> cases = {
+      {chunk(R"([{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}])"),
+       true},
+      {chunk(R"([{"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}])"),
+       true},
+      {chunk(
+           R"([{"delta":{"role":"narrator","content":"lo"},"index":1},{"index":0,"delta":{"content":" w"}}])"),
+       true},
+      {chunk(R"([{"index":0,"delta":null,"finish_reason":null}])"), true},
+      {chunk(R"([{"index":0,"delta":{"content":null,"role":"assistant"}}])"), true},
+      {chunk(R"([{"index":0,"text":"abc","finish_reason":null}])"), true},
+      {chunk(R"([{"index":0,"delta":{},"finish_reason":"stop"}])"), true},
+      {chunk(R"([])"), true},
+      {R"({"id":"c1","choices":null})", true},
+      {R"({"id":"c1","usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}})", true},
+      // Not plain: each needs the whole JSON.
+      {chunk(R"([{"index":0,"delta":{"content":"a","content":"b"}}])"), false},
+      {chunk(R"([{"index":0,"text":"t","delta":{"content":"d"}}])"), false},
+      {chunk(R"([{"index":0,"delta":{"content":"d"},"text":"t"}])"), false},
+      {chunk(R"([{"index":0,"delta":{"content":"x"},"index":1}])"), false},
+      {chunk(R"([{"index":0,"delta":{"reasoning_content":"think"}}])"), false},
+      {chunk(R"([{"index":0,"delta":{"refusal":"no"}}])"), false},
+      {chunk(
+           R"([{"index":0,"delta":{"content":"y"},"logprobs":{"content":[{"token":"y","logprob":-1}]}}])"),
+       false},
+      {chunk(R"([{"index":0,"message":{"role":"assistant","content":"whole"}}])"), false},
+      {chunk(R"([{"index":0,"delta":{"content":"p"}}],"choices":[{"index":0,"delta":{}}])"), false},
+      {chunk(R"([{"index":-1,"delta":{"content":"n"}}])"), false},
+  };
+  CompletionAssembler from_json;
+  CompletionAssembler from_parse;
+  ChunkParser parser;
+  for (const Case& c : cases) {
+    ASSERT_TRUE(parser.parse(c.json).ok()) << c.json;
+    EXPECT_EQ(parser.chunk().choices_plain, c.plain) << c.json;
+    const Status by_json = from_json.add(c.json);
+    const Status by_parse = c.plain ? from_parse.add(parser.chunk()) : from_parse.add(c.json);
+    EXPECT_EQ(by_json.ok(), by_parse.ok()) << c.json;
+  }
+  const auto write = [](const CompletionAssembler& a) {
+    CompletionFields f;
+    f.endpoint = Endpoint::kChatCompletions;
+    f.id = "c1";
+    f.created = 1;
+    f.model = "m";
+    f.finish_reason = "stop";
+    f.choices = &a.choices();
+    std::string out;
+    write_completion(out, f);
+    return out;
+  };
+  EXPECT_EQ(write(from_parse), write(from_json));
+  ASSERT_EQ(from_parse.choices().size(), 2u);
+  EXPECT_EQ(from_parse.choices()[0].content, "Hel wabcatdtdxywholep");
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cutline/base/result.h"
+#include "cutline/proto/wire/openai_chunk.h"
 
 namespace cutline::proto {
 
@@ -57,6 +58,10 @@ class CompletionAssembler {
   // Adds one chunk (the data of an SSE event, not [DONE]). A chunk that is not a JSON object, or
   // whose choices are malformed, is an error (kUpstream) and changes nothing.
   Status add(std::string_view chunk_json);
+  // Adds a chunk the ChunkParser has read, without parsing it again; only for a chunk whose
+  // choices are all plain (ParsedChunk::choices_plain): what else a chunk may carry (tool calls,
+  // reasoning, logprobs, ...) needs add(chunk_json).
+  Status add(const ParsedChunk& chunk);
 
   // The choices so far, sorted by index.
   const std::vector<AssembledChoice>& choices() const { return choices_; }

@@ -45,6 +45,9 @@ struct ChunkChoice {
   bool has_tool_calls = false;     // delta.tool_calls present and non-null
   std::string_view finish_reason;  // empty when null or absent
   bool has_finish_reason = false;  // non-null finish_reason
+  // The choice holds nothing but the fields above, each once, and no logprobs: what it adds to a
+  // whole answer is in them (CompletionAssembler::add(const ParsedChunk&)).
+  bool plain = true;
 };
 
 // A parsed chunk. The string views point into the ChunkParser's buffers and stay valid until
@@ -55,6 +58,7 @@ struct ParsedChunk {
   std::string_view model;
   int64_t created = 0;
   std::vector<ChunkChoice> choices;
+  bool choices_plain = true;   // "choices" at most once, every choice plain
   std::optional<Usage> usage;  // present and non-null
   std::optional<UpstreamErrorView> error;
   std::optional<StopRecord> cutline;  // the upstream's own stop record (a Cutline backend)
