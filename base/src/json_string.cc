@@ -67,8 +67,18 @@ void append_json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   const auto plain = [](unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; };
   size_t clean = 0;
-  // Eight bytes at a time while none needs an escape, then byte by byte.
-  while (clean + 8 <= s.size() && plain_word(s.data() + clean)) clean += 8;
+  // Eight bytes at a time while none needs an escape; the last few bytes as the word that ends
+  // the string (or, in a string shorter than a word, padded with plain bytes).
+  if (s.size() >= 8) {
+    while (clean + 8 <= s.size() && plain_word(s.data() + clean)) clean += 8;
+    if (clean < s.size() && clean + 8 > s.size() && plain_word(s.data() + s.size() - 8)) {
+      clean = s.size();
+    }
+  } else {
+    char word[8] = {'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a'};
+    if (!s.empty()) std::memcpy(word, s.data(), s.size());
+    if (plain_word(word)) clean = s.size();
+  }
   while (clean < s.size() && plain(static_cast<unsigned char>(s[clean]))) ++clean;
   if (clean == s.size()) {
     // Nothing to escape (keys, ids, most text): the quotes and the bytes in one copy.
