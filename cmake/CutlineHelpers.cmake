@@ -91,26 +91,118 @@ function(cutline_add_subdirs dir)
   endforeach()
 endfunction()
 
-# cutline_precompile_test_headers(DIR): every GoogleTest binary defined in DIR or below it
-# precompiles the headers nearly every test file includes (GoogleTest, simdjson and the heavier
-# standard headers) once per binary instead of once per file; that is about a third of the
-# tests' compile time, in the main tree and in both sanitizer trees. CUTLINE_PCH=OFF turns it off
-# (e.g. to check that each test file includes what it uses).
+# cutline_precompile_test_headers(DIR): the GoogleTest binaries defined in DIR or below it share
+# precompiled headers (GoogleTest, simdjson and the heavier standard headers): a PCH costs 10-15 s
+# of CPU, once per build tree instead of once per binary. A PCH is only used by a compile with the
+# flags it was built with (GCC silently ignores another one and re-parses the headers; clang
+# fails), so the binaries are grouped by what can change those flags: their own compile options
+# and the compile definitions, options and features of the libraries they link (simdjson's
+# SIMDJSON_THREADS_ENABLED, hiredis' _FILE_OFFSET_BITS=64). Each group builds its PCH in a small
+# program cutline_test_pch_<n> that links the same libraries, and its binaries reuse that PCH.
+# A binary's own definitions (CUTLINE_SOURCE_DIR, CUTLINE_GATEWAY_BIN, ...) appear in none of
+# the headers, so they may differ; with GCC a PCH it rejects anyway is an error
+# (-Werror=invalid-pch), not a silently slower build. CUTLINE_PCH=OFF turns it all off (e.g. to
+# check that each test file includes what it uses).
 function(cutline_precompile_test_headers dir)
   if(NOT CUTLINE_PCH)
     return()
   endif()
+  _cutline_gtest_binaries(${dir} _binaries)
+  set(_keys "")
+  foreach(_t IN LISTS _binaries)
+    get_target_property(_options ${_t} COMPILE_OPTIONS)
+    if(NOT _options)
+      set(_options "")
+    endif()
+    set(_carriers "")
+    set(_seen "")
+    _cutline_flag_carriers(${_t} _carriers _seen)
+    list(SORT _carriers)
+    string(SHA1 _key "${_options}|${_carriers}")
+    list(FIND _keys ${_key} _n)
+    if(_n EQUAL -1)
+      list(LENGTH _keys _n)
+      list(APPEND _keys ${_key})
+      set(_host cutline_test_pch_${_n})
+      set(_src ${CMAKE_CURRENT_BINARY_DIR}/${_host}.cc)
+      file(CONFIGURE OUTPUT ${_src}
+           CONTENT "// Builds the precompiled headers test binaries reuse.\nint main() { return 0; }\n")
+      add_executable(${_host} EXCLUDE_FROM_ALL ${_src})
+      set_target_properties(${_host} PROPERTIES COMPILE_OPTIONS "${_options}")
+      target_link_libraries(${_host} PRIVATE ${_carriers})
+      target_precompile_headers(${_host} PRIVATE <gtest/gtest.h> <simdjson.h> <chrono> <filesystem>
+                                <fstream> <functional> <map> <memory> <string> <thread> <vector>)
+    endif()
+    target_precompile_headers(${_t} REUSE_FROM cutline_test_pch_${_n})
+    target_compile_options(${_t} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Werror=invalid-pch>)
+  endforeach()
+endfunction()
+
+# _cutline_gtest_binaries(DIR OUT): the executables defined in DIR or below it that link
+# GTest::gtest.
+function(_cutline_gtest_binaries dir out)
+  set(_found "")
   get_property(_targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(_t IN LISTS _targets)
     get_target_property(_type ${_t} TYPE)
     get_target_property(_libs ${_t} LINK_LIBRARIES)
     if(_type STREQUAL "EXECUTABLE" AND "GTest::gtest" IN_LIST _libs)
-      target_precompile_headers(${_t} PRIVATE <gtest/gtest.h> <simdjson.h> <chrono> <filesystem>
-                                <fstream> <functional> <map> <memory> <string> <thread> <vector>)
+      list(APPEND _found ${_t})
     endif()
   endforeach()
   get_property(_subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
   foreach(_d IN LISTS _subdirs)
-    cutline_precompile_test_headers(${_d})
+    _cutline_gtest_binaries(${_d} _below)
+    list(APPEND _found ${_below})
   endforeach()
+  set(${out} ${_found} PARENT_SCOPE)
+endfunction()
+
+# _cutline_flag_carriers(TARGET CARRIERS SEEN): appends to the list CARRIERS every library TARGET
+# links, directly or through other libraries' interfaces, that gives its users compile
+# definitions, options or features. SEEN: the targets already visited. A private dependency of a
+# static library ($<LINK_ONLY:...>) gives its users no compile flags; any other generator
+# expression is kept as it is, so binaries that link it do not share a PCH with those that don't.
+function(_cutline_flag_carriers target carriers seen)
+  get_target_property(_imported ${target} IMPORTED)
+  get_target_property(_type ${target} TYPE)
+  if(_imported OR _type STREQUAL "INTERFACE_LIBRARY")
+    get_target_property(_libs ${target} INTERFACE_LINK_LIBRARIES)
+  elseif(_type STREQUAL "EXECUTABLE")
+    get_target_property(_libs ${target} LINK_LIBRARIES)
+  else()
+    get_target_property(_libs ${target} INTERFACE_LINK_LIBRARIES)
+  endif()
+  if(NOT _libs)
+    return()
+  endif()
+  foreach(_lib IN LISTS _libs)
+    if(_lib MATCHES "^::@" OR _lib MATCHES "^\\$<LINK_ONLY:")
+      continue()
+    endif()
+    if(_lib MATCHES "\\$<")
+      list(APPEND ${carriers} "${_lib}")
+      continue()
+    endif()
+    if(NOT TARGET ${_lib} OR _lib IN_LIST ${seen})
+      continue()
+    endif()
+    list(APPEND ${seen} ${_lib})
+    get_target_property(_real ${_lib} ALIASED_TARGET)
+    if(NOT _real)
+      set(_real ${_lib})
+    endif()
+    foreach(_property INTERFACE_COMPILE_DEFINITIONS INTERFACE_COMPILE_OPTIONS
+                      INTERFACE_COMPILE_FEATURES)
+      get_target_property(_value ${_real} ${_property})
+      if(_value)
+        list(APPEND ${carriers} ${_lib})
+        break()
+      endif()
+    endforeach()
+    _cutline_flag_carriers(${_real} ${carriers} ${seen})
+  endforeach()
+  list(REMOVE_DUPLICATES ${carriers})
+  set(${carriers} ${${carriers}} PARENT_SCOPE)
+  set(${seen} ${${seen}} PARENT_SCOPE)
 endfunction()
