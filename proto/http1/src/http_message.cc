@@ -43,7 +43,7 @@ HttpHeaders::HttpHeaders(
     std::initializer_list<std::pair<std::string_view, std::string_view>> init) {
   size_t bytes = 0;
   for (const auto& [name, value] : init) bytes += kSizeBytes + name.size() + value.size();
-  text_.reserve(bytes);
+  text_.reserve(std::max(bytes, kFirstBytes));
   for (const auto& [name, value] : init) add(name, value);
 }
 
@@ -62,10 +62,11 @@ void HttpHeaders::add(std::string_view name, std::string_view value) {
     return;
   }
   const size_t need = text_.size() + kSizeBytes + name.size() + value.size();
-  if (need > text_.capacity()) {
+  if (need > text_.capacity() || text_.capacity() < kFirstBytes) {
     // A short message's headers at once, instead of growing a few bytes at a time. Not more: a
     // request's headers live until its upstream request is built, and an open stream is ~8 KiB
-    // in all.
+    // in all. Never in the string's inline bytes either: moving the list keeps its headers where
+    // they are, as views taken before the move expect.
     text_.reserve(std::max({need, kFirstBytes, 2 * text_.capacity()}));
   }
   const std::array<uint32_t, 2> sizes = {static_cast<uint32_t>(name.size()),

@@ -42,6 +42,18 @@ TEST(HttpHeadersTest, ViewsIntoTheListCanBeAddedSetAndRemoved) {
   EXPECT_EQ(h.get(""), "");
 }
 
+TEST(HttpHeadersTest, MovingTheListKeepsViewsIntoIt) {
+  HttpHeaders h{{"TE", "x"}};  // small enough for a string's inline bytes
+  const std::string_view value = *h.get("te");
+  const HttpHeaders moved = std::move(h);
+  EXPECT_EQ(moved.get("te")->data(), value.data());
+  HttpHeaders added;
+  added.add("A", "b");
+  const std::string_view b = *added.get("a");
+  const HttpHeaders moved_too = std::move(added);
+  EXPECT_EQ(moved_too.get("a")->data(), b.data());
+}
+
 TEST(HttpHeadersTest, HasTokenReadsCommaSeparatedLists) {
   HttpHeaders h{{"Connection", "keep-alive, Upgrade"}, {"connection", " Close "}};
   EXPECT_TRUE(h.has_token("connection", "upgrade"));
