@@ -150,7 +150,6 @@ class CpuDevice final : public Device {
   std::vector<int16_t> xq_;
   std::vector<float> xd_;
   std::vector<int8_t> xq8_;
-  std::vector<float> xd8_;
   std::vector<int16_t> xs16_;
   std::vector<uint8_t> xqg_;
   std::vector<float> xdg_;
@@ -321,12 +320,12 @@ void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, in
   // The kernels read q and q8 in 64-byte vectors.
   int16_t* q0 = x8 ? nullptr : aligned64(xq_, n_rows * kp);
   int8_t* q80 = x8 ? aligned64(xq8_, n_rows * kp) : nullptr;
-  std::vector<float>& sv = x8 ? xd8_ : xd_;
-  if (static_cast<int64_t>(sv.size()) < n_rows * scales) sv.resize(n_rows * scales);
+  // Scales and sums of whichever layout the type's kernels read.
+  if (static_cast<int64_t>(xd_.size()) < n_rows * scales) xd_.resize(n_rows * scales);
   if (x8 && static_cast<int64_t>(xs16_.size()) < n_rows * (kp / 16))
     xs16_.resize(n_rows * (kp / 16));
-  float* d = sv.data();
-  float* sums = sv.data() + n_rows * (kp / cpu::kQBlock);
+  float* d = xd_.data();
+  float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
   parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
                  [&](int64_t r0, int64_t r1, int32_t) {
                    for (int64_t r = r0; r < r1; ++r) {

@@ -47,9 +47,8 @@ enum : unsigned {
   kSeenContent = 1,
   kSeenRole = 2,
   kSeenDelta = 4,
-  kSeenText = 8,
-  kSeenFinish = 16,
-  kSeenIndex = 32
+  kSeenFinish = 8,
+  kSeenIndex = 16
 };
 
 Status read_delta(od::value& v, ChunkChoice& c, unsigned& seen) {
@@ -98,8 +97,7 @@ Status read_choice(od::value& v, ChunkChoice& c) {
       if (auto s = read_delta(value, c, seen); !s) return s;
     } else if (key == "text") {
       // Text and delta.content both land in content: plain only with one of them, once.
-      if (!first_time(seen, kSeenText) || (seen & kSeenContent)) c.plain = false;
-      seen |= kSeenContent;
+      if (!first_time(seen, kSeenContent)) c.plain = false;
       if (optional_string(value, c.content, c.has_content) != SUCCESS) {
         return field_error("text", "must be a string or null");
       }
