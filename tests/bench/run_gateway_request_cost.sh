@@ -14,6 +14,13 @@
 # CPU per request (user and system microseconds) comes from the worker's /proc/PID/stat;
 # ROUNDS (default 3) alternates which proxy runs first, and the medians end the output.
 #
+# On the chat route a third proxy runs where nginx's Lua module is installed (Debian packages
+# libnginx-mod-http-lua and lua-cjson): nginx-lua, nginx doing the gateway's OpenAI work in Lua
+# (nginx_lua_gateway.lua: parse and clamp the request, ask for a stream, parse every event,
+# assemble the answer with a stop record, count metrics), the way OpenResty-based gateways
+# (Kong, Apache APISIX) do it. nginx relays bytes; nginx-lua does the same work as the gateway.
+# LUA=0 leaves it out, LUA=1 fails when the module is missing.
+#
 # INSTR=1 also counts the instructions each proxy executes per request (valgrind's callgrind,
 # INSTR_REQUESTS per run, default 2000, after a warm-up): a figure that, unlike CPU time, does not
 # move with what else runs on the machine. Needs valgrind (Debian package valgrind).
@@ -25,6 +32,13 @@ ROUNDS=${ROUNDS:-3}
 REQUESTS=${REQUESTS:-20000}
 INSTR_REQUESTS=${INSTR_REQUESTS:-2000}
 NGINX=${NGINX:-/usr/sbin/nginx}
+NGINX_MODULES=${NGINX_MODULES:-/usr/lib/nginx/modules}
+LUA=${LUA:-auto}
+if [[ "$LUA" != 0 && ! -e "$NGINX_MODULES/ngx_http_lua_module.so" ]]; then
+  [[ "$LUA" == 1 ]] && { echo "LUA=1: nginx's Lua module missing (Debian packages libnginx-mod-http-lua lua-cjson)" >&2; exit 2; }
+  echo "nginx's Lua module is not installed: the nginx-lua comparison is left out" >&2
+  LUA=0
+fi
 command -v h2load >/dev/null || { echo "h2load missing (Debian package nghttp2-client)" >&2; exit 2; }
 WORK=$(mktemp -d /tmp/cutline-request-cost-XXXXXX)
 PIDS=()
@@ -50,10 +64,31 @@ policies:
     match: {}
     budget: {max_output_tokens: 64}
 YAML
-# nginx.conf for PORT, with extra top-level lines (e.g. "master_process off;").
+# nginx.conf for PORT, with extra top-level lines (e.g. "master_process off;"); LUA_CHAT=1 runs
+# the chat route through nginx_lua_gateway.lua.
 nginx_conf() {
   mkdir -p "$WORK/nginx$1/logs"
+  local lua_main="" lua_http="" lua_chat=""
+  if [[ "${LUA_CHAT:-0}" == 1 ]]; then
+    lua_main="load_module $NGINX_MODULES/ndk_http_module.so;
+load_module $NGINX_MODULES/ngx_http_lua_module.so;"
+    lua_http="lua_package_path '$ROOT/tests/bench/?.lua;;';
+  lua_shared_dict metrics 1m;
+  init_by_lua_block { gateway = require 'nginx_lua_gateway' }"
+    lua_chat="location = /v1/chat/completions {
+      client_body_buffer_size 64k;
+      access_by_lua_block { gateway.access() }
+      header_filter_by_lua_block { gateway.header() }
+      body_filter_by_lua_block { gateway.body() }
+      log_by_lua_block { gateway.log() }
+      proxy_set_header X-Request-Id \$request_id;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_pass http://fake; proxy_http_version 1.1; proxy_set_header Connection \"\";
+      proxy_buffering off;
+    }"
+  fi
   cat >"$WORK/nginx$1/nginx.conf" <<CONF
+$lua_main
 worker_processes 1;
 $2
 pid $WORK/nginx$1/nginx.pid;
@@ -64,8 +99,10 @@ http {
   client_body_temp_path $WORK/nginx$1/body;
   proxy_temp_path $WORK/nginx$1/proxy;
   upstream fake { server 127.0.0.1:$FAKE_PORT; keepalive 64; }
+  $lua_http
   server {
     listen 127.0.0.1:$1;
+    $lua_chat
     location / { proxy_pass http://fake; proxy_http_version 1.1; proxy_set_header Connection "";
                  proxy_buffering off; }
   }
@@ -102,6 +139,22 @@ nginx_conf "$NG_PORT" ""
 PIDS+=($!)
 sleep 0.5
 NG_WORKER=$(pgrep -P "${PIDS[-1]}" | head -1)
+if [[ "$LUA" != 0 ]]; then
+  NL_PORT=$(free_port)
+  LUA_CHAT=1 nginx_conf "$NL_PORT" ""
+  "$NGINX" -p "$WORK/nginx$NL_PORT" -c "$WORK/nginx$NL_PORT/nginx.conf" -g 'daemon off;' &
+  PIDS+=($!)
+  sleep 0.5
+  NL_WORKER=$(pgrep -P "${PIDS[-1]}" | head -1)
+  # The same answer's shape as the gateway's, or the comparison means nothing.
+  curl -sf -d @"$WORK/body.json" -H 'Content-Type: application/json' \
+    "http://127.0.0.1:$NL_PORT/v1/chat/completions" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["object"] == "chat.completion" and r["choices"][0]["message"]["content"] == "t0 ", r
+assert r["cutline"]["cause"] == "eos" and r["cutline"]["output_tokens"] == 1, r
+' || { echo "nginx-lua: unexpected answer" >&2; cat "$WORK/nginx$NL_PORT/logs/error.log" >&2; exit 1; }
+fi
 
 cpu_run() {  # cpu_run NAME PID PORT ROUTE: one line "NAME ROUTE ok user sys" (us per request)
   load "$3" "$4" 2000 >/dev/null
@@ -121,7 +174,9 @@ for round in $(seq "$ROUNDS"); do
   for route in chat passthrough; do
     if ((round % 2)); then
       cpu_run gateway "$GW_PID" "$GW_PORT" "$route"; cpu_run nginx "$NG_WORKER" "$NG_PORT" "$route"
+      [[ "$LUA" != 0 && $route == chat ]] && cpu_run nginx-lua "$NL_WORKER" "$NL_PORT" "$route"
     else
+      [[ "$LUA" != 0 && $route == chat ]] && cpu_run nginx-lua "$NL_WORKER" "$NL_PORT" "$route"
       cpu_run nginx "$NG_WORKER" "$NG_PORT" "$route"; cpu_run gateway "$GW_PID" "$GW_PORT" "$route"
     fi
   done
@@ -138,6 +193,10 @@ for route in ("chat", "passthrough"):
     g, n = sum(med["gateway"]), sum(med["nginx"])
     print(f"  {route:12s} gateway user {med['gateway'][0]:.1f} sys {med['gateway'][1]:.1f} total {g:.1f}; "
           f"nginx user {med['nginx'][0]:.1f} sys {med['nginx'][1]:.1f} total {n:.1f}; ratio {g / n:.2f}")
+    if ("nginx-lua", route) in by:
+        lua = [statistics.median(x[i] for x in by[("nginx-lua", route)]) for i in (0, 1)]
+        print(f"  {'':12s} nginx-lua (the same work) user {lua[0]:.1f} sys {lua[1]:.1f} total {sum(lua):.1f}; "
+              f"gateway / nginx-lua {g / sum(lua):.2f}, nginx-lua / nginx {sum(lua) / n:.2f}")
 PY
 
 if [[ "${INSTR:-0}" == 1 ]]; then
