@@ -9,7 +9,7 @@
 #
 #   tests/bench/run_gateway_request_cost.sh [BUILD_DIR]
 #
-# Both proxies run one worker in front of the same fake upstream, keep-alive on both sides;
+# Each proxy runs one worker in front of the same fake upstream, keep-alive on both sides;
 # h2load (HTTP/1.1, 16 connections) sends REQUESTS (default 20000) per run after a warm-up.
 # CPU per request (user and system microseconds) comes from the worker's /proc/PID/stat;
 # ROUNDS (default 3) alternates which proxy runs first, and the medians end the output.
@@ -172,13 +172,16 @@ print('$1 $4 $(echo "$line" | awk '{print $8}')', '%.2f %.2f' % (($u1 - $u0) * 1
 echo "proxy route ok user_us sys_us (per request)"
 for round in $(seq "$ROUNDS"); do
   for route in chat passthrough; do
-    if ((round % 2)); then
-      cpu_run gateway "$GW_PID" "$GW_PORT" "$route"; cpu_run nginx "$NG_WORKER" "$NG_PORT" "$route"
-      [[ "$LUA" != 0 && $route == chat ]] && cpu_run nginx-lua "$NL_WORKER" "$NL_PORT" "$route"
-    else
-      [[ "$LUA" != 0 && $route == chat ]] && cpu_run nginx-lua "$NL_WORKER" "$NL_PORT" "$route"
-      cpu_run nginx "$NG_WORKER" "$NG_PORT" "$route"; cpu_run gateway "$GW_PID" "$GW_PORT" "$route"
-    fi
+    proxies=(gateway nginx)
+    [[ "$LUA" != 0 && $route == chat ]] && proxies+=(nginx-lua)
+    ((round % 2)) || proxies=($(printf '%s\n' "${proxies[@]}" | tac))
+    for proxy in "${proxies[@]}"; do
+      case $proxy in
+        gateway) cpu_run gateway "$GW_PID" "$GW_PORT" "$route" ;;
+        nginx) cpu_run nginx "$NG_WORKER" "$NG_PORT" "$route" ;;
+        nginx-lua) cpu_run nginx-lua "$NL_WORKER" "$NL_PORT" "$route" ;;
+      esac
+    done
   done
 done
 python3 - "$WORK/cpu.txt" <<'PY'
