@@ -270,7 +270,7 @@ Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopR
   std::string& out = last.out;
   // A short answer's last bytes at once (the whole body of a non-streamed one) instead of growing
   // them from 15 bytes a doubling at a time.
-  constexpr size_t kLastBytesFirst = 1024;
+  out.reserve(1024);
   if (e.upstream_error_body && !client_->head_sent()) {
     last.kind = Kind::kUpstreamError;
     last.status = e.status;
@@ -285,12 +285,10 @@ Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopR
     hot_.bytes_out += static_cast<int64_t>(last.error_body.size());
   } else if (route_ == Route::kResponses || route_ == Route::kEmbeddings) {
     last.kind = client_stream_ ? Kind::kStreamEnd : Kind::kBody;
-    out.reserve(kLastBytesFirst);
     write_route_end(e, record, out);
     hot_.bytes_out += static_cast<int64_t>(out.size());
   } else if (client_stream_ && parsed_ok_) {
     last.kind = Kind::kStreamEnd;
-    out.reserve(kLastBytesFirst);
     if (e.error) {
       hot_.relay.write_error_event(*e.error, record, out);
     } else {
@@ -301,7 +299,6 @@ Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopR
     hot_.bytes_out += static_cast<int64_t>(out.size());
   } else {
     last.kind = Kind::kBody;
-    out.reserve(kLastBytesFirst);
     const auto reason = client_finish_reason(e);
     hot_.relay.write_end(record, reason ? std::optional<std::string_view>(*reason) : std::nullopt,
                          out);

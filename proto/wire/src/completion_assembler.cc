@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cassert>
 
 namespace cutline::proto {
 namespace {
@@ -154,9 +155,7 @@ Status CompletionAssembler::add(std::string_view chunk_json) {
 }
 
 Status CompletionAssembler::add(const ParsedChunk& chunk) {
-  for (const ChunkChoice& c : chunk.choices) {
-    if (c.index < 0) return malformed("choices[].index must not be negative");
-  }
+  assert(chunk.choices_plain);  // a plain choice's index is not negative
   for (const ChunkChoice& c : chunk.choices) {
     AssembledChoice& out = choice(c.index);
     if (c.has_finish_reason) out.finish_reason.assign(c.finish_reason);
