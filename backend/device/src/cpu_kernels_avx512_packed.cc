@@ -34,10 +34,12 @@ TARGET int64_t packed_elem_bytes(DType type) {
 using L2Lines = LineStream<2>;
 
 // Accumulator j of W x NR pairs over the whole row: w points at the tile's stripe j, x[r] at
-// row r's. The W * NR results go to part[(p * 4 + j) * 16], p = a * NR + r.
+// row r's. A pair's accumulators combine as dot_rows' do, (s0 + s1) + (s2 + s3): its two slots
+// in `part` (at (p * 2 + slot) * 16, p = a * NR + r) keep s0, then s0 + s1, beside s2, and
+// stripe 3 finishes the pair into out[r * ldo + a] while its accumulators are in registers.
 template <int W, int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET inline void packed_stripe(const void* w, const float* const* x, int64_t n_chunks, int j,
-                                 float* part, L2Lines& pf) {
+                                 float* part, float* out, int64_t ldo, L2Lines& pf) {
   __m512 acc[W * NR];
 #pragma GCC unroll 32
   for (int p = 0; p < W * NR; ++p) acc[p] = _mm512_setzero_ps();
@@ -53,22 +55,42 @@ TARGET inline void packed_stripe(const void* w, const float* const* x, int64_t n
       for (int a = 0; a < W; ++a) acc[a * NR + r] = _mm512_fmadd_ps(wv[a], xv, acc[a * NR + r]);
     }
   }
+  if (j == 0 || j == 2) {
 #pragma GCC unroll 32
-  for (int p = 0; p < W * NR; ++p) _mm512_store_ps(part + (p * 4 + j) * 16, acc[p]);
+    for (int p = 0; p < W * NR; ++p) _mm512_store_ps(part + (p * 2 + j / 2) * 16, acc[p]);
+  } else if (j == 1) {
+#pragma GCC unroll 32
+    for (int p = 0; p < W * NR; ++p) {
+      float* s01 = part + p * 2 * 16;
+      _mm512_store_ps(s01, _mm512_add_ps(_mm512_load_ps(s01), acc[p]));
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int a = 0; a < W; ++a) {
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+        const int p = a * NR + r;
+        const float tail = 0;
+        const __m512 s23 = _mm512_add_ps(_mm512_load_ps(part + (p * 2 + 1) * 16), acc[p]);
+        const __m512 sum = _mm512_add_ps(_mm512_load_ps(part + p * 2 * 16), s23);
+        out[r * ldo + a] = _mm512_reduce_add_ps(sum) + tail;
+      }
+    }
+  }
 }
 
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void packed_stripe_w(int wt, const void* w, const float* const* x, int64_t n_chunks, int j,
-                            float* part, L2Lines& pf) {
+                            float* part, float* out, int64_t ldo, L2Lines& pf) {
   switch (wt) {
     case 1:
-      return packed_stripe<1, NR, Load>(w, x, n_chunks, j, part, pf);
+      return packed_stripe<1, NR, Load>(w, x, n_chunks, j, part, out, ldo, pf);
     case 2:
-      return packed_stripe<2, NR, Load>(w, x, n_chunks, j, part, pf);
+      return packed_stripe<2, NR, Load>(w, x, n_chunks, j, part, out, ldo, pf);
     case 3:
-      return packed_stripe<3, NR, Load>(w, x, n_chunks, j, part, pf);
+      return packed_stripe<3, NR, Load>(w, x, n_chunks, j, part, out, ldo, pf);
     default:
-      return packed_stripe<4, NR, Load>(w, x, n_chunks, j, part, pf);
+      return packed_stripe<4, NR, Load>(w, x, n_chunks, j, part, out, ldo, pf);
   }
 }
 
@@ -76,7 +98,7 @@ TARGET void packed_stripe_w(int wt, const void* w, const float* const* x, int64_
 template <int NR, __m512 (*Load)(const void*, int64_t)>
 TARGET void dot_packed_nr(const uint8_t* wp, int nw, const float* const* xps, int64_t k, float* out,
                           int64_t ldo, int64_t eb, L2Lines& pf) {
-  alignas(64) float part[kPackPanelW * NR * 4 * 16];
+  alignas(64) float part[kPackPanelW * NR * 2 * 16];
   const int64_t n_chunks = k / 64;
   for (int j = 0; j < 4; ++j) {
     const float* x[NR];
@@ -85,20 +107,7 @@ TARGET void dot_packed_nr(const uint8_t* wp, int nw, const float* const* xps, in
       const int wt = std::min(4, nw - t0);
       const uint8_t* tile = wp + t0 * k * eb;
       packed_stripe_w<NR, Load>(wt, tile + j * wt * (k / 4) * eb, x, n_chunks, j,
-                                part + t0 * NR * 4 * 16, pf);
-    }
-  }
-  for (int t0 = 0; t0 < nw; t0 += 4) {
-    const int wt = std::min(4, nw - t0);
-    for (int a = 0; a < wt; ++a) {
-      for (int r = 0; r < NR; ++r) {
-        const float tail = 0;
-        const float* pp = part + (t0 * NR + a * NR + r) * 4 * 16;
-        const __m512 sum =
-            _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(pp), _mm512_load_ps(pp + 16)),
-                          _mm512_add_ps(_mm512_load_ps(pp + 32), _mm512_load_ps(pp + 48)));
-        out[r * ldo + t0 + a] = _mm512_reduce_add_ps(sum) + tail;
-      }
+                                part + t0 * NR * 2 * 16, out + t0, ldo, pf);
     }
   }
 }
