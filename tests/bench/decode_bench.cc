@@ -145,6 +145,7 @@ WIDEST_VECTORS uint64_t sum_words(const uint64_t* a, size_t n) {
   for (size_t i = 0; i < n; ++i) s += a[i];
   return s;
 }
+
 Bandwidth measure_bandwidth(int threads) {
   const size_t n = (size_t{1} << 30) / 8;
   std::vector<uint64_t> a(n, 1), b(n, 2);
