@@ -7,7 +7,11 @@
 //   - prefill tokens/s for a 512-token prompt
 // With --device cuda (tests/gpu/run.sh) the same figures come from the CUDA device, the roofline
 // against the GPU's bandwidth given by --bandwidth-gbs (tests/gpu/device_bandwidth.cu measures it).
-// Run by tests/bench/run_decode_bench.sh and tests/gpu/run.sh, not by ctest.
+// With --model FILE (repeatable) it measures existing GGUFs instead, each row labeled with the
+// file's name (tests/bench/run_llama_cpp_compare.sh passes the files llama.cpp's llama-quantize
+// wrote, so both engines read the same bytes).
+// Run by tests/bench/run_decode_bench.sh, tests/bench/run_llama_cpp_compare.sh and
+// tests/gpu/run.sh, not by ctest.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -248,6 +252,7 @@ std::vector<int> parse_batches(const std::string& list) {
 
 int main(int argc, char** argv) {
   std::string dir = "/tmp", types = "f16,q8_0,q4_k", device_name = "cpu", batches_list;
+  std::vector<std::string> models;
   Spec spec;
   bool keep = false;
   int threads = 0, steps = 16;
@@ -270,17 +275,21 @@ int main(int argc, char** argv) {
       given_gbs = std::atof(argv[++i]);
     else if (a == "--batches" && i + 1 < argc)
       batches_list = argv[++i];
+    else if (a == "--model" && i + 1 < argc)
+      models.push_back(argv[++i]);
     else if (a == "--keep")
       keep = true;
     else {
       std::fprintf(stderr,
                    "usage: decode_bench --dir DIR [--types f16,q8_0,q4_k] [--layers N] [--threads "
                    "N] [--steps N] [--keep]\n"
+                   "       decode_bench --model FILE [--model FILE ...] [--threads N] [--steps N]\n"
                    "                    [--device cpu|cuda] [--bandwidth-gbs GB/s] [--batches "
                    "1,8,32,64]\n"
                    "  --bandwidth-gbs: the device's measured read bandwidth for the roofline "
                    "(default: a host STREAM run, which only fits the CPU device)\n"
-                   "  --batches: also report aggregate decode tokens/s at these batch sizes\n");
+                   "  --batches: also report aggregate decode tokens/s at these batch sizes\n"
+                   "  --model: measure this GGUF (kept) instead of writing one per type\n");
       return 2;
     }
   }
@@ -305,32 +314,56 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::shared_ptr<device::Device> dev(std::move(dev_r).value());
-  std::printf("device: %s; model: llama %d layers, dim %d, ffn %d, heads %d/%d, vocab %d\n",
-              dev->description().c_str(), spec.layers, spec.dim, spec.ffn, spec.heads,
-              spec.kv_heads, spec.vocab);
+  if (models.empty()) {
+    std::printf("device: %s; model: llama %d layers, dim %d, ffn %d, heads %d/%d, vocab %d\n",
+                dev->description().c_str(), spec.layers, spec.dim, spec.ffn, spec.heads,
+                spec.kv_heads, spec.vocab);
+  } else {
+    std::printf("device: %s; models as given\n", dev->description().c_str());
+  }
   std::printf("load average at start: %s (%u CPUs)\n", load_average().c_str(),
               std::thread::hardware_concurrency());
   std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s %10s %10s %10s %11s\n", "type",
               "file_GiB", "B/token_GB", "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline",
               "dec8_tok/s", "b8/b1", "prefill512", "cpu_ms/t1", "cpu_ms/t8", "cpu_b8/b1",
               "pre512/cpus");
+  // (row label, file, whether this run wrote it)
+  struct Job {
+    std::string name, path;
+    bool written = false;
+  };
+  std::vector<Job> jobs;
+  for (const std::string& m : models) {
+    std::string base = m.substr(m.find_last_of('/') + 1);
+    if (base.size() > 5 && base.ends_with(".gguf")) base.resize(base.size() - 5);
+    jobs.push_back({.name = base, .path = m});
+  }
   size_t pos = 0;
-  while (pos <= types.size()) {
+  while (models.empty() && pos <= types.size()) {
     const size_t comma = std::min(types.find(',', pos), types.size());
     const std::string name = types.substr(pos, comma - pos);
     pos = comma + 1;
     // Any type by its dtype_name ("f16", "q8_0", "q5_k", "iq4_xs", ...).
-    auto parsed = device::parse_dtype(name);
-    if (!parsed) continue;
-    const device::DType type = *parsed;
-    spec.type = type;
-    const std::string path =
-        dir + "/decode-bench-" + name + "-" + std::to_string(spec.layers) + ".gguf";
+    if (!device::parse_dtype(name)) continue;
+    jobs.push_back(
+        {.name = name,
+         .path = dir + "/decode-bench-" + name + "-" + std::to_string(spec.layers) + ".gguf",
+         .written = true});
+  }
+  for (const Job& job : jobs) {
+    const std::string& name = job.name;
+    const std::string& path = job.path;
     if (FILE* f = std::fopen(path.c_str(), "rb")) {
       std::fclose(f);
-    } else if (Status st = write_model(spec, path); !st.ok()) {
-      std::fprintf(stderr, "writing %s: %s\n", path.c_str(), st.error().message.c_str());
+    } else if (!job.written) {
+      std::fprintf(stderr, "decode_bench: cannot read %s\n", path.c_str());
       return 1;
+    } else {
+      spec.type = *device::parse_dtype(name);
+      if (Status st = write_model(spec, path); !st.ok()) {
+        std::fprintf(stderr, "writing %s: %s\n", path.c_str(), st.error().message.c_str());
+        return 1;
+      }
     }
     auto file = model::GgufFile::open(path);
     if (!file.ok()) {
@@ -367,7 +400,7 @@ int main(int argc, char** argv) {
                   b, agg.decode_tps, agg.decode_tps / one.decode_tps);
     }
     std::fflush(stdout);
-    if (!keep) std::remove(path.c_str());
+    if (job.written && !keep) std::remove(path.c_str());
   }
   std::printf("load average at end: %s\n", load_average().c_str());
   return 0;
