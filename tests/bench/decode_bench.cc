@@ -5,6 +5,7 @@
 //   bandwidth
 //   - batch-8 decode throughput and its ratio to batch 1
 //   - prefill tokens/s for a 512-token prompt
+//   - the seconds LlamaRunner::load took (a layout the device copies the weights into costs here)
 // With --device cuda (tests/gpu/run.sh) the same figures come from the CUDA device, the roofline
 // against the GPU's bandwidth given by --bandwidth-gbs (tests/gpu/device_bandwidth.cu measures it).
 // With --model FILE (repeatable) it measures existing GGUFs instead, each row labeled with the
@@ -323,10 +324,10 @@ int main(int argc, char** argv) {
   }
   std::printf("load average at start: %s (%u CPUs)\n", load_average().c_str(),
               std::thread::hardware_concurrency());
-  std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s %10s %10s %10s %11s\n", "type",
+  std::printf("%-6s %9s %10s %9s %9s %10s %9s %9s %8s %11s %10s %10s %10s %11s %7s\n", "type",
               "file_GiB", "B/token_GB", "read_GB/s", "copy_GB/s", "dec1_tok/s", "roofline",
               "dec8_tok/s", "b8/b1", "prefill512", "cpu_ms/t1", "cpu_ms/t8", "cpu_b8/b1",
-              "pre512/cpus");
+              "pre512/cpus", "load_s");
   // (row label, file, whether this run wrote it)
   struct Job {
     std::string name, path;
@@ -375,7 +376,9 @@ int main(int argc, char** argv) {
     for (const auto& t : shared->tensors()) {
       if (t.name != "token_embd.weight") per_token += t.n_bytes;
     }
+    const auto load0 = Clock::now();
     auto runner = model::LlamaRunner::load(shared, dev);
+    const double load_s = secs(load0);
     if (!runner.ok()) {
       std::fprintf(stderr, "%s\n", runner.error().message.c_str());
       return 1;
@@ -388,12 +391,13 @@ int main(int argc, char** argv) {
     const Figures pre = run(**runner, 1, 512, 1, true);
     std::printf(
         "%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f %10.1f %10.1f %10.2f "
-        "%11.1f\n",
+        "%11.1f %7.2f\n",
         name.c_str(), shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs,
         bw.copy_gbs, one.decode_tps, 100.0 * per_token * one.decode_tps / 1e9 / bw.read_gbs,
         eight.decode_tps, eight.decode_tps / one.decode_tps, pre.prefill_tps,
         1e3 * one.decode_cpu_s_per_token, 1e3 * eight.decode_cpu_s_per_token,
-        one.decode_cpu_s_per_token / eight.decode_cpu_s_per_token, pre.prefill_tokens_per_cpu_s);
+        one.decode_cpu_s_per_token / eight.decode_cpu_s_per_token, pre.prefill_tokens_per_cpu_s,
+        load_s);
     for (int b : batches) {
       const Figures agg = run(**runner, b, 16, steps, false);
       std::printf("%-6s aggregate decode, batch %3d: %10.1f tok/s (%.2fx batch 1)\n", name.c_str(),

@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "cpu_attention.h"
 #include "cpu_kernels.h"
 #include "cutline/device/thread_pool.h"
@@ -28,6 +31,16 @@ constexpr int64_t kBatchBlock = 64;
 // ~5 us (matmul_bench --threads 2: 320x64 F16 at batch 1 took 7 us on 2 threads), while 2^18
 // multiply-adds take ~10-20 us on one.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
+// Tells the kernel that a weight's source pages (the model file's mapping, once copied into a
+// device layout) will not be read again, so that they are reclaimed before anything else instead
+// of counting twice. Only a hint: the bytes stay valid and readable.
+void release_pages(const void* p, int64_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLD);
+}
+
 // First output column of matmul task `task` of n_tasks: slices start on 16-column (64-byte)
 // boundaries so that two tasks never write the same cache line of an output row.
 int64_t task_begin(int64_t n_out, int64_t task, int64_t n_tasks) {
@@ -62,6 +75,21 @@ class CpuDevice final : public Device {
     return Buffer(this, p, bytes);
   }
   void free(void* data) override { std::free(data); }
+  // Memory for a weight the device copies into its own layout: in transparent huge pages where
+  // the kernel offers them (2 MiB aligned, MADV_HUGEPAGE), so that writing it at load takes one
+  // page fault per 2 MiB instead of per 4 KiB, and streaming it takes fewer TLB misses.
+  Result<Buffer> alloc_weight(int64_t bytes) {
+    constexpr int64_t kHuge = int64_t{2} << 20;
+    if (bytes < kHuge) return alloc(bytes);
+    const int64_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, static_cast<size_t>(rounded));
+    if (p == nullptr) {
+      return make_error(ErrorKind::kExhausted,
+                        "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    madvise(p, static_cast<size_t>(rounded), MADV_HUGEPAGE);
+    return Buffer(this, p, bytes);
+  }
   void upload(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, int64_t bytes) override {
     std::memcpy(dst, src, bytes);
@@ -76,10 +104,30 @@ class CpuDevice final : public Device {
                                                     std::string(dtype_name(type)) + " blocks");
     }
     Weight w;
-    w.data = host;  // zero-copy: every type is read in place
+    w.data = host;  // zero-copy: read in place, unless the kernels have a layout for the type
     w.type = type;
     w.rows = rows;
     w.cols = cols;
+    const int64_t bytes =
+        kernels_.interleaved_bytes != nullptr ? kernels_.interleaved_bytes(type, rows, cols) : 0;
+    if (bytes > 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto buf = alloc_weight(bytes);
+      if (!buf.ok()) return buf.error();
+      w.storage = std::move(buf).value();
+      const int64_t blocks = rows / cpu::kInterleaveRows;
+      parallel_range(blocks, 16, [&](int64_t b0, int64_t b1, int32_t) {
+        kernels_.interleave(type, host, cols, b0, b1, w.storage.data());
+      });
+      w.data = w.storage.data();
+      w.layout = WeightLayout::kInterleaved16;
+      release_pages(host, row_bytes(type, cols) * rows);
+      if (timing != nullptr) {
+        timing->convert_ms +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+      }
+    }
     return w;
   }
   Status sync() override { return {}; }
@@ -142,6 +190,8 @@ class CpuDevice final : public Device {
   void matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
   void quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k);
   void matmul_packed(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
+  void matmul_interleaved(const float* x, int64_t n_rows, const Weight& w, float* y,
+                          int64_t n_tasks);
 
   ThreadPool pool_;
   const cpu::Kernels& kernels_;
@@ -181,6 +231,10 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
                               ? 1
                               : std::clamp<int64_t>(n_out / (4 * cpu::kTileW), 1,
                                                     pool_.size() == 1 ? 1 : pool_.size() * 8);
+  if (w.layout == WeightLayout::kInterleaved16) {
+    matmul_interleaved(x, n_rows, w, y, n_tasks);
+    return;
+  }
   // Integer path: the activations are quantized once per call (cpu_kernels.h QuantRow), then
   // each weight block is decoded once for up to kTileRows activation rows. Chosen by weight type
   // only, never by n_rows (batch invariance).
@@ -311,6 +365,33 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
   });
 }
 
+// Weights held interleaved (cpu_kernels.h dot_interleaved), every batch size: each task takes its
+// slice of the row blocks. Decode batches pass the whole slice in one call (one tile of activation
+// rows streams the blocks from memory); prefill batches pass panels of at most about 512 KiB, a
+// multiple of the 3 blocks a prefill tile takes, which stay in L2 while every tile of activation
+// rows passes over them.
+void CpuDevice::matmul_interleaved(const float* x, int64_t n_rows, const Weight& w, float* y,
+                                   int64_t n_tasks) {
+  const int64_t n_out = w.rows, k = w.cols, blocks = n_out / cpu::kInterleaveRows;
+  const int64_t block_bytes = kernels_.interleaved_bytes(w.type, cpu::kInterleaveRows, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  xps_.resize(n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) xps_[r] = x + r * k;
+  const int64_t panel = n_rows > cpu::kTileRows
+                            ? std::max<int64_t>(1, (int64_t{512} << 10) / block_bytes / 3) * 3
+                            : blocks;
+  // A block's 16 outputs of a row are one 64-byte line: tasks split at any block.
+  const int64_t tasks = std::clamp<int64_t>(n_tasks, 1, blocks);
+  pool_.run(tasks, [&](int64_t task, int32_t) {
+    const int64_t b_end = blocks * (task + 1) / tasks;
+    for (int64_t b = blocks * task / tasks; b < b_end; b += panel) {
+      kernels_.dot_interleaved(w.type, base + b * block_bytes, k,
+                               static_cast<int>(std::min(panel, b_end - b)), xps_.data(),
+                               static_cast<int>(n_rows), y + b * cpu::kInterleaveRows, n_out);
+    }
+  });
+}
+
 // QuantRow::q, d and sums of each row, or for types whose kernels read int8 (reads_x8) q8, d8,
 // sums8 and sums16 instead.
 void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k) {
@@ -410,6 +491,16 @@ void CpuDevice::embed(const Weight& table, const int32_t* ids, int64_t n, float*
   const int64_t k = table.cols;
   const int64_t rb = row_bytes(table.type, k);
   const auto* base = static_cast<const uint8_t*>(table.data);
+  if (table.layout == WeightLayout::kInterleaved16) {  // F16, cpu_kernels.h interleave
+    const auto* h = static_cast<const f16_t*>(table.data);
+    constexpr int64_t kRows = cpu::kInterleaveRows;
+    for (int64_t i = 0; i < n; ++i) {
+      assert(ids[i] >= 0 && ids[i] < table.rows);
+      const f16_t* blk = h + ids[i] / kRows * kRows * k + ids[i] % kRows;
+      for (int64_t c = 0; c < k; ++c) y[i * k + c] = f16_to_f32(blk[c * kRows]);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     assert(ids[i] >= 0 && ids[i] < table.rows);
     kernels_.dequant(table.type, base + ids[i] * rb, y + i * k, k);

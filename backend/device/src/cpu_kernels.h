@@ -60,6 +60,11 @@ struct PrefetchRows {
   int64_t bytes = 0;
 };
 
+// The interleaved weight layout (Kernels::interleave): blocks of this many rows, k-major; a dot
+// product runs one multiply-add chain per kInterleaveKBlock input positions.
+constexpr int kInterleaveRows = 16;
+constexpr int64_t kInterleaveKBlock = 256;
+
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 struct Kernels {
@@ -131,6 +136,20 @@ struct Kernels {
   // lines at a time while it runs, so that packing them does not wait on memory.
   void (*dot_packed)(DType type, const void* wp, int nw, const float* const* xps, int nr, int64_t k,
                      float* out, int64_t ldo, const PrefetchRows& next) = nullptr;
+  // Optional layout for the types it answers interleaved_bytes for (the bytes of a rows x k
+  // weight in that layout, 0 when it has none): the device copies such a weight once at load,
+  // block by block (interleave writes row blocks [block_begin, block_end) of kInterleaveRows rows,
+  // k-major: position i of the block's rows side by side, then position i + 1), and every matmul
+  // over it runs dot_interleaved: out[r * ldo + n] for the nb * kInterleaveRows rows of the
+  // blocks starting at wi and r < nr (any count). Each output is the sum, in order, of one
+  // multiply-add chain per kInterleaveKBlock positions, whatever nb and nr are, so batch
+  // invariance holds; one weight vector serves a whole tile of activation rows and no output
+  // needs a horizontal reduction.
+  int64_t (*interleaved_bytes)(DType type, int64_t rows, int64_t k) = nullptr;
+  void (*interleave)(DType type, const void* w, int64_t k, int64_t block_begin, int64_t block_end,
+                     void* dst) = nullptr;
+  void (*dot_interleaved)(DType type, const void* wi, int64_t k, int nb, const float* const* xs,
+                          int nr, float* out, int64_t ldo) = nullptr;
   // acc[r][i] += p[r] * v[i] for i < n, r < nr <= 4 (attention's V accumulation; one order per
   // element, independent of nr).
   void (*axpy_rows)(const float* v, const float* p, int nr, int64_t n, float* const* acc) = nullptr;

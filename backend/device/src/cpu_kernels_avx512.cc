@@ -517,6 +517,9 @@ const Kernels& avx512_kernels() {
                          .pack_x = &avx512::pack_x,
                          .pack_w = &avx512::pack_w,
                          .dot_packed = &avx512::dot_packed,
+                         .interleaved_bytes = &avx512::interleaved_bytes,
+                         .interleave = &avx512::interleave,
+                         .dot_interleaved = &avx512::dot_interleaved,
                          .axpy_rows = &axpy_rows};
   return k;
 }

@@ -1,8 +1,8 @@
 #pragma once
 // What the AVX-512 F32 kernels share: the loaders that read 16 weights of a row in place as F32
 // (the tiles in cpu_kernels_avx512.cc, the packed prefill path in cpu_kernels_avx512_packed.cc),
-// and the packed path's entry points, which avx512_kernels() puts in its table; each does what
-// the Kernels member of the same name describes (cpu_kernels.h).
+// and the packed and interleaved paths' entry points, which avx512_kernels() puts in its table;
+// each does what the Kernels member of the same name describes (cpu_kernels.h).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -85,6 +85,12 @@ CUTLINE_AVX512_TARGET void pack_w(DType type, const void* w, int64_t w_stride, i
 CUTLINE_AVX512_TARGET void dot_packed(DType type, const void* wp, int nw, const float* const* xps,
                                       int nr, int64_t k, float* out, int64_t ldo,
                                       const PrefetchRows& next);
+
+CUTLINE_AVX512_TARGET int64_t interleaved_bytes(DType type, int64_t rows, int64_t k);
+CUTLINE_AVX512_TARGET void interleave(DType type, const void* w, int64_t k, int64_t block_begin,
+                                      int64_t block_end, void* dst);
+CUTLINE_AVX512_TARGET void dot_interleaved(DType type, const void* wi, int64_t k, int nb,
+                                           const float* const* xs, int nr, float* out, int64_t ldo);
 
 }  // namespace cutline::device::cpu::avx512
 #endif

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,15 +22,14 @@ namespace {
 // whose integer kernels quantize the activations to int16 per 256 elements: 2e-5 (measured below
 // 5e-6); Q4_K and Q6_K on AVX-512, whose kernels read them as int8 per 256 elements (as
 // llama.cpp's K-quant kernels do): 1e-3 (measured below 2e-4 for Q4_K, against the 4-bit
-// weights' own error of several percent, and below 3e-4 for Q6_K), and likewise Q4_1, Q5_0, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS on
-// AVX-512 and AVX2 (int8 activations, 1e-3; scalar: the reference dequantizer and F32 dot
-// products, 1e-5); Q8_0 on AVX-512 with VNNI, whose kernel reads them as int8 per 32 elements
-// (as llama.cpp's Q8_0 kernels do): 2e-3 (each rounding error is independent, the sum about
-// 0.005 / sqrt(k) of sum|w*x|, the size of the Q8_0 weights' own error; the largest here is
-// 9.7e-4, at k = 288).
-// CUDA: Q8_0, Q4_K and Q6_K at up to 8 activation rows 2e-5 (the blocks dequantized in registers
-// bit-identically to the reference, F32 dot products in another order); every other case 3e-3
-// (weights and activations rounded to F16 for cuBLAS).
+// weights' own error of several percent, and below 3e-4 for Q6_K), and likewise Q4_1, Q5_0, Q2_K,
+// Q3_K, Q5_K, IQ4_NL and IQ4_XS on AVX-512 and AVX2 (int8 activations, 1e-3; scalar: the reference
+// dequantizer and F32 dot products, 1e-5); Q8_0 on AVX-512 with VNNI, whose kernel reads them as
+// int8 per 32 elements (as llama.cpp's Q8_0 kernels do): 2e-3 (each rounding error is independent,
+// the sum about 0.005 / sqrt(k) of sum|w*x|, the size of the Q8_0 weights' own error; the largest
+// here is 9.7e-4, at k = 288). CUDA: Q8_0, Q4_K and Q6_K at up to 8 activation rows 2e-5 (the
+// blocks dequantized in registers bit-identically to the reference, F32 dot products in another
+// order); every other case 3e-3 (weights and activations rounded to F16 for cuBLAS).
 class MatmulConformance : public DeviceConformance {
  protected:
   double tolerance(DType type, int64_t batch) const {
@@ -88,6 +88,17 @@ TEST_P(MatmulConformance, MatmulEveryTypeMatchesDequantizedReference) {
     }
 }
 
+// F16 weights in whole blocks of 16 rows (held interleaved by the AVX-512 CPU device) at decode
+// batches and prefill batches with every remainder of its 12-row tiles, rows of 600 elements
+// (the last 256-element chain partial) and of 2048, and 176 rows (11 blocks).
+TEST_P(MatmulConformance, F16InWholeSixteenRowBlocks) {
+  for (const int64_t cols : {600, 2048})
+    for (const int64_t batch : {1, 3, 8, 13, 47}) {
+      SCOPED_TRACE("cols " + std::to_string(cols) + " batch " + std::to_string(batch));
+      expect_matches_reference(DType::kF16, 176, cols, batch);
+    }
+}
+
 // Q8_0, Q4_K and Q6_K (the types that stay quantized on a GPU) at a decode batch (1), a small
 // batch (4) and a prefill batch (64): on CUDA the in-register kernel, then the F16
 // dequantize-then-GEMM path. 37 weight rows (not a multiple of the kernel's 4 rows per thread
@@ -138,12 +149,13 @@ TEST_P(MatmulConformance, MatmulPropagatesNaN) {
 
 INSTANTIATE_TEST_SUITE_P(AllDevices, MatmulConformance, testing::ValuesIn(configs()), config_name);
 
-void expect_rows_alone_equal_rows_in_batch(int64_t rows, int64_t cols) {
+void expect_rows_alone_equal_rows_in_batch(int64_t rows, int64_t cols,
+                                           std::span<const DType> types = kAllTypes) {
   for (const char* isa : {"scalar", "avx2", "avx512"}) {
     auto d1 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 1, .cpu_isa = isa});
     auto d3 = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 3, .cpu_isa = isa});
     ASSERT_TRUE(d1.ok() && d3.ok());
-    for (DType type : kAllTypes) {
+    for (DType type : types) {
       if (cols % block_elems(type) != 0) continue;
       SCOPED_TRACE(std::string(isa) + " " + std::string(dtype_name(type)));
       const std::vector<float> wf = random_vec(rows * cols, 12);
@@ -178,6 +190,19 @@ TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
   }
   SCOPED_TRACE("rows 37 of 288");
   expect_rows_alone_equal_rows_in_batch(37, 288);
+}
+
+// F16 weights in whole blocks of 16 rows, which the AVX-512 CPU device holds interleaved
+// (cpu_kernels.h dot_interleaved): 3 blocks (fewer than a decode tile takes) and 11 (a tile of
+// 8, then 3 alone), rows of 600 elements (two whole 256-element chains and a partial one) and of
+// 2048.
+TEST(CpuBatchInvariance, InterleavedF16RowAloneEqualsRowInBatch) {
+  constexpr DType kF16[] = {DType::kF16};
+  for (const int64_t rows : {48, 176})
+    for (const int64_t cols : {600, 2048}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " of " + std::to_string(cols));
+      expect_rows_alone_equal_rows_in_batch(rows, cols, kF16);
+    }
 }
 
 }  // namespace

@@ -55,11 +55,18 @@ class Buffer {
 // A weight matrix of `rows` output features by `cols` inputs (GGUF ne1 x ne0), row-major, each
 // row `row_bytes(type, cols)` bytes of blocks. `data` is device memory; on the CPU it may point
 // straight into the model file's mmap (then `storage` is empty).
+//
+// A device may hold a weight in a layout of its own (`layout`); only that device's ops read it.
+enum class WeightLayout {
+  kRows,           // as above
+  kInterleaved16,  // CPU: blocks of 16 rows, k-major (element i of the 16 rows side by side)
+};
 struct Weight {
   const void* data = nullptr;
   DType type = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  WeightLayout layout = WeightLayout::kRows;
   Buffer storage;
 };
 

@@ -1,0 +1,176 @@
+// The interleaved F16 path of the AVX-512 kernels (cpu_kernels.h interleaved_bytes, interleave,
+// dot_interleaved). An interleaved weight holds blocks of kInterleaveRows rows, each block k-major:
+// element i of the block's rows 0..15 side by side (32 bytes), then element i + 1. One 16-lane
+// vector then holds 16 output features at one input position, so a multiply-add by one broadcast
+// activation advances 16 dot products at once: no horizontal reduction per output, and one weight
+// vector serves every activation row of a tile.
+//
+// The order of a dot product (the same on every path, hence batch invariance): for each block of
+// kInterleaveKBlock input positions, one F32 multiply-add chain from zero in position order; the
+// blocks' sums are added in block order (out = b0, then out + b1, ...).
+#if defined(__x86_64__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsic headers
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu_kernels.h"
+#include "cpu_kernels_avx512_f32.h"
+
+#define TARGET CUTLINE_AVX512_TARGET
+
+namespace cutline::device::cpu::avx512 {
+namespace {
+
+constexpr int kRows = kInterleaveRows;
+
+// RB row blocks (w: the first; block b at w + b * k * kRows) x NT activation rows. The tile's
+// outputs: out[t * ldo + b * kRows + lane].
+template <int RB, int NT>
+TARGET void tile(const uint16_t* w, int64_t k, const float* const* xs, float* out, int64_t ldo) {
+  const float* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = xs[t];
+  for (int64_t k0 = 0; k0 < k; k0 += kInterleaveKBlock) {
+    const int64_t k1 = std::min(k, k0 + kInterleaveKBlock);
+    __m512 acc[RB][NT];
+#pragma GCC unroll 8
+    for (int b = 0; b < RB; ++b)
+#pragma GCC unroll 12
+      for (int t = 0; t < NT; ++t) acc[b][t] = _mm512_setzero_ps();
+    for (int64_t i = k0; i < k1; ++i) {
+      __m512 wv[RB];
+#pragma GCC unroll 8
+      for (int b = 0; b < RB; ++b) {
+        wv[b] = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (b * k + i) * kRows)));
+      }
+#pragma GCC unroll 12
+      for (int t = 0; t < NT; ++t) {
+        const __m512 xv = _mm512_set1_ps(x[t][i]);
+#pragma GCC unroll 8
+        for (int b = 0; b < RB; ++b) acc[b][t] = _mm512_fmadd_ps(wv[b], xv, acc[b][t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < RB; ++b) {
+#pragma GCC unroll 12
+      for (int t = 0; t < NT; ++t) {
+        float* o = out + t * ldo + b * kRows;
+        _mm512_storeu_ps(o, k0 == 0 ? acc[b][t] : _mm512_add_ps(_mm512_loadu_ps(o), acc[b][t]));
+      }
+    }
+  }
+}
+
+// v[i] lane j becomes v[j] lane i: unpack pairs, then 4-lane groups, then 128-bit quarters.
+TARGET inline void transpose16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    v[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    v[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    v[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    v[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+
+// The most row blocks a tile of NT activation rows takes: RB * NT accumulators, RB weight
+// vectors and one activation vector within the 32 registers.
+constexpr int blocks_for(int nt) { return std::min(8, 31 / (nt + 1)); }
+
+// The last nb < RB + 1 row blocks: one tile of RB if there are that many, then smaller ones.
+template <int RB, int NT>
+TARGET void rest(const uint16_t* w, int64_t k, int nb, const float* const* xs, float* out,
+                 int64_t ldo) {
+  if constexpr (RB > 0) {
+    if (nb >= RB) {
+      tile<RB, NT>(w, k, xs, out, ldo);
+      w += RB * k * kRows;
+      out += RB * kRows;
+      nb -= RB;
+    }
+    rest<RB - 1, NT>(w, k, nb, xs, out, ldo);
+  }
+}
+
+// All nb row blocks against NT activation rows: tiles of blocks_for(NT) blocks, then what is
+// left in one smaller tile (or two).
+template <int NT>
+TARGET void rows_nt(const uint16_t* w, int64_t k, int nb, const float* const* xs, float* out,
+                    int64_t ldo) {
+  constexpr int kRb = blocks_for(NT);
+  int b = 0;
+  for (; b + kRb <= nb; b += kRb) tile<kRb, NT>(w + b * k * kRows, k, xs, out + b * kRows, ldo);
+  rest<kRb - 1, NT>(w + b * k * kRows, k, nb - b, xs, out + b * kRows, ldo);
+}
+
+// Activation rows per tile: 8 rows x 3 blocks measured faster for prefill than 12 x 2 or 6 x 4.
+constexpr int kMaxTileRows = 8;
+
+}  // namespace
+
+TARGET int64_t interleaved_bytes(DType type, int64_t rows, int64_t k) {
+  if (type != DType::kF16 || rows <= 0 || rows % kRows != 0 || k <= 0) return 0;
+  return rows * k * 2;
+}
+
+TARGET void interleave(DType type, const void* w, int64_t k, int64_t block_begin, int64_t block_end,
+                       void* dst) {
+  if (type != DType::kF16) return;
+  const auto* src = static_cast<const uint16_t*>(w);
+  auto* out = static_cast<uint16_t*>(dst);
+  for (int64_t blk = block_begin; blk < block_end; ++blk) {
+    const uint16_t* rows = src + blk * kRows * k;
+    uint16_t* to = out + blk * kRows * k;
+    // 16 x 16 tiles, widened to 32 bits, transposed in registers and narrowed back: 16 loads of
+    // 32 bytes (one per row) become 16 stores of 32 bytes (one per position).
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+      __m512 v[16];
+      for (int r = 0; r < kRows; ++r) {
+        v[r] = _mm512_castsi512_ps(_mm512_cvtepu16_epi32(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * k + i))));
+      }
+      transpose16(v);
+      for (int j = 0; j < 16; ++j) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + (i + j) * kRows),
+                            _mm512_cvtepi32_epi16(_mm512_castps_si512(v[j])));
+      }
+    }
+    for (; i < k; ++i)
+      for (int r = 0; r < kRows; ++r) to[i * kRows + r] = rows[r * k + i];
+  }
+}
+
+TARGET void dot_interleaved(DType type, const void* wi, int64_t k, int nb, const float* const* xs,
+                            int nr, float* out, int64_t ldo) {
+  if (type != DType::kF16) return;
+  const auto* w = static_cast<const uint16_t*>(wi);
+  using Rows = void (*)(const uint16_t*, int64_t, int, const float* const*, float*, int64_t);
+  static constexpr Rows kByRows[kMaxTileRows] = {rows_nt<1>, rows_nt<2>, rows_nt<3>, rows_nt<4>,
+                                                 rows_nt<5>, rows_nt<6>, rows_nt<7>, rows_nt<8>};
+  for (int t = 0; t < nr; t += kMaxTileRows) {
+    const int nt = std::min(kMaxTileRows, nr - t);
+    kByRows[nt - 1](w, k, nb, xs + t, out + t * ldo, ldo);
+  }
+}
+
+}  // namespace cutline::device::cpu::avx512
+#endif
