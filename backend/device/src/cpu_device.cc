@@ -365,28 +365,46 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
   });
 }
 
-// Weights held interleaved (cpu_kernels.h dot_interleaved), every batch size: each task takes its
-// slice of the row blocks. Decode batches pass the whole slice in one call (one tile of activation
-// rows streams the blocks from memory); prefill batches pass panels of at most about 512 KiB, a
-// multiple of the 3 blocks a prefill tile takes, which stay in L2 while every tile of activation
-// rows passes over them.
+// Weights held interleaved (cpu_kernels.h dot_interleaved), every batch size: the activations
+// are packed in tiles of kInterleaveTileRows rows, by all threads, then each task takes its slice
+// of the row blocks. Decode batches pass the whole slice in one call (one tile of activation rows
+// streams the blocks from memory); prefill batches pass panels of at most about 512 KiB, which
+// stay in L2 while every tile of activation rows passes over them. Prefill slices and panels
+// are whole multiples of the kInterleaveTileBlocks blocks a full tile takes where the weight has
+// them, so that narrower tiles run only on a weight's last blocks.
 void CpuDevice::matmul_interleaved(const float* x, int64_t n_rows, const Weight& w, float* y,
                                    int64_t n_tasks) {
   const int64_t n_out = w.rows, k = w.cols, blocks = n_out / cpu::kInterleaveRows;
   const int64_t block_bytes = kernels_.interleaved_bytes(w.type, cpu::kInterleaveRows, k);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  xps_.resize(n_rows);
-  for (int64_t r = 0; r < n_rows; ++r) xps_[r] = x + r * k;
-  const int64_t panel = n_rows > cpu::kTileRows
-                            ? std::max<int64_t>(1, (int64_t{512} << 10) / block_bytes / 3) * 3
-                            : blocks;
-  // A block's 16 outputs of a row are one 64-byte line: tasks split at any block.
-  const int64_t tasks = std::clamp<int64_t>(n_tasks, 1, blocks);
+  const float* xp = x;  // one row is its own packed tile
+  if (n_rows > 1) {
+    constexpr int64_t kTile = cpu::kInterleaveTileRows;
+    float* packed = aligned64(xp_, n_rows * k);
+    parallel_range((n_rows + kTile - 1) / kTile, std::max<int64_t>(1, kParallelElems / (kTile * k)),
+                   [&](int64_t begin, int64_t end, int32_t) {
+                     for (int64_t t = begin; t < end; ++t) {
+                       const int64_t r = t * kTile;
+                       kernels_.pack_interleaved_x(x + r * k,
+                                                   static_cast<int>(std::min(kTile, n_rows - r)), k,
+                                                   packed + r * k);
+                     }
+                   });
+    xp = packed;
+  }
+  const bool prefill = n_rows > cpu::kTileRows;
+  // Tasks split at any block (a block's 16 outputs of a row are one 64-byte line), prefill
+  // tasks at whole units of a full tile's blocks.
+  const int64_t unit = prefill ? cpu::kInterleaveTileBlocks : 1;
+  const int64_t units = (blocks + unit - 1) / unit;
+  const int64_t panel =
+      prefill ? std::max<int64_t>(1, (int64_t{512} << 10) / block_bytes / unit) * unit : blocks;
+  const int64_t tasks = std::clamp<int64_t>(n_tasks, 1, units);
   pool_.run(tasks, [&](int64_t task, int32_t) {
-    const int64_t b_end = blocks * (task + 1) / tasks;
-    for (int64_t b = blocks * task / tasks; b < b_end; b += panel) {
+    const int64_t b_end = std::min(blocks, units * (task + 1) / tasks * unit);
+    for (int64_t b = std::min(blocks, units * task / tasks * unit); b < b_end; b += panel) {
       kernels_.dot_interleaved(w.type, base + b * block_bytes, k,
-                               static_cast<int>(std::min(panel, b_end - b)), xps_.data(),
+                               static_cast<int>(std::min(panel, b_end - b)), xp,
                                static_cast<int>(n_rows), y + b * cpu::kInterleaveRows, n_out);
     }
   });

@@ -64,6 +64,10 @@ struct PrefetchRows {
 // product runs one multiply-add chain per kInterleaveKBlock input positions.
 constexpr int kInterleaveRows = 16;
 constexpr int64_t kInterleaveKBlock = 256;
+// dot_interleaved's activations come in tiles of this many rows (pack_interleaved_x), and a
+// tile of that many rows takes this many row blocks at a time.
+constexpr int kInterleaveTileRows = 8;
+constexpr int kInterleaveTileBlocks = 3;
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
@@ -144,12 +148,16 @@ struct Kernels {
   // blocks starting at wi and r < nr (any count). Each output is the sum, in order, of one
   // multiply-add chain per kInterleaveKBlock positions, whatever nb and nr are, so batch
   // invariance holds; one weight vector serves a whole tile of activation rows and no output
-  // needs a horizontal reduction.
+  // needs a horizontal reduction. Its activations xp are packed: tile j (rows from
+  // j * kInterleaveTileRows, nt of them, the last tile possibly fewer) at xp + j *
+  // kInterleaveTileRows * k, k-major (pack_interleaved_x writes one tile of nt rows of x, k apart:
+  // xp[i * nt + r] = x[r * k + i]). A single row is its own packed tile.
   int64_t (*interleaved_bytes)(DType type, int64_t rows, int64_t k) = nullptr;
   void (*interleave)(DType type, const void* w, int64_t k, int64_t block_begin, int64_t block_end,
                      void* dst) = nullptr;
-  void (*dot_interleaved)(DType type, const void* wi, int64_t k, int nb, const float* const* xs,
-                          int nr, float* out, int64_t ldo) = nullptr;
+  void (*pack_interleaved_x)(const float* x, int nt, int64_t k, float* xp) = nullptr;
+  void (*dot_interleaved)(DType type, const void* wi, int64_t k, int nb, const float* xp, int nr,
+                          float* out, int64_t ldo) = nullptr;
   // acc[r][i] += p[r] * v[i] for i < n, r < nr <= 4 (attention's V accumulation; one order per
   // element, independent of nr).
   void (*axpy_rows)(const float* v, const float* p, int nr, int64_t n, float* const* acc) = nullptr;

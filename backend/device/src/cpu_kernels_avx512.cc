@@ -519,6 +519,7 @@ const Kernels& avx512_kernels() {
                          .dot_packed = &avx512::dot_packed,
                          .interleaved_bytes = &avx512::interleaved_bytes,
                          .interleave = &avx512::interleave,
+                         .pack_interleaved_x = &avx512::pack_interleaved_x,
                          .dot_interleaved = &avx512::dot_interleaved,
                          .axpy_rows = &axpy_rows};
   return k;

@@ -89,8 +89,9 @@ CUTLINE_AVX512_TARGET void dot_packed(DType type, const void* wp, int nw, const 
 CUTLINE_AVX512_TARGET int64_t interleaved_bytes(DType type, int64_t rows, int64_t k);
 CUTLINE_AVX512_TARGET void interleave(DType type, const void* w, int64_t k, int64_t block_begin,
                                       int64_t block_end, void* dst);
+CUTLINE_AVX512_TARGET void pack_interleaved_x(const float* x, int nt, int64_t k, float* xp);
 CUTLINE_AVX512_TARGET void dot_interleaved(DType type, const void* wi, int64_t k, int nb,
-                                           const float* const* xs, int nr, float* out, int64_t ldo);
+                                           const float* xp, int nr, float* out, int64_t ldo);
 
 }  // namespace cutline::device::cpu::avx512
 #endif

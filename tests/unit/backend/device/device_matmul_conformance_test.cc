@@ -89,10 +89,11 @@ TEST_P(MatmulConformance, MatmulEveryTypeMatchesDequantizedReference) {
 }
 
 // F16 weights in whole blocks of 16 rows (held interleaved by the AVX-512 CPU device) at decode
-// batches and prefill batches with every remainder of its 12-row tiles, rows of 600 elements
-// (the last 256-element chain partial) and of 2048, and 176 rows (11 blocks).
+// batches and prefill batches that end in whole and partial 8-row tiles of activations, rows of
+// 601 elements (the last 256-element chain partial, and not whole 8-element steps of the
+// activations' packing) and of 2048, and 176 rows (11 blocks).
 TEST_P(MatmulConformance, F16InWholeSixteenRowBlocks) {
-  for (const int64_t cols : {600, 2048})
+  for (const int64_t cols : {601, 2048})
     for (const int64_t batch : {1, 3, 8, 13, 47}) {
       SCOPED_TRACE("cols " + std::to_string(cols) + " batch " + std::to_string(batch));
       expect_matches_reference(DType::kF16, 176, cols, batch);
@@ -194,12 +195,13 @@ TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
 
 // F16 weights in whole blocks of 16 rows, which the AVX-512 CPU device holds interleaved
 // (cpu_kernels.h dot_interleaved): 3 blocks (fewer than a decode tile takes) and 11 (a tile of
-// 8, then 3 alone), rows of 600 elements (two whole 256-element chains and a partial one) and of
-// 2048.
+// 8, then 3 alone; in prefill, tasks of whole 3-block tiles and the 2 left over), rows of 601
+// elements (two whole 256-element chains and a partial one; not whole 8-element packing steps)
+// and of 2048.
 TEST(CpuBatchInvariance, InterleavedF16RowAloneEqualsRowInBatch) {
   constexpr DType kF16[] = {DType::kF16};
   for (const int64_t rows : {48, 176})
-    for (const int64_t cols : {600, 2048}) {
+    for (const int64_t cols : {601, 2048}) {
       SCOPED_TRACE("rows " + std::to_string(rows) + " of " + std::to_string(cols));
       expect_rows_alone_equal_rows_in_batch(rows, cols, kF16);
     }
