@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   cutline::proto::raise_descriptor_limit_and_log("cutline-gateway");  // soft -> hard, logged
+  // Watched before the policy is first read, so that no edit falls between the read and the
+  // watch (a test, or a ConfigMap update, may change the file as soon as the gateway is ready).
+  const ConfigWatch watch = watch_config(args.options.config_path);
   auto created = cutline::gateway::Gateway::create(args.options);
   if (!created.ok()) {
     std::fprintf(stderr, "cutline-gateway: %s\n", created.error().message.c_str());
@@ -259,7 +262,7 @@ int main(int argc, char** argv) {
   if (!args.ready_file.empty()) write_ready_file(args.ready_file, *gateway);
 
   const int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-  serve_until_stopped(*gateway, sfd, watch_config(args.options.config_path));
+  serve_until_stopped(*gateway, sfd, watch);
   drain(*gateway, sfd, args.drain_timeout_ms);
   gateway->stop();
   return 0;
