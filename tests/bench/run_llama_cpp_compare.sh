@@ -13,7 +13,7 @@
 # file with the same thread count:
 #   batch 1 and batch 8: llama-batched-bench -npp 16 -ntg 32 -npl 1,8 (token generation speed);
 #     batch 1 also against llama-bench tg16, in brackets;
-#   prefill 512: llama-bench pp512.
+#   prefill 512: llama-bench pp512 (-r 2: the mean of two runs; decode_bench also times two).
 # decode_bench's batch-8 figure is its decode row; its aggregate run (--batches 8) is in brackets.
 # These machines are noisy: read the ratios of one round, not absolute figures across rounds. The
 # summary gives each ratio's range over the rounds and how many rounds reach 1.2.
