@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +134,7 @@ class CpuDevice final : public Device {
   Status sync() override { return {}; }
 
   void matmul(const float* x, int64_t n_rows, const Weight& w, float* y) override;
+  void matmuls(const float* x, int64_t n_rows, const MatmulTarget* targets, int n) override;
   void embed(const Weight& table, const int32_t* ids, int64_t n, float* y) override;
   void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
                 float* y) override;
@@ -190,8 +192,16 @@ class CpuDevice final : public Device {
   void matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
   void quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k);
   void matmul_packed(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
-  void matmul_interleaved(const float* x, int64_t n_rows, const Weight& w, float* y,
-                          int64_t n_tasks);
+  // An interleaved weight's share of a matmul: its row blocks, cut into tasks.
+  struct InterleavedJob {
+    const Weight* w = nullptr;
+    float* y = nullptr;
+    int64_t blocks = 0, block_bytes = 0, unit = 1, units = 0, panel = 0, tasks = 0;
+  };
+  int64_t matmul_tasks(const Weight& w, int64_t n_rows) const;
+  const float* pack_interleaved(const float* x, int64_t n_rows, int64_t k);
+  InterleavedJob interleaved_job(const Weight& w, float* y, int64_t n_rows, int64_t n_tasks) const;
+  void run_interleaved(const InterleavedJob& job, const float* xp, int64_t n_rows, int64_t task);
 
   ThreadPool pool_;
   const cpu::Kernels& kernels_;
@@ -220,19 +230,24 @@ int64_t CpuDevice::free_bytes() const {
   return 0;
 }
 
+// Tasks own slices of output columns (weight rows); finer than the thread count so that a
+// preempted core does not hold the step back, but at least kTileW rows each. A small matmul runs
+// on the calling thread alone: waking a worker costs more than it (see kParallelMacs).
+int64_t CpuDevice::matmul_tasks(const Weight& w, int64_t n_rows) const {
+  if (w.rows * w.cols * n_rows < kParallelMacs) return 1;
+  return std::clamp<int64_t>(w.rows / (4 * cpu::kTileW), 1,
+                             pool_.size() == 1 ? 1 : pool_.size() * 8);
+}
+
 void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y) {
   const int64_t n_out = w.rows, k = w.cols;
   const int64_t rb = row_bytes(w.type, k);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  // Tasks own slices of output columns (weight rows); finer than the thread count so that a
-  // preempted core does not hold the step back, but at least kTileW rows each. A small matmul
-  // runs on the calling thread alone: waking a worker costs more than it (see kParallelMacs).
-  const int64_t n_tasks = n_out * k * n_rows < kParallelMacs
-                              ? 1
-                              : std::clamp<int64_t>(n_out / (4 * cpu::kTileW), 1,
-                                                    pool_.size() == 1 ? 1 : pool_.size() * 8);
+  const int64_t n_tasks = matmul_tasks(w, n_rows);
   if (w.layout == WeightLayout::kInterleaved16) {
-    matmul_interleaved(x, n_rows, w, y, n_tasks);
+    const InterleavedJob job = interleaved_job(w, y, n_rows, n_tasks);
+    const float* xp = pack_interleaved(x, n_rows, k);
+    pool_.run(job.tasks, [&](int64_t task, int32_t) { run_interleaved(job, xp, n_rows, task); });
     return;
   }
   // Integer path: the activations are quantized once per call (cpu_kernels.h QuantRow), then
@@ -372,41 +387,79 @@ void CpuDevice::matmul_packed(const float* x, int64_t n_rows, const Weight& w, f
 // stay in L2 while every tile of activation rows passes over them. Prefill slices and panels
 // are whole multiples of the kInterleaveTileBlocks blocks a full tile takes where the weight has
 // them, so that narrower tiles run only on a weight's last blocks.
-void CpuDevice::matmul_interleaved(const float* x, int64_t n_rows, const Weight& w, float* y,
-                                   int64_t n_tasks) {
-  const int64_t n_out = w.rows, k = w.cols, blocks = n_out / cpu::kInterleaveRows;
-  const int64_t block_bytes = kernels_.interleaved_bytes(w.type, cpu::kInterleaveRows, k);
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  const float* xp = x;  // one row is its own packed tile
-  if (n_rows > 1) {
-    constexpr int64_t kTile = cpu::kInterleaveTileRows;
-    float* packed = aligned64(xp_, n_rows * k);
-    parallel_range((n_rows + kTile - 1) / kTile, std::max<int64_t>(1, kParallelElems / (kTile * k)),
-                   [&](int64_t begin, int64_t end, int32_t) {
-                     for (int64_t t = begin; t < end; ++t) {
-                       const int64_t r = t * kTile;
-                       kernels_.pack_interleaved_x(x + r * k,
-                                                   static_cast<int>(std::min(kTile, n_rows - r)), k,
-                                                   packed + r * k);
-                     }
-                   });
-    xp = packed;
-  }
+const float* CpuDevice::pack_interleaved(const float* x, int64_t n_rows, int64_t k) {
+  if (n_rows == 1) return x;  // one row is its own packed tile
+  constexpr int64_t kTile = cpu::kInterleaveTileRows;
+  float* packed = aligned64(xp_, n_rows * k);
+  parallel_range((n_rows + kTile - 1) / kTile, std::max<int64_t>(1, kParallelElems / (kTile * k)),
+                 [&](int64_t begin, int64_t end, int32_t) {
+                   for (int64_t t = begin; t < end; ++t) {
+                     const int64_t r = t * kTile;
+                     kernels_.pack_interleaved_x(x + r * k,
+                                                 static_cast<int>(std::min(kTile, n_rows - r)), k,
+                                                 packed + r * k);
+                   }
+                 });
+  return packed;
+}
+
+CpuDevice::InterleavedJob CpuDevice::interleaved_job(const Weight& w, float* y, int64_t n_rows,
+                                                     int64_t n_tasks) const {
+  InterleavedJob j{.w = &w, .y = y};
+  j.blocks = w.rows / cpu::kInterleaveRows;
+  j.block_bytes = kernels_.interleaved_bytes(w.type, cpu::kInterleaveRows, w.cols);
   const bool prefill = n_rows > cpu::kTileRows;
   // Tasks split at any block (a block's 16 outputs of a row are one 64-byte line), prefill
   // tasks at whole units of a full tile's blocks.
-  const int64_t unit = prefill ? cpu::kInterleaveTileBlocks : 1;
-  const int64_t units = (blocks + unit - 1) / unit;
-  const int64_t panel =
-      prefill ? std::max<int64_t>(1, (int64_t{512} << 10) / block_bytes / unit) * unit : blocks;
-  const int64_t tasks = std::clamp<int64_t>(n_tasks, 1, units);
-  pool_.run(tasks, [&](int64_t task, int32_t) {
-    const int64_t b_end = std::min(blocks, units * (task + 1) / tasks * unit);
-    for (int64_t b = std::min(blocks, units * task / tasks * unit); b < b_end; b += panel) {
-      kernels_.dot_interleaved(w.type, base + b * block_bytes, k,
-                               static_cast<int>(std::min(panel, b_end - b)), xp,
-                               static_cast<int>(n_rows), y + b * cpu::kInterleaveRows, n_out);
-    }
+  j.unit = prefill ? cpu::kInterleaveTileBlocks : 1;
+  j.units = (j.blocks + j.unit - 1) / j.unit;
+  j.panel = prefill ? std::max<int64_t>(1, (int64_t{512} << 10) / j.block_bytes / j.unit) * j.unit
+                    : j.blocks;
+  j.tasks = std::clamp<int64_t>(n_tasks, 1, j.units);
+  return j;
+}
+
+void CpuDevice::run_interleaved(const InterleavedJob& j, const float* xp, int64_t n_rows,
+                                int64_t task) {
+  const auto* base = static_cast<const uint8_t*>(j.w->data);
+  const int64_t b_end = std::min(j.blocks, j.units * (task + 1) / j.tasks * j.unit);
+  for (int64_t b = std::min(j.blocks, j.units * task / j.tasks * j.unit); b < b_end; b += j.panel) {
+    kernels_.dot_interleaved(j.w->type, base + b * j.block_bytes, j.w->cols,
+                             static_cast<int>(std::min(j.panel, b_end - b)), xp,
+                             static_cast<int>(n_rows), j.y + b * cpu::kInterleaveRows, j.w->rows);
+  }
+}
+
+// Interleaved weights of one input: x is packed once and every weight's tasks run in one pass
+// of the pool, so that a small weight's tasks (a K or V projection) fill the threads beside a
+// large one's instead of after it. Any other weight: one matmul call each.
+void CpuDevice::matmuls(const float* x, int64_t n_rows, const MatmulTarget* targets, int n) {
+  const std::span<const MatmulTarget> all(targets, n);
+  const bool interleaved =
+      n > 0 && std::all_of(all.begin(), all.end(), [&](const MatmulTarget& t) {
+        return t.w->layout == WeightLayout::kInterleaved16 && t.w->cols == targets[0].w->cols;
+      });
+  if (!interleaved) {
+    for (const MatmulTarget& t : all) matmul(x, n_rows, *t.w, t.y);
+    return;
+  }
+  std::vector<InterleavedJob> jobs;
+  int64_t total = 0, macs = 0;
+  for (const MatmulTarget& t : all) {
+    jobs.push_back(interleaved_job(*t.w, t.y, n_rows, matmul_tasks(*t.w, n_rows)));
+    total += jobs.back().tasks;
+    macs += t.w->rows * t.w->cols * n_rows;
+  }
+  const float* xp = pack_interleaved(x, n_rows, targets[0].w->cols);
+  if (macs < kParallelMacs) {  // all of it on the calling thread, as matmul_tasks would
+    for (const InterleavedJob& job : jobs)
+      for (int64_t task = 0; task < job.tasks; ++task) run_interleaved(job, xp, n_rows, task);
+    return;
+  }
+  pool_.run(total, [&](int64_t task, int32_t) {
+    size_t j = 0;
+    for (; task >= jobs[j].tasks; ++j) task -= jobs[j].tasks;
+    run_interleaved(jobs[j], xp, n_rows, task);
   });
 }
 

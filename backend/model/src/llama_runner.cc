@@ -493,9 +493,8 @@ void LlamaRunner::attention_block(int32_t li, const Step& st) {
   const bool local = c.is_local_layer(li);
 
   dev.rms_norm(x, l.attn_norm.as<float>(), n, c.dim, c.rms_eps, h);
-  dev.matmul(h, n, l.wq, q);
-  dev.matmul(h, n, l.wk, k);
-  dev.matmul(h, n, l.wv, v);
+  const device::Device::MatmulTarget qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
+  dev.matmuls(h, n, qkv, 3);
   if (c.qkv_bias) {
     dev.add_bias(q, l.q_bias.as<float>(), n, q_dim);
     dev.add_bias(k, l.k_bias.as<float>(), n, kv_dim);
@@ -564,8 +563,8 @@ void LlamaRunner::ffn_block(int32_t li, const Step& st) {
   float *x = sc.x.as<float>(), *h = sc.h.as<float>();
   float *gate = sc.gate.as<float>(), *up = sc.up.as<float>();
   dev.rms_norm(x, l.ffn_norm.as<float>(), n, c.dim, c.rms_eps, h);
-  dev.matmul(h, n, l.w_gate, gate);
-  dev.matmul(h, n, l.w_up, up);
+  const device::Device::MatmulTarget gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
+  dev.matmuls(h, n, gate_up, 2);
   if (c.ffn_activation == FfnActivation::kGeluTanh) {
     HostView view(dev);
     float* g = view.map(gate, n * c.ffn_dim, true);

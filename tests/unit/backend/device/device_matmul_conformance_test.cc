@@ -100,6 +100,52 @@ TEST_P(MatmulConformance, F16InWholeSixteenRowBlocks) {
     }
 }
 
+// Device::matmuls (one input, several weights: the Q, K and V projections, the FFN's gate and up)
+// gives the bits of one matmul call per weight: F16 weights of 48, 16 and 176 rows (which the
+// AVX-512 CPU device runs in one pass of its threads, small enough at batch 1 to run on the
+// caller), and an F16 weight beside a Q8_0 one (separate calls), at decode and prefill batches.
+TEST_P(MatmulConformance, MatmulsOfOneInputEqualOneMatmulPerWeight) {
+  struct Case {
+    std::vector<DType> types;
+    std::vector<int64_t> rows;
+    int64_t cols;
+  };
+  const Case cases[] = {{{DType::kF16, DType::kF16, DType::kF16}, {48, 16, 176}, 601},
+                        {{DType::kF16, DType::kQ8_0}, {48, 32}, 512}};
+  for (const Case& c : cases)
+    for (const int64_t batch : {1, 8, 47}) {
+      SCOPED_TRACE(std::to_string(c.types.size()) + " weights, batch " + std::to_string(batch));
+      std::vector<std::vector<uint8_t>> host(c.types.size());  // weights may be read in place
+      std::vector<Weight> ws;
+      std::vector<Buffer> together, alone;
+      const Buffer dx = put(random_vec(batch * c.cols, 3));
+      for (size_t i = 0; i < c.types.size(); ++i) {
+        const int64_t rb = row_bytes(c.types[i], c.cols);
+        const std::vector<float> wf = random_vec(c.rows[i] * c.cols, 10 + i);
+        std::vector<uint8_t>& wq = host[i];
+        wq.resize(rb * c.rows[i]);
+        for (int64_t r = 0; r < c.rows[i]; ++r)
+          quantize_row(c.types[i], wf.data() + r * c.cols, wq.data() + r * rb, c.cols);
+        auto w = dev_->load_weight(wq.data(), c.types[i], c.rows[i], c.cols, nullptr);
+        ASSERT_TRUE(w.ok()) << w.error().message;
+        ws.push_back(std::move(w).value());
+        together.push_back(zeros(batch * c.rows[i]));
+        alone.push_back(zeros(batch * c.rows[i]));
+      }
+      std::vector<Device::MatmulTarget> targets;
+      for (size_t i = 0; i < ws.size(); ++i) targets.push_back({&ws[i], together[i].as<float>()});
+      dev_->matmuls(dx.as<float>(), batch, targets.data(), static_cast<int>(targets.size()));
+      for (size_t i = 0; i < ws.size(); ++i) {
+        dev_->matmul(dx.as<float>(), batch, ws[i], alone[i].as<float>());
+        const std::vector<float> a = get(together[i], batch * c.rows[i]);
+        const std::vector<float> b = get(alone[i], batch * c.rows[i]);
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "weight " << i;
+        // And not trivially: the outputs are the products, not zeros.
+        EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](float v) { return v != 0.0f; }));
+      }
+    }
+}
+
 // Q8_0, Q4_K and Q6_K (the types that stay quantized on a GPU) at a decode batch (1), a small
 // batch (4) and a prefill batch (64): on CUDA the in-register kernel, then the F16
 // dequantize-then-GEMM path. 37 weight rows (not a multiple of the kernel's 4 rows per thread

@@ -140,6 +140,16 @@ class Device {
 
   // y[b][n] = sum_k x[b][k] * w[n][k] for b < n_rows (x: [n_rows][w.cols], y: [n_rows][w.rows]).
   virtual void matmul(const float* x, int64_t n_rows, const Weight& w, float* y) = 0;
+  // matmul of the same x by each target's weight into its y (the weights' cols equal). The
+  // results are those of the separate calls; a device may run them as one step (the CPU device
+  // prepares x once and spreads every weight's work over its threads at once).
+  struct MatmulTarget {
+    const Weight* w = nullptr;
+    float* y = nullptr;
+  };
+  virtual void matmuls(const float* x, int64_t n_rows, const MatmulTarget* targets, int n) {
+    for (int i = 0; i < n; ++i) matmul(x, n_rows, *targets[i].w, targets[i].y);
+  }
   // y[i] = table[ids[i]] as F32 (y: [n][table.cols]).
   virtual void embed(const Weight& table, const int32_t* ids, int64_t n, float* y) = 0;
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight.
