@@ -74,6 +74,9 @@ inline V16 sub(const V16& a, const V16& b) {
 inline V16 mul(const V16& a, const V16& b) {
   return map2(a, b, [](float x, float y) { return x * y; });
 }
+inline V16 div(const V16& a, const V16& b) {
+  return map2(a, b, [](float x, float y) { return x / y; });
+}
 inline V16 max(const V16& a, const V16& b) {
   return map2(a, b, [](float x, float y) { return x > y ? x : y; });
 }
@@ -145,6 +148,9 @@ TARGET inline V16 sub(V16 a, V16 b) {
 TARGET inline V16 mul(V16 a, V16 b) {
   return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
 }
+TARGET inline V16 div(V16 a, V16 b) {
+  return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+}
 TARGET inline V16 max(V16 a, V16 b) {
   return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)};
 }
@@ -205,6 +211,7 @@ TARGET inline void store(float* p, V16 a) { _mm512_storeu_ps(p, a); }
 TARGET inline V16 add(V16 a, V16 b) { return _mm512_add_ps(a, b); }
 TARGET inline V16 sub(V16 a, V16 b) { return _mm512_sub_ps(a, b); }
 TARGET inline V16 mul(V16 a, V16 b) { return _mm512_mul_ps(a, b); }
+TARGET inline V16 div(V16 a, V16 b) { return _mm512_div_ps(a, b); }
 TARGET inline V16 max(V16 a, V16 b) { return _mm512_max_ps(a, b); }
 TARGET inline V16 fmadd(V16 a, V16 b, V16 c) { return _mm512_fmadd_ps(a, b, c); }
 TARGET inline float hsum(V16 a) {
@@ -343,6 +350,14 @@ void paged_attention(const AttentionArgs& a, ThreadPool& pool, const Kernels& ke
     attend(a, a.block_tables + a.tokens[task.first_token].table_begin, task.kv_head_begin,
            task.kv_head_end, rows.data(), n_rows, s.data());
   });
+}
+
+void swiglu(const Kernels& kernels, const float* gate, const float* up, int64_t n, float* y) {
+#if defined(__x86_64__)
+  if (kernels.isa == Isa::kAvx512) return avx512::swiglu_range(gate, up, n, y);
+  if (kernels.isa == Isa::kAvx2) return avx2::swiglu_range(gate, up, n, y);
+#endif
+  scalar::swiglu_range(gate, up, n, y);
 }
 
 }  // namespace cutline::device::cpu

@@ -3,7 +3,7 @@
 // with these TARGET inline functions:
 //   zero(), set1(f), load(p), store(p, v), add(a, b), sub(a, b), mul(a, b),
 //   fmadd(a, b, c) = a * b + c rounded once, max(a, b), hmax(v), hsum(v) (a fixed tree),
-//   keep_first(v, n, fill) (lanes >= n replaced by fill), exp16(v).
+//   keep_first(v, n, fill) (lanes >= n replaced by fill), exp16(v), div(a, b).
 //
 // One call computes one task (AttentionRow is defined by the includer, once for every ISA):
 // `n_rows` query rows (tokens x the query heads of one KV head, all of one sequence) against that
@@ -194,5 +194,22 @@ TARGET void attend_rows(const AttentionArgs& a, const int32_t* table, int32_t kv
     const float inv = 1.0f / l[r];
     const float* ar = acc + static_cast<int64_t>(r) * d_head;
     for (int32_t d = 0; d < d_head; ++d) rows[r].out[d] = ar[d] * inv;
+  }
+}
+
+// y[i] = gate[i] / (1 + exp(-gate[i])) * up[i] (SwiGLU) with the attention's exp16, so that every
+// instruction set computes the same function; the last n % 16 elements through a padded vector.
+TARGET void swiglu_range(const float* gate, const float* up, int64_t n, float* y) {
+  const V16 one = set1(1.0f);
+  auto swiglu16 = [&](V16 g, V16 u)
+                      TARGET { return mul(div(g, add(one, exp16(sub(zero(), g)))), u); };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) store(y + i, swiglu16(load(gate + i), load(up + i)));
+  if (i < n) {
+    alignas(64) float g[16] = {}, u[16] = {}, out[16];
+    std::copy(gate + i, gate + n, g);
+    std::copy(up + i, up + n, u);
+    store(out, swiglu16(load(g), load(u)));
+    std::copy(out, out + (n - i), y + i);
   }
 }

@@ -626,7 +626,7 @@ void CpuDevice::rope(float* x, const int32_t* positions, int64_t rows, int32_t n
 
 void CpuDevice::swiglu(const float* gate, const float* up, int64_t n, float* y) {
   parallel_range(n, kParallelElems, [&](int64_t i0, int64_t i1, int32_t) {
-    for (int64_t i = i0; i < i1; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    cpu::swiglu(kernels_, gate + i0, up + i0, i1 - i0, y + i0);
   });
 }
 

@@ -358,6 +358,37 @@ TEST(CpuBatchInvariance, AttentionTokenAloneEqualsTokenInBatch) {
   EXPECT_EQ(0, std::memcmp(alone.data(), out.data() + (m - 1) * q_dim, q_dim * 4));
 }
 
+// The CPU device's SwiGLU gives the same bits with every instruction set this CPU has (one exp
+// for all of them, as the attention softmax), 16 at a time and in the padded tail, and stays
+// finite where exp(-gate) overflows or underflows: gate * up for a large gate, about 0 for a
+// very negative one.
+TEST(CpuSwiglu, SameBitsOnEveryInstructionSetAndFiniteAtTheExtremes) {
+  std::vector<float> gate = random_vec(37, 21, 4.0f), up = random_vec(37, 22);
+  for (const float g : {-1000.0f, -100.0f, -88.0f, -0.0f, 0.0f, 20.0f, 88.0f, 100.0f, 1000.0f}) {
+    gate.push_back(g);
+    up.push_back(0.75f);
+  }
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<float> scalar;
+  for (const char* isa : {"scalar", "avx2", "avx512"}) {
+    auto dev = make_device({.kind = DeviceKind::kCpu, .cpu_threads = 1, .cpu_isa = isa});
+    ASSERT_TRUE(dev.ok());
+    if ((*dev)->description().find(isa) == std::string::npos) continue;  // not on this CPU
+    std::vector<float> y(n);
+    (*dev)->swiglu(gate.data(), up.data(), n, y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(y[i])) << isa << " gate " << gate[i];
+      const double ref = gate[i] / (1.0 + std::exp(-double(gate[i]))) * up[i];
+      ASSERT_NEAR(y[i], ref, 1e-5 * (std::fabs(ref) + 1e-3)) << isa << " gate " << gate[i];
+    }
+    if (scalar.empty()) {
+      scalar = y;
+    } else {
+      EXPECT_EQ(0, std::memcmp(scalar.data(), y.data(), n * sizeof(float))) << isa;
+    }
+  }
+}
+
 TEST(MakeDevice, CudaUnavailableIsAnErrorAndAutoFallsBackToCpu) {
   auto cuda = make_device({.kind = DeviceKind::kCuda, .cpu_threads = 0, .cpu_isa = ""});
   auto any = make_device({.kind = DeviceKind::kAuto, .cpu_threads = 0, .cpu_isa = ""});
