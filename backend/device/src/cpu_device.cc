@@ -215,8 +215,10 @@ class CpuDevice final : public Device {
   std::vector<float> xdg_;
   std::vector<cpu::QuantRow> qrows_;
   // matmul_packed's activations in stripe order, and a pointer to each row.
+  // Also the interleaved path's packed activations (pack_interleaved), and its jobs per call.
   std::vector<float> xp_;
   std::vector<const float*> xps_;
+  std::vector<InterleavedJob> jobs_;
 };
 
 int64_t CpuDevice::free_bytes() const {
@@ -240,16 +242,15 @@ int64_t CpuDevice::matmul_tasks(const Weight& w, int64_t n_rows) const {
 }
 
 void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y) {
+  if (w.layout == WeightLayout::kInterleaved16) {
+    const MatmulTarget target{&w, y};
+    matmuls(x, n_rows, &target, 1);
+    return;
+  }
   const int64_t n_out = w.rows, k = w.cols;
   const int64_t rb = row_bytes(w.type, k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t n_tasks = matmul_tasks(w, n_rows);
-  if (w.layout == WeightLayout::kInterleaved16) {
-    const InterleavedJob job = interleaved_job(w, y, n_rows, n_tasks);
-    const float* xp = pack_interleaved(x, n_rows, k);
-    pool_.run(job.tasks, [&](int64_t task, int32_t) { run_interleaved(job, xp, n_rows, task); });
-    return;
-  }
   // Integer path: the activations are quantized once per call (cpu_kernels.h QuantRow), then
   // each weight block is decoded once for up to kTileRows activation rows. Chosen by weight type
   // only, never by n_rows (batch invariance).
@@ -443,7 +444,8 @@ void CpuDevice::matmuls(const float* x, int64_t n_rows, const MatmulTarget* targ
     for (const MatmulTarget& t : all) matmul(x, n_rows, *t.w, t.y);
     return;
   }
-  std::vector<InterleavedJob> jobs;
+  std::vector<InterleavedJob>& jobs = jobs_;
+  jobs.clear();
   int64_t total = 0, macs = 0;
   for (const MatmulTarget& t : all) {
     jobs.push_back(interleaved_job(*t.w, t.y, n_rows, matmul_tasks(*t.w, n_rows)));
