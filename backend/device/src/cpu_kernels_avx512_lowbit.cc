@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "cpu_kernels_avx512_quant.h"
@@ -278,12 +279,60 @@ TARGET inline __m512i nibbles2(const uint8_t* a, const uint8_t* b) {
   return _mm512_and_si512(_mm512_mask_srli_epi16(v, kOddLanes16, v, 4), _mm512_set1_epi8(0xF));
 }
 
+// The F16 field at byte `at` of each of n <= 8 consecutive blocks (the scale d at 0, Q4_1's m at
+// 2), zero past n. A full group goes in by element inserts. Copying the fields into a buffer read
+// as a vector stalls on store forwarding (it cost this kernel half of its batch-1 speed), and a
+// gather measured slower than the inserts. Only a row's partial last group takes the buffer.
+template <typename Block>
+TARGET inline __m128i block_halves(const Block* w, int n, size_t at) {
+  const auto field = [w, at](int i) {
+    uint16_t v;
+    std::memcpy(&v, reinterpret_cast<const uint8_t*>(&w[i]) + at, 2);
+    return v;
+  };
+  if (n < 8) {
+    alignas(16) uint16_t h[8] = {};
+    for (int i = 0; i < n; ++i) h[i] = field(i);
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(h));
+  }
+  __m128i v = _mm_cvtsi32_si128(field(0));
+  v = _mm_insert_epi16(v, field(1), 1);
+  v = _mm_insert_epi16(v, field(2), 2);
+  v = _mm_insert_epi16(v, field(3), 3);
+  v = _mm_insert_epi16(v, field(4), 4);
+  v = _mm_insert_epi16(v, field(5), 5);
+  v = _mm_insert_epi16(v, field(6), 6);
+  return _mm_insert_epi16(v, field(7), 7);
+}
+
+// One step of dot_blocks32_t: blocks bi and b (bi + 1 or bi itself) with scales
+// (d8v[p], d8v[p + 1]) as chosen by pair_idx, into each row's partial sum.
+template <typename Traits, int NR>
+TARGET inline void blocks_pair(const typename Traits::Block* w, int64_t bi,
+                               const typename Traits::Block& b, const QuantRow* xs,
+                               __m512i pair_idx, __m512 d8v, __m512* part) {
+  const __m512i wq = Traits::codes(w[bi], b);
+  const __m512 dw = _mm512_permutexvar_ps(pair_idx, d8v);
+  for (int r = 0; r < NR; ++r) {
+    const __m512i x = load64(xs[r].q8 + bi * 32);
+    __m512i p;
+    if constexpr (Traits::kSigned) {
+      p = mul_signed(wq, x);
+    } else {
+      p = _mm512_maddubs_epi16(wq, x);
+    }
+    part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(p, _mm512_set1_epi16(1))), dw,
+                              part[r]);
+  }
+}
+
 // Per 256 activations (8 blocks): each pair of blocks' 16 int32 lanes (block a in lanes 0-7, b in
 // 8-15) scaled by (d_a, d_b) into one F32 partial sum, then by d8 into the row's accumulator.
 // The 8 blocks' scales are converted once (vcvtph2ps) and handed to each pair by vpermps; the
 // offsets (Q4_1's m, Q5_0's -16) are each block's `offset` times the row's 32-element sums, 8
 // blocks per F32 multiply-add, subtracted at the end. Traits: Block, codes(a, b) -> 64 code
-// bytes, signed (IQ4) or not, offset_half(block) as F16 bits and kOffsetScale.
+// bytes, signed (IQ4) or not, and the offset as the F16 field at byte kOffsetAt of a block times
+// kOffsetScale.
 template <typename Traits, int NR>
 TARGET void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, int64_t nb,
                            float* out, int64_t ldo) {
@@ -294,45 +343,33 @@ TARGET void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, 
     facc[r] = _mm512_setzero_ps();
     foff[r] = _mm256_setzero_ps();
   }
-  const __m512i ones = _mm512_set1_epi16(1);
   __m512i pair_idx[4];
   for (int p = 0; p < 4; ++p)
     pair_idx[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * p)),
                                      _mm256_set1_epi32(2 * p + 1), 1);
   for (int64_t b0 = 0; b0 < nb; b0 += kPer) {
     const int64_t b1 = std::min(nb, b0 + kPer);
-    alignas(16) uint16_t dh[kPer] = {}, oh[kPer] = {};
-    for (int64_t i = 0; i < b1 - b0; ++i) {
-      dh[i] = w[b0 + i].d;
-      if constexpr (Traits::kOffset) oh[i] = Traits::offset_half(w[b0 + i]);
-    }
-    const __m512 d8v = _mm512_castps256_ps512(
-        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh))));
+    const int n = static_cast<int>(b1 - b0);
+    const __m128i dh = block_halves(w + b0, n, 0);
+    const __m512 d8v = _mm512_castps256_ps512(_mm256_cvtph_ps(dh));
     __m512 part[NR];
     for (int r = 0; r < NR; ++r) part[r] = _mm512_setzero_ps();
-    for (int64_t bi = b0; bi < b1; bi += 2) {
-      // An odd last block pairs with itself; its second half meets the row's zero padding (and
-      // a zero scale).
-      const auto& a = w[bi];
-      const auto& b = w[bi + 1 < b1 ? bi + 1 : bi];
-      const __m512i wq = Traits::codes(a, b);
-      const __m512 dw = _mm512_permutexvar_ps(pair_idx[(bi - b0) / 2], d8v);
-      for (int r = 0; r < NR; ++r) {
-        const __m512i x = load64(xs[r].q8 + bi * 32);
-        __m512i p;
-        if constexpr (Traits::kSigned) {
-          p = mul_signed(wq, x);
-        } else {
-          p = _mm512_maddubs_epi16(wq, x);
-        }
-        part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(p, ones)), dw, part[r]);
-      }
+    if (n == kPer) {
+      for (int p = 0; p < kPer / 2; ++p)
+        blocks_pair<Traits, NR>(w, b0 + 2 * p, w[b0 + 2 * p + 1], xs, pair_idx[p], d8v, part);
+    } else {
+      // An odd last block pairs with itself: its second half meets the row's zero padding and a
+      // zero scale.
+      for (int64_t bi = b0; bi < b1; bi += 2)
+        blocks_pair<Traits, NR>(w, bi, w[bi + 1 < b1 ? bi + 1 : bi], xs, pair_idx[(bi - b0) / 2],
+                                d8v, part);
     }
     if constexpr (Traits::kOffset) {
       // The row's sums are zero past its end (padding), the offsets past b1 zero too.
-      const __m256 ov =
-          _mm256_mul_ps(_mm256_set1_ps(Traits::kOffsetScale),
-                        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(oh))));
+      const __m256 ov = _mm256_mul_ps(
+          _mm256_set1_ps(Traits::kOffsetScale),
+          _mm256_cvtph_ps(Traits::kOffsetAt == 0 ? dh
+                                                 : block_halves(w + b0, n, Traits::kOffsetAt)));
       for (int r = 0; r < NR; ++r)
         foff[r] = _mm256_fmadd_ps(ov, _mm256_loadu_ps(xs[r].sums8 + b0), foff[r]);
     }
@@ -348,7 +385,7 @@ struct Q4_1Traits {
   TARGET static __m512i codes(const Block& a, const Block& b) { return nibbles2(a.qs, b.qs); }
   // x = d * q + m: the m term is m * sum(x), subtracted as -m.
   static constexpr float kOffsetScale = -1.0f;
-  static uint16_t offset_half(const Block& a) { return a.m; }
+  static constexpr size_t kOffsetAt = offsetof(Block, m);
 };
 
 struct Q5_0Traits {
@@ -364,7 +401,7 @@ struct Q5_0Traits {
   }
   // x = d * (q - 16): the -16 term is 16 * d * sum(x).
   static constexpr float kOffsetScale = 16.0f;
-  static uint16_t offset_half(const Block& a) { return a.d; }
+  static constexpr size_t kOffsetAt = offsetof(Block, d);
 };
 
 struct Iq4NlTraits {
@@ -376,7 +413,7 @@ struct Iq4NlTraits {
     return _mm512_shuffle_epi8(table, nibbles2(a.qs, b.qs));
   }
   static constexpr float kOffsetScale = 0.0f;
-  static uint16_t offset_half(const Block&) { return 0; }
+  static constexpr size_t kOffsetAt = 0;
 };
 
 template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),
