@@ -20,6 +20,7 @@
 #include "cpu_kernels_avx512_quant.h"
 
 #define TARGET CUTLINE_AVX512_TARGET
+#define TARGET_VNNI CUTLINE_AVX512_VNNI_TARGET
 
 namespace cutline::device::cpu::avx512 {
 namespace {
@@ -51,16 +52,25 @@ TARGET inline __m512i mul_signed(__m512i w, __m512i x) {
   return _mm512_maddubs_epi16(_mm512_abs_epi8(w), sx);
 }
 
-// q3_k_scales_u6 in a register: the four words go in without a round trip through memory (a
-// 16-byte load of four 4-byte stores cannot be forwarded and stalls).
-TARGET inline __m128i q3_k_scales_vec(const uint8_t* packed) {
-  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  uint32_t a[3];
-  std::memcpy(a, packed, 12);
-  return _mm_setr_epi32(static_cast<int>((a[0] & kLow4) | ((a[2] & kLow2) << 4)),
-                        static_cast<int>((a[1] & kLow4) | (((a[2] >> 2) & kLow2) << 4)),
-                        static_cast<int>(((a[0] >> 4) & kLow4) | (((a[2] >> 4) & kLow2) << 4)),
-                        static_cast<int>(((a[1] >> 4) & kLow4) | (((a[2] >> 6) & kLow2) << 4)));
+// A Q3_K block's 16 6-bit scales (q3_k_scales_u6) as int16 lanes, in vector registers: lane j
+// takes its low 4 bits from packed byte j % 8 (shifted by 4 for j >= 8) and its high 2 from byte
+// 8 + j % 4 (shifted by 2 * (j / 4)). One shuffle puts both bytes in the lane, two variable
+// shifts line the fields up. The 16 bytes read end at the scales, inside the block.
+TARGET inline __m256i q3_k_scales16(const BlockQ3_K& b) {
+  constexpr int kBack = 4;  // the 16 bytes read start 4 bytes before the 12 scale bytes
+  static_assert(offsetof(BlockQ3_K, scales) >= kBack);
+  const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+      reinterpret_cast<const uint8_t*>(&b) + offsetof(BlockQ3_K, scales) - kBack)));
+  const __m256i pairs = _mm256_shuffle_epi8(
+      raw, _mm256_setr_epi8(4, 12, 5, 13, 6, 14, 7, 15, 8, 12, 9, 13, 10, 14, 11, 15,  //
+                            4, 12, 5, 13, 6, 14, 7, 15, 8, 12, 9, 13, 10, 14, 11, 15));
+  const __m256i low = _mm256_and_si256(
+      _mm256_srlv_epi16(pairs, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4)),
+      _mm256_set1_epi16(0xF));
+  const __m256i high = _mm256_srlv_epi16(
+      pairs, _mm256_setr_epi16(4, 4, 4, 4, 6, 6, 6, 6, 8, 8, 8, 8, 10, 10, 10, 10));
+  // low | (high & 0x30)
+  return _mm256_ternarylogic_epi32(low, high, _mm256_set1_epi16(0x30), 0xF8);
 }
 
 // The 8 signed scales (ls - 32) of an IQ4_XS block as int16 lanes: ls's low 4 bits from nibble ib
@@ -132,20 +142,41 @@ TARGET void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, float
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(fmin[r]);
 }
 
-// The 2-bit codes of chunk c (elements 64c..64c+63) of a Q2_K/Q3_K block: byte l of
-// qs[32 * (c / 2)..] holds element 128 * (c / 2) + 32 * j + l at bits 2j.
-TARGET inline __m512i low2_codes(const uint8_t* qs, int c) {
-  __m512i v = _mm512_broadcast_i64x4(
+// The 2-bit codes of a Q2_K/Q3_K block come 128 elements per 32 bytes: byte l of qs[32 * (c / 2)..]
+// holds element 128 * (c / 2) + 32 * j + l at bits 2j. Chunk c (elements 64c..64c+63) is that
+// load broadcast to both halves, each int16 lane shifted right by low2_shift(c % 2) (2j for the
+// low half's j = 2 * (c % 2), 2j + 2 for the high half's), masked to 2 bits: one variable shift
+// and one and per chunk.
+TARGET inline __m512i low2_shift(int odd) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_set1_epi16(static_cast<int16_t>(4 * odd))),
+      _mm256_set1_epi16(static_cast<int16_t>(4 * odd + 2)), 1);
+}
+
+TARGET inline __m512i low2_codes(const uint8_t* qs, int c, __m512i shift) {
+  const __m512i v = _mm512_broadcast_i64x4(
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (c / 2))));
-  if (c % 2 == 1) v = _mm512_srli_epi16(v, 4);
-  return _mm512_and_si512(_mm512_mask_srli_epi16(v, kHi16, v, 2), _mm512_set1_epi8(3));
+  return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(3));
+}
+
+// acc + p * scv pairwise into int32 lanes: one vpdpwssd with VNNI.
+template <bool kVnni>
+TARGET_VNNI inline __m512i madd_acc(__m512i acc, __m512i p, __m512i scv) {
+  if constexpr (kVnni) {
+    return _mm512_dpwssd_epi32(acc, p, scv);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, scv));
+  }
 }
 
 // Q2_K: codes 0..3 times 4-bit scales per 16 elements; mins dmin * m_j * sum_j(x) exactly in
-// integers from the int8 row's 16-element sums.
-template <int NR>
-TARGET void dot_q2_k_t(const BlockQ2_K* w, const QuantRow* xs, int64_t nb, float* out,
-                       int64_t ldo) {
+// integers from the int8 row's 16-element sums. Integer sums are exact in any order: one or two
+// rows spread their products over two accumulators to keep the multiply-add latency off a
+// single chain.
+template <int NR, bool kVnni>
+TARGET_VNNI void dot_q2_k_t(const BlockQ2_K* w, const QuantRow* xs, int64_t nb, float* out,
+                            int64_t ldo) {
+  constexpr int kAcc = NR <= 2 ? 2 : 1;
   __m512 facc[NR];
   __m256 fmin[NR];
   for (int r = 0; r < NR; ++r) {
@@ -154,29 +185,33 @@ TARGET void dot_q2_k_t(const BlockQ2_K* w, const QuantRow* xs, int64_t nb, float
   }
   __m512i scale_idx[4];
   for (int c = 0; c < 4; ++c) scale_idx[c] = scale_index(4 * c, 8);
+  const __m512i shift[2] = {low2_shift(0), low2_shift(1)};
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ2_K& b = w[bi];
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0xF)));
     const __m256i m16 =
         _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0xF)));
-    const __m512i sc512 = _mm512_castsi256_si512(sc16);
+    const __m512i sc512 =
+        _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0xF))));
     const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
-    __m512i iacc[NR];
-    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    __m512i iacc[NR][kAcc];
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < kAcc; ++j) iacc[r][j] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
-      const __m512i wq = low2_codes(b.qs, c);
+      const __m512i wq = low2_codes(b.qs, c, shift[c % 2]);
       const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc512);
       for (int r = 0; r < NR; ++r) {
         const __m512i p = _mm512_maddubs_epi16(wq, load64(xs[r].q8 + bi * kQK_K + 64 * c));
-        iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(p, scv));
+        iacc[r][c % kAcc] = madd_acc<kVnni>(iacc[r][c % kAcc], p, scv);
       }
     }
     for (int r = 0; r < NR; ++r) {
+      __m512i sum = iacc[r][0];
+      for (int j = 1; j < kAcc; ++j) sum = _mm512_add_epi32(sum, iacc[r][j]);
       const float dx = xs[r].d8[bi];
       const __m256i mi = _mm256_madd_epi16(
           m16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi)));
-      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * dx), facc[r]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * dx), facc[r]);
       fmin[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(dmin * dx), fmin[r]);
     }
   }
@@ -184,50 +219,55 @@ TARGET void dot_q2_k_t(const BlockQ2_K* w, const QuantRow* xs, int64_t nb, float
 }
 
 // Q3_K: codes u = low2 | hbit << 2 (0..7; the weight is u - 4) times the signed 6-bit scales per
-// 16 elements; the -4 is taken out exactly with the int8 row's 16-element sums.
-template <int NR>
-TARGET void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, float* out,
-                       int64_t ldo) {
+// 16 elements. The high bit is a byte test of hmask and a masked add of 4. The -4 goes into the
+// same exact integer sum, as -4 * scale times the int8 row's 16-element sums.
+template <int NR, bool kVnni>
+TARGET_VNNI void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, float* out,
+                            int64_t ldo) {
+  constexpr int kAcc = NR <= 2 ? 2 : 1;
   __m512 facc[NR];
-  __m256 foff[NR];
-  for (int r = 0; r < NR; ++r) {
-    facc[r] = _mm512_setzero_ps();
-    foff[r] = _mm256_setzero_ps();
-  }
+  for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
   const __m512i bit2 = _mm512_set1_epi8(4);
-  __m512i scale_idx[4];
-  for (int c = 0; c < 4; ++c) scale_idx[c] = scale_index(4 * c, 8);
+  __m512i scale_idx[4], hsel[4];
+  for (int c = 0; c < 4; ++c) {
+    scale_idx[c] = scale_index(4 * c, 8);
+    // hmask byte l holds bit 2c (element 64c + l) and 2c + 1 (element 64c + 32 + l).
+    hsel[c] = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+        _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+  }
+  const __m512i shift[2] = {low2_shift(0), low2_shift(1)};
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ3_K& b = w[bi];
-    const __m256i sc16 =
-        _mm256_sub_epi16(_mm256_cvtepu8_epi16(q3_k_scales_vec(b.scales)), _mm256_set1_epi16(32));
-    const __m512i sc512 = _mm512_castsi256_si512(sc16);
+    const __m256i u6 = q3_k_scales16(b);
+    const __m512i sc512 = _mm512_castsi256_si512(_mm256_sub_epi16(u6, _mm256_set1_epi16(32)));
+    // -4 * (u6 - 32), within int16.
+    const __m256i off16 = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_set1_epi16(32), u6), 2);
     const float d = _cvtsh_ss(b.d);
-    // hmask byte l holds bit 2c (element 64c + l) and 2c + 1 (element 64c + 32 + l).
-    __m512i h =
+    const __m512i h =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
-    __m512i iacc[NR];
-    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    __m512i iacc[NR][kAcc];
+    for (int r = 0; r < NR; ++r) {
+      iacc[r][0] = _mm512_zextsi256_si512(_mm256_madd_epi16(
+          off16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi))));
+      for (int j = 1; j < kAcc; ++j) iacc[r][j] = _mm512_setzero_si512();
+    }
     for (int c = 0; c < 4; ++c) {
-      const __m512i hb =
-          _mm512_and_si512(_mm512_mask_slli_epi16(_mm512_slli_epi16(h, 2), kHi16, h, 1), bit2);
-      h = _mm512_srli_epi16(h, 2);
-      const __m512i wq = _mm512_or_si512(low2_codes(b.qs, c), hb);
+      const __m512i lo = low2_codes(b.qs, c, shift[c % 2]);
+      const __m512i wq = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(h, hsel[c]), lo, bit2);
       const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc512);
       for (int r = 0; r < NR; ++r) {
         const __m512i p = _mm512_maddubs_epi16(wq, load64(xs[r].q8 + bi * kQK_K + 64 * c));
-        iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(p, scv));
+        iacc[r][c % kAcc] = madd_acc<kVnni>(iacc[r][c % kAcc], p, scv);
       }
     }
     for (int r = 0; r < NR; ++r) {
-      const float dd = d * xs[r].d8[bi];
-      const __m256i oi = _mm256_madd_epi16(
-          sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi)));
-      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(dd), facc[r]);
-      foff[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(oi), _mm256_set1_ps(4.0f * dd), foff[r]);
+      __m512i sum = iacc[r][0];
+      for (int j = 1; j < kAcc; ++j) sum = _mm512_add_epi32(sum, iacc[r][j]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
     }
   }
-  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(foff[r]);
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
 
 // IQ4_XS: table values (vpshufb on the nibbles) times the signed 6-bit scales per 32 elements.
@@ -465,12 +505,20 @@ TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int 
                                                                    ldo);
       break;
     case DType::kQ2_K:
-      rows<BlockQ2_K, dot_q2_k_t<1>, dot_q2_k_t<2>, dot_q2_k_t<4>>(w, w_stride, nw, xs, nr, nb, out,
-                                                                   ldo);
+      if (has_vnni())
+        rows<BlockQ2_K, dot_q2_k_t<1, true>, dot_q2_k_t<2, true>, dot_q2_k_t<4, true>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
+      else
+        rows<BlockQ2_K, dot_q2_k_t<1, false>, dot_q2_k_t<2, false>, dot_q2_k_t<4, false>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ3_K:
-      rows<BlockQ3_K, dot_q3_k_t<1>, dot_q3_k_t<2>, dot_q3_k_t<4>>(w, w_stride, nw, xs, nr, nb, out,
-                                                                   ldo);
+      if (has_vnni())
+        rows<BlockQ3_K, dot_q3_k_t<1, true>, dot_q3_k_t<2, true>, dot_q3_k_t<4, true>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
+      else
+        rows<BlockQ3_K, dot_q3_k_t<1, false>, dot_q3_k_t<2, false>, dot_q3_k_t<4, false>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kIQ4_XS:
       rows<BlockIQ4_XS, dot_iq4_xs_t<1>, dot_iq4_xs_t<2>, dot_iq4_xs_t<4>>(w, w_stride, nw, xs, nr,

@@ -14,12 +14,7 @@
 #include <limits>
 
 #define TARGET CUTLINE_AVX512_TARGET
-// The Q4_K and Q6_K kernel templates are compiled with VNNI enabled for both of their variants;
-// the kVnni = false ones, run on AVX-512 CPUs without VNNI, use vpmaddwd + vpaddd intrinsics
-// only, which GCC does not fuse into vpdpwssd (checked in the object code: no vpdpw* in
-// dot_q4_k_t<*, false> or dot_q6_k_x8_t<*, false>).
-#define TARGET_VNNI \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
+#define TARGET_VNNI CUTLINE_AVX512_VNNI_TARGET
 
 namespace cutline::device::cpu::avx512 {
 namespace {
@@ -362,14 +357,6 @@ TARGET_VNNI void dot_q8_0_p_t(const Q8_0Quad* quads, const QuantRow* xs, int64_t
     out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]));
 }
 
-bool has_vnni() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0;
-  }();
-  return yes;
-}
-
 template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),
           void (*Fn2)(const Block*, const QuantRow*, int64_t, float*, int64_t),
           void (*Fn4)(const Block*, const QuantRow*, int64_t, float*, int64_t),
@@ -389,6 +376,14 @@ TARGET void dot_block_q_rows(const uint8_t* w, int64_t w_stride, int nw, const Q
 }
 
 }  // namespace
+
+bool has_vnni() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return yes;
+}
 
 TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q, float* d, float* sums) {
   quantize_row_t<int16_t, 32767>(x, k, q, d, sums);

@@ -7,6 +7,11 @@
 #include "cpu_kernels.h"
 
 #define CUTLINE_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+// Kernel templates with a kVnni parameter are compiled with VNNI enabled for both variants; the
+// kVnni = false ones, run on AVX-512 CPUs without VNNI, use vpmaddwd + vpaddd intrinsics only,
+// which GCC does not fuse into vpdpwssd (checked in the object code: no vpdpw* in them).
+#define CUTLINE_AVX512_VNNI_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 
 namespace cutline::device::cpu::avx512 {
 
@@ -14,6 +19,8 @@ CUTLINE_AVX512_TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q,
                                           float* sums);
 CUTLINE_AVX512_TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8,
                                            float* sums8);
+// Whether this CPU has AVX-512 VNNI (vpdpwssd, vpdpbusd); checked once.
+bool has_vnni();
 bool reads_x8(DType type);
 // Q8_0 on CPUs with AVX-512 VNNI.
 bool reads_xg(DType type);
