@@ -91,11 +91,31 @@ TARGET inline __m128i iq4_xs_scales(const BlockIQ4_XS& b) {
 
 // ---- 256-element super-blocks: per block, 16 int32 lanes summed exactly, then one F32 scale ----
 
-// Q5_K: as Q4_K (cpu_kernels_avx512_quant.cc) with the fifth bit from qh; mins from the int8
-// row's 32-element sums.
-template <int NR>
-TARGET void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, float* out,
-                       int64_t ldo) {
+// acc + p * scv pairwise into int32 lanes: one vpdpwssd with VNNI.
+template <bool kVnni>
+TARGET_VNNI inline __m512i madd_acc(__m512i acc, __m512i p, __m512i scv) {
+  if constexpr (kVnni) {
+    return _mm512_dpwssd_epi32(acc, p, scv);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, scv));
+  }
+}
+
+// Byte masks for the high bit of chunk c (elements 64c..64c+63) of a Q3_K hmask or Q5_K qh: byte
+// l holds bit 2c for element 64c + l (the low half) and bit 2c + 1 for element 64c + 32 + l (the
+// high half).
+TARGET inline __m512i high_bit_select(int c) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+      _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+}
+
+// Q5_K: as Q4_K (cpu_kernels_avx512_quant.cc) with the fifth bit from qh, added by a byte test
+// and a masked add; mins from the int8 row's 32-element sums.
+template <int NR, bool kVnni>
+TARGET_VNNI void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, float* out,
+                            int64_t ldo) {
+  constexpr int kAcc = NR <= 2 ? 2 : 1;
   __m512 facc[NR];
   __m256 fmin[NR];
   for (int r = 0; r < NR; ++r) {
@@ -103,8 +123,12 @@ TARGET void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, float
     fmin[r] = _mm256_setzero_ps();
   }
   const __m512i low4 = _mm512_set1_epi8(0xF), bit4 = _mm512_set1_epi8(0x10);
-  __m512i scale_idx[4];
-  for (int c = 0; c < 4; ++c) scale_idx[c] = scale_index(2 * c, 16);
+  __m512i scale_idx[4], hsel[4];
+  for (int c = 0; c < 4; ++c) {
+    scale_idx[c] = scale_index(2 * c, 16);
+    // qh byte l holds bit 2c (element 64c + l) and 2c + 1 (element 64c + 32 + l).
+    hsel[c] = high_bit_select(c);
+  }
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ5_K& b = w[bi];
     alignas(16) uint8_t sc[8], mn[8];
@@ -115,27 +139,26 @@ TARGET void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, float
                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
     const __m512i sc16 = _mm512_castsi128_si512(
         _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
-    // qh byte l holds bit 2c (element 64c + l) and 2c + 1 (element 64c + 32 + l).
-    __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
-    __m512i iacc[NR];
-    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    const __m512i h =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
+    __m512i iacc[NR][kAcc];
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < kAcc; ++j) iacc[r][j] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
       const __m512i v = _mm512_broadcast_i64x4(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
       const __m512i lo = _mm512_and_si512(_mm512_mask_srli_epi16(v, kHi16, v, 4), low4);
-      const __m512i hb =
-          _mm512_and_si512(_mm512_mask_slli_epi16(_mm512_slli_epi16(h, 4), kHi16, h, 3), bit4);
-      h = _mm512_srli_epi16(h, 2);
-      const __m512i wq = _mm512_or_si512(lo, hb);
+      const __m512i wq = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(h, hsel[c]), lo, bit4);
       const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc16);
       for (int r = 0; r < NR; ++r) {
         const __m512i p = _mm512_maddubs_epi16(wq, load64(xs[r].q8 + bi * kQK_K + 64 * c));
-        iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(p, scv));
+        iacc[r][c % kAcc] = madd_acc<kVnni>(iacc[r][c % kAcc], p, scv);
       }
     }
     for (int r = 0; r < NR; ++r) {
-      facc[r] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
+      __m512i sum = iacc[r][0];
+      for (int j = 1; j < kAcc; ++j) sum = _mm512_add_epi32(sum, iacc[r][j]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
       fmin[r] = _mm256_fmadd_ps(mf, _mm256_loadu_ps(xs[r].sums8 + 8 * bi), fmin[r]);
     }
   }
@@ -157,16 +180,6 @@ TARGET inline __m512i low2_codes(const uint8_t* qs, int c, __m512i shift) {
   const __m512i v = _mm512_broadcast_i64x4(
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (c / 2))));
   return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(3));
-}
-
-// acc + p * scv pairwise into int32 lanes: one vpdpwssd with VNNI.
-template <bool kVnni>
-TARGET_VNNI inline __m512i madd_acc(__m512i acc, __m512i p, __m512i scv) {
-  if constexpr (kVnni) {
-    return _mm512_dpwssd_epi32(acc, p, scv);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, scv));
-  }
 }
 
 // Q2_K: codes 0..3 times 4-bit scales per 16 elements; mins dmin * m_j * sum_j(x) exactly in
@@ -231,10 +244,7 @@ TARGET_VNNI void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, 
   __m512i scale_idx[4], hsel[4];
   for (int c = 0; c < 4; ++c) {
     scale_idx[c] = scale_index(4 * c, 8);
-    // hmask byte l holds bit 2c (element 64c + l) and 2c + 1 (element 64c + 32 + l).
-    hsel[c] = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
-        _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+    hsel[c] = high_bit_select(c);
   }
   const __m512i shift[2] = {low2_shift(0), low2_shift(1)};
   for (int64_t bi = 0; bi < nb; ++bi) {
@@ -270,39 +280,48 @@ TARGET_VNNI void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, 
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
 
-// IQ4_XS: table values (vpshufb on the nibbles) times the signed 6-bit scales per 32 elements.
-template <int NR>
-TARGET void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
-                         int64_t ldo) {
+// IQ4_XS: table values times the signed 6-bit scales per 32 elements. The values go through
+// vpmaddubsw as |value| (vpshufb on a table of magnitudes) times the activations negated where
+// the value is negative: the table's first 8 entries, so where the nibble's bit 3 is clear.
+template <int NR, bool kVnni>
+TARGET_VNNI void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
+                              int64_t ldo) {
+  constexpr int kAcc = NR <= 2 ? 2 : 1;
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
-  const __m512i low4 = _mm512_set1_epi8(0xF);
-  const __m512i table =
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m512i low4 = _mm512_set1_epi8(0xF), bit3 = _mm512_set1_epi8(8);
+  const __m512i magnitudes = _mm512_broadcast_i32x4(
+      _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))));
   __m512i scale_idx[4];
   for (int c = 0; c < 4; ++c) scale_idx[c] = scale_index(2 * c, 16);
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockIQ4_XS& b = w[bi];
     const __m512i sc512 = _mm512_castsi128_si512(iq4_xs_scales(b));
     const float d = _cvtsh_ss(b.d);
-    __m512i iacc[NR];
-    for (int r = 0; r < NR; ++r) iacc[r] = _mm512_setzero_si512();
+    __m512i iacc[NR][kAcc];
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < kAcc; ++j) iacc[r][j] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
       // Sub-blocks 2c and 2c + 1: 16 bytes each, low nibbles (elements 0-15) then high (16-31).
       const __m512i v = _mm512_castsi256_si512(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
       const __m512i v2 = _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(1, 1, 0, 0));
       const __m512i nib = _mm512_and_si512(_mm512_mask_srli_epi16(v2, kOddLanes16, v2, 4), low4);
-      const __m512i vals = _mm512_shuffle_epi8(table, nib);
+      const __m512i mag = _mm512_shuffle_epi8(magnitudes, nib);
+      const __mmask64 negative = _mm512_testn_epi8_mask(nib, bit3);
       const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc512);
       for (int r = 0; r < NR; ++r) {
-        const __m512i p = mul_signed(vals, load64(xs[r].q8 + bi * kQK_K + 64 * c));
-        iacc[r] = _mm512_add_epi32(iacc[r], _mm512_madd_epi16(p, scv));
+        const __m512i x = load64(xs[r].q8 + bi * kQK_K + 64 * c);
+        const __m512i p =
+            _mm512_maddubs_epi16(mag, _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x));
+        iacc[r][c % kAcc] = madd_acc<kVnni>(iacc[r][c % kAcc], p, scv);
       }
     }
-    for (int r = 0; r < NR; ++r)
-      facc[r] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r]), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
+    for (int r = 0; r < NR; ++r) {
+      __m512i sum = iacc[r][0];
+      for (int j = 1; j < kAcc; ++j) sum = _mm512_add_epi32(sum, iacc[r][j]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
+    }
   }
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
@@ -501,8 +520,12 @@ TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int 
   const int64_t nb = k / block_elems(type);
   switch (type) {
     case DType::kQ5_K:
-      rows<BlockQ5_K, dot_q5_k_t<1>, dot_q5_k_t<2>, dot_q5_k_t<4>>(w, w_stride, nw, xs, nr, nb, out,
-                                                                   ldo);
+      if (has_vnni())
+        rows<BlockQ5_K, dot_q5_k_t<1, true>, dot_q5_k_t<2, true>, dot_q5_k_t<4, true>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
+      else
+        rows<BlockQ5_K, dot_q5_k_t<1, false>, dot_q5_k_t<2, false>, dot_q5_k_t<4, false>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ2_K:
       if (has_vnni())
@@ -521,8 +544,12 @@ TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int 
             w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kIQ4_XS:
-      rows<BlockIQ4_XS, dot_iq4_xs_t<1>, dot_iq4_xs_t<2>, dot_iq4_xs_t<4>>(w, w_stride, nw, xs, nr,
-                                                                           nb, out, ldo);
+      if (has_vnni())
+        rows<BlockIQ4_XS, dot_iq4_xs_t<1, true>, dot_iq4_xs_t<2, true>, dot_iq4_xs_t<4, true>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
+      else
+        rows<BlockIQ4_XS, dot_iq4_xs_t<1, false>, dot_iq4_xs_t<2, false>, dot_iq4_xs_t<4, false>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ4_1:
       rows32<Q4_1Traits>(w, w_stride, nw, xs, nr, nb, out, ldo);
