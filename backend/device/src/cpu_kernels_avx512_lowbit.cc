@@ -126,7 +126,6 @@ TARGET_VNNI void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, 
   __m512i scale_idx[4], hsel[4];
   for (int c = 0; c < 4; ++c) {
     scale_idx[c] = scale_index(2 * c, 16);
-    // qh byte l holds bit 2c (element 64c + l) and 2c + 1 (element 64c + 32 + l).
     hsel[c] = high_bit_select(c);
   }
   for (int64_t bi = 0; bi < nb; ++bi) {
