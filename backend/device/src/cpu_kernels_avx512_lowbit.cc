@@ -512,43 +512,28 @@ bool reads_x8_lowbit(DType type) {
   }
 }
 
-TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int nw,
-                               const QuantRow* xs, int nr, int64_t k, float* out, int64_t ldo) {
-  if (!reads_x8_lowbit(type)) return false;
-  if (nr == 0) return true;
-  const int64_t nb = k / block_elems(type);
+namespace {
+
+// The super-block kernels with VNNI (kVnni) or without; the 32-element-block ones do not use it.
+template <bool kVnni>
+TARGET void dot_lowbit(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
+                       int nr, int64_t nb, float* out, int64_t ldo) {
   switch (type) {
     case DType::kQ5_K:
-      if (has_vnni())
-        rows<BlockQ5_K, dot_q5_k_t<1, true>, dot_q5_k_t<2, true>, dot_q5_k_t<4, true>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
-      else
-        rows<BlockQ5_K, dot_q5_k_t<1, false>, dot_q5_k_t<2, false>, dot_q5_k_t<4, false>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
+      rows<BlockQ5_K, dot_q5_k_t<1, kVnni>, dot_q5_k_t<2, kVnni>, dot_q5_k_t<4, kVnni>>(
+          w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ2_K:
-      if (has_vnni())
-        rows<BlockQ2_K, dot_q2_k_t<1, true>, dot_q2_k_t<2, true>, dot_q2_k_t<4, true>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
-      else
-        rows<BlockQ2_K, dot_q2_k_t<1, false>, dot_q2_k_t<2, false>, dot_q2_k_t<4, false>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
+      rows<BlockQ2_K, dot_q2_k_t<1, kVnni>, dot_q2_k_t<2, kVnni>, dot_q2_k_t<4, kVnni>>(
+          w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ3_K:
-      if (has_vnni())
-        rows<BlockQ3_K, dot_q3_k_t<1, true>, dot_q3_k_t<2, true>, dot_q3_k_t<4, true>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
-      else
-        rows<BlockQ3_K, dot_q3_k_t<1, false>, dot_q3_k_t<2, false>, dot_q3_k_t<4, false>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
+      rows<BlockQ3_K, dot_q3_k_t<1, kVnni>, dot_q3_k_t<2, kVnni>, dot_q3_k_t<4, kVnni>>(
+          w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kIQ4_XS:
-      if (has_vnni())
-        rows<BlockIQ4_XS, dot_iq4_xs_t<1, true>, dot_iq4_xs_t<2, true>, dot_iq4_xs_t<4, true>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
-      else
-        rows<BlockIQ4_XS, dot_iq4_xs_t<1, false>, dot_iq4_xs_t<2, false>, dot_iq4_xs_t<4, false>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
+      rows<BlockIQ4_XS, dot_iq4_xs_t<1, kVnni>, dot_iq4_xs_t<2, kVnni>, dot_iq4_xs_t<4, kVnni>>(
+          w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ4_1:
       rows32<Q4_1Traits>(w, w_stride, nw, xs, nr, nb, out, ldo);
@@ -560,7 +545,21 @@ TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int 
       rows32<Iq4NlTraits>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     default:
-      return false;
+      break;
+  }
+}
+
+}  // namespace
+
+TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int nw,
+                               const QuantRow* xs, int nr, int64_t k, float* out, int64_t ldo) {
+  if (!reads_x8_lowbit(type)) return false;
+  if (nr == 0) return true;
+  const int64_t nb = k / block_elems(type);
+  if (has_vnni()) {
+    dot_lowbit<true>(type, w, w_stride, nw, xs, nr, nb, out, ldo);
+  } else {
+    dot_lowbit<false>(type, w, w_stride, nw, xs, nr, nb, out, ldo);
   }
   return true;
 }
