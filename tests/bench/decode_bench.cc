@@ -2,7 +2,7 @@
 // weight type it writes a Llama GGUF of ~1.2 GiB (F16 size) with random weights, loads it on the
 // CPU device, and measures side by side with a STREAM-style bandwidth run:
 //   - batch-1 decode tokens/s and % of roofline = weight bytes per token x tokens/s / read
-//   bandwidth
+//   bandwidth; with --repeats N the two alternate N times and each figure is the median
 //   - batch-8 decode throughput and its ratio to batch 1
 //   - prefill tokens/s for a 512-token prompt (the mean of two runs after a warm-up)
 //   - the seconds LlamaRunner::load took (a layout the device copies the weights into costs here)
@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -151,35 +152,52 @@ WIDEST_VECTORS uint64_t sum_words(const uint64_t* a, size_t n) {
   return s;
 }
 
-Bandwidth measure_bandwidth(int threads) {
-  const size_t n = (size_t{1} << 30) / 8;
-  std::vector<uint64_t> a(n, 1), b(n, 2);
-  Bandwidth best;
-  std::vector<uint64_t> sums(threads);
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = Clock::now();
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&, t] {
-        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        sums[t] = sum_words(a.data() + lo, hi - lo);
+// The two 1 GiB arrays, allocated (and their pages touched) once per model, so that a run that
+// measures bandwidth several times pays for the page faults once.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(int threads)
+      : threads_(threads), a_(kWords, 1), b_(kWords, 2), sums_(threads) {}
+
+  // Best of `reps` reads and, with `copy`, copies.
+  Bandwidth measure(int reps, bool copy) {
+    Bandwidth best;
+    for (int rep = 0; rep < reps; ++rep) {
+      auto t0 = Clock::now();
+      parallel([&](size_t lo, size_t hi, int t) { sums_[t] = sum_words(a_.data() + lo, hi - lo); });
+      best.read_gbs = std::max(best.read_gbs, kWords * 8.0 / secs(t0) / 1e9);
+      if (!copy) continue;
+      t0 = Clock::now();
+      parallel([&](size_t lo, size_t hi, int) {
+        std::memcpy(b_.data() + lo, a_.data() + lo, (hi - lo) * 8);
       });
+      best.copy_gbs = std::max(best.copy_gbs, 2.0 * kWords * 8.0 / secs(t0) / 1e9);
     }
-    for (auto& t : ts) t.join();
-    best.read_gbs = std::max(best.read_gbs, n * 8.0 / secs(t0) / 1e9);
-    ts.clear();
-    t0 = Clock::now();
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&, t] {
-        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * 8);
-      });
-    }
-    for (auto& t : ts) t.join();
-    best.copy_gbs = std::max(best.copy_gbs, 2.0 * n * 8.0 / secs(t0) / 1e9);
+    if (sums_[0] == 42) std::printf(" ");  // keep the sums alive
+    return best;
   }
-  if (sums[0] == 42) std::printf(" ");  // keep the sums alive
-  return best;
+
+ private:
+  static constexpr size_t kWords = (size_t{1} << 30) / 8;
+
+  template <typename Fn>
+  void parallel(Fn&& fn) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads_; ++t) {
+      ts.emplace_back([&, t] { fn(kWords * t / threads_, kWords * (t + 1) / threads_, t); });
+    }
+    for (auto& t : ts) t.join();
+  }
+
+  const int threads_;
+  std::vector<uint64_t> a_, b_;
+  std::vector<uint64_t> sums_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 struct Figures {
@@ -256,7 +274,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models;
   Spec spec;
   bool keep = false;
-  int threads = 0, steps = 16;
+  int threads = 0, steps = 16, repeats = 1;
   double given_gbs = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -276,6 +294,8 @@ int main(int argc, char** argv) {
       given_gbs = std::atof(argv[++i]);
     else if (a == "--batches" && i + 1 < argc)
       batches_list = argv[++i];
+    else if (a == "--repeats" && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
     else if (a == "--model" && i + 1 < argc)
       models.push_back(argv[++i]);
     else if (a == "--keep")
@@ -283,13 +303,15 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: decode_bench --dir DIR [--types f16,q8_0,q4_k] [--layers N] [--threads "
-                   "N] [--steps N] [--keep]\n"
+                   "N] [--steps N] [--repeats N] [--keep]\n"
                    "       decode_bench --model FILE [--model FILE ...] [--threads N] [--steps N]\n"
                    "                    [--device cpu|cuda] [--bandwidth-gbs GB/s] [--batches "
-                   "1,8,32,64]\n"
+                   "1,8,32,64] [--repeats N]\n"
                    "  --bandwidth-gbs: the device's measured read bandwidth for the roofline "
                    "(default: a host STREAM run, which only fits the CPU device)\n"
                    "  --batches: also report aggregate decode tokens/s at these batch sizes\n"
+                   "  --repeats: alternate batch-1 decode and the bandwidth run N times and "
+                   "report their medians (default 1)\n"
                    "  --model: measure this GGUF (kept) instead of writing one per type\n");
       return 2;
     }
@@ -297,6 +319,10 @@ int main(int argc, char** argv) {
   const std::vector<int> batches = parse_batches(batches_list);
   if (!batches_list.empty() && batches.empty()) {
     std::fprintf(stderr, "decode_bench: --batches expects positive integers, e.g. 1,8,32,64\n");
+    return 2;
+  }
+  if (repeats < 1) {
+    std::fprintf(stderr, "decode_bench: --repeats expects a positive integer\n");
     return 2;
   }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -383,9 +409,26 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", runner.error().message.c_str());
       return 1;
     }
-    const Bandwidth bw = given_gbs > 0 ? Bandwidth{.read_gbs = given_gbs, .copy_gbs = 0}
-                                       : measure_bandwidth(threads);
-    const Figures one = run(**runner, 1, 16, steps, false);
+    // Batch-1 decode and the read bandwidth alternate `repeats` times: the figures are the
+    // medians, the roofline the median of each pair's ratio, so that a busy moment on a shared
+    // machine moves one pair rather than the figure.
+    std::optional<BandwidthProbe> probe;
+    if (given_gbs <= 0) probe.emplace(threads);
+    Bandwidth bw = probe ? probe->measure(3, true) : Bandwidth{.read_gbs = given_gbs};
+    std::vector<double> reads, dec1, cpu1, roofline;
+    for (int i = 0; i < repeats; ++i) {
+      const double read = i == 0 || !probe ? bw.read_gbs : probe->measure(3, false).read_gbs;
+      const Figures f = run(**runner, 1, 16, steps, false);
+      reads.push_back(read);
+      dec1.push_back(f.decode_tps);
+      cpu1.push_back(f.decode_cpu_s_per_token);
+      roofline.push_back(100.0 * per_token * f.decode_tps / 1e9 / read);
+    }
+    probe.reset();
+    bw.read_gbs = median(reads);
+    Figures one;
+    one.decode_tps = median(dec1);
+    one.decode_cpu_s_per_token = median(cpu1);
     const Figures eight = run(**runner, 8, 16, steps, false);
     run(**runner, 1, 512, 1, true);  // warm-up: first-touch page faults of the 512-row buffers
     // The mean of two timed prefills, as llama-bench -r 2 reports its pp512.
@@ -398,9 +441,9 @@ int main(int argc, char** argv) {
         "%-6s %9.3f %10.3f %9.1f %9.1f %10.2f %8.1f%% %9.2f %8.2f %11.1f %10.1f %10.1f %10.2f "
         "%11.1f %7.2f\n",
         name.c_str(), shared->file_bytes() / double(1 << 30), per_token / 1e9, bw.read_gbs,
-        bw.copy_gbs, one.decode_tps, 100.0 * per_token * one.decode_tps / 1e9 / bw.read_gbs,
-        eight.decode_tps, eight.decode_tps / one.decode_tps, pre.prefill_tps,
-        1e3 * one.decode_cpu_s_per_token, 1e3 * eight.decode_cpu_s_per_token,
+        bw.copy_gbs, one.decode_tps, median(roofline), eight.decode_tps,
+        eight.decode_tps / one.decode_tps, pre.prefill_tps, 1e3 * one.decode_cpu_s_per_token,
+        1e3 * eight.decode_cpu_s_per_token,
         one.decode_cpu_s_per_token / eight.decode_cpu_s_per_token, pre.prefill_tokens_per_cpu_s,
         load_s);
     for (int b : batches) {

@@ -6,6 +6,9 @@
 # the load average is printed at start and end). First, matmul_bench: the matmul kernels alone in
 # the calling thread's CPU time (1 thread), per type and batch size.
 #   BUILD=build tests/bench/run_decode_bench.sh [--types f16,q8_0,q4_k] [--layers 10] [--keep]
+#                                               [--repeats N]
+# --repeats N alternates batch-1 decode with the bandwidth run N times: dec1_tok/s, read_GB/s and
+# the roofline are then medians (the roofline the median of each pair's ratio).
 # --types takes any weight type by name: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q2_k q3_k q4_k q5_k q6_k
 # iq4_nl iq4_xs (the quantized models are written with Cutline's reference quantizers).
 # Models are written once and reused with --keep. To pin the run: taskset -c 0,1 nice -n -5 ...
