@@ -190,6 +190,12 @@ class CpuDevice final : public Device {
   }
 
   void matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
+  void quantize_x(const float* x, int64_t n_rows, DType type, int64_t k);
+  bool same_x_layout(DType a, DType b) const;
+  void run_quantized(const Weight& w, float* y, int64_t n_rows, int64_t task, int64_t n_tasks);
+  // Decode batches of weights that read x through dot_block_q in one layout: x is quantized once
+  // and every weight's tasks run in one pass of the pool.
+  bool matmuls_quantized(const float* x, int64_t n_rows, std::span<const MatmulTarget> all);
   void quantize_x_blocks(const float* x, int64_t n_rows, DType type, int64_t k);
   void matmul_packed(const float* x, int64_t n_rows, const Weight& w, float* y, int64_t n_tasks);
   // An interleaved weight's share of a matmul: its row blocks, cut into tasks.
@@ -219,6 +225,7 @@ class CpuDevice final : public Device {
   std::vector<float> xp_;
   std::vector<const float*> xps_;
   std::vector<InterleavedJob> jobs_;
+  std::vector<int64_t> task_ends_;  // matmuls_quantized: each weight's last task + 1, cumulative
 };
 
 int64_t CpuDevice::free_bytes() const {
@@ -441,6 +448,7 @@ void CpuDevice::matmuls(const float* x, int64_t n_rows, const MatmulTarget* targ
         return t.w->layout == WeightLayout::kInterleaved16 && t.w->cols == targets[0].w->cols;
       });
   if (!interleaved) {
+    if (matmuls_quantized(x, n_rows, all)) return;
     for (const MatmulTarget& t : all) matmul(x, n_rows, *t.w, t.y);
     return;
   }
@@ -463,6 +471,33 @@ void CpuDevice::matmuls(const float* x, int64_t n_rows, const MatmulTarget* targ
     for (; task >= jobs[j].tasks; ++j) task -= jobs[j].tasks;
     run_interleaved(jobs[j], xp, n_rows, task);
   });
+}
+
+bool CpuDevice::matmuls_quantized(const float* x, int64_t n_rows,
+                                  std::span<const MatmulTarget> all) {
+  if (all.size() < 2 || n_rows > cpu::kTileRows || kernels_.dot_block_q == nullptr) return false;
+  const Weight& w0 = *all[0].w;
+  for (const MatmulTarget& t : all) {
+    if (t.w->layout != WeightLayout::kRows || t.w->cols != w0.cols ||
+        !same_x_layout(t.w->type, w0.type) ||
+        !kernels_.dot_block_q(t.w->type, nullptr, 0, 0, nullptr, 0, t.w->cols, nullptr, 0))
+      return false;
+  }
+  quantize_x(x, n_rows, w0.type, w0.cols);
+  task_ends_.clear();
+  int64_t total = 0;
+  for (const MatmulTarget& t : all) task_ends_.push_back(total += matmul_tasks(*t.w, n_rows));
+  if (total == static_cast<int64_t>(all.size())) {  // each one small: on the calling thread
+    for (const MatmulTarget& t : all) run_quantized(*t.w, t.y, n_rows, 0, 1);
+    return true;
+  }
+  pool_.run(total, [&](int64_t task, int32_t) {
+    size_t j = 0;
+    while (task >= task_ends_[j]) ++j;
+    const int64_t first = j == 0 ? 0 : task_ends_[j - 1];
+    run_quantized(*all[j].w, all[j].y, n_rows, task - first, task_ends_[j] - first);
+  });
+  return true;
 }
 
 // QuantRow::q, d and sums of each row, or for types whose kernels read int8 (reads_x8) q8, d8,
@@ -504,13 +539,11 @@ void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, in
                  });
 }
 
-void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y,
-                                 int64_t n_tasks) {
-  const int64_t n_out = w.rows, k = w.cols, kp = cpu::qrow_padded(k);
-  const int64_t rb = row_bytes(w.type, k);
-  const auto* base = static_cast<const uint8_t*>(w.data);
+// QuantRow per row of x in the layout the kernels of `type` read (cpu_kernels.h).
+void CpuDevice::quantize_x(const float* x, int64_t n_rows, DType type, int64_t k) {
+  const int64_t kp = cpu::qrow_padded(k);
   qrows_.resize(n_rows);
-  if (kernels_.reads_xg != nullptr && kernels_.reads_xg(w.type)) {
+  if (kernels_.reads_xg != nullptr && kernels_.reads_xg(type)) {
     // Int8 per group only (cpu_kernels.h QuantRow::qg), 64-byte aligned: the kernel reads it
     // in 64-byte vectors.
     uint8_t* qg0 = aligned64(xqg_, n_rows * kp);
@@ -525,8 +558,43 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
                      }
                    });
   } else {
-    quantize_x_blocks(x, n_rows, w.type, k);
+    quantize_x_blocks(x, n_rows, type, k);
   }
+}
+
+// Whether two weight types' kernels read the same QuantRow layout.
+bool CpuDevice::same_x_layout(DType a, DType b) const {
+  const auto xg = [&](DType t) { return kernels_.reads_xg != nullptr && kernels_.reads_xg(t); };
+  const auto x8 = [&](DType t) { return kernels_.reads_x8 != nullptr && kernels_.reads_x8(t); };
+  return xg(a) == xg(b) && (xg(a) || x8(a) == x8(b));
+}
+
+// Task `task` of n_tasks of a decode-sized matmul on the quantized rows in qrows_.
+void CpuDevice::run_quantized(const Weight& w, float* y, int64_t n_rows, int64_t task,
+                              int64_t n_tasks) {
+  const int64_t n_out = w.rows, k = w.cols, rb = row_bytes(w.type, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t n_begin = task_begin(n_out, task, n_tasks),
+                n_end = task_begin(n_out, task + 1, n_tasks);
+  for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
+    const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
+    for (int64_t n = n_begin; n < n_end; n += cpu::kTileW) {
+      const int nw = static_cast<int>(std::min<int64_t>(cpu::kTileW, n_end - n));
+      for (int64_t b = b0; b < b1; b += cpu::kTileRows) {
+        const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, b1 - b));
+        kernels_.dot_block_q(w.type, base + n * rb, rb, nw, qrows_.data() + b, nr, k,
+                             y + b * n_out + n, n_out);
+      }
+    }
+  }
+}
+
+void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w, float* y,
+                                 int64_t n_tasks) {
+  const int64_t n_out = w.rows, k = w.cols;
+  const int64_t rb = row_bytes(w.type, k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  quantize_x(x, n_rows, w.type, k);
   const int64_t pb = n_rows > cpu::kTileRows && kernels_.packed_q_bytes != nullptr
                          ? kernels_.packed_q_bytes(w.type, k)
                          : 0;
@@ -543,21 +611,7 @@ void CpuDevice::matmul_quantized(const float* x, int64_t n_rows, const Weight& w
     });
     return;
   }
-  pool_.run(n_tasks, [&](int64_t task, int32_t) {
-    const int64_t n_begin = task_begin(n_out, task, n_tasks),
-                  n_end = task_begin(n_out, task + 1, n_tasks);
-    for (int64_t b0 = 0; b0 < n_rows; b0 += kBatchBlock) {
-      const int64_t b1 = std::min(n_rows, b0 + kBatchBlock);
-      for (int64_t n = n_begin; n < n_end; n += cpu::kTileW) {
-        const int nw = static_cast<int>(std::min<int64_t>(cpu::kTileW, n_end - n));
-        for (int64_t b = b0; b < b1; b += cpu::kTileRows) {
-          const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, b1 - b));
-          kernels_.dot_block_q(w.type, base + n * rb, rb, nw, qrows_.data() + b, nr, k,
-                               y + b * n_out + n, n_out);
-        }
-      }
-    }
-  });
+  pool_.run(n_tasks, [&](int64_t task, int32_t) { run_quantized(w, y, n_rows, task, n_tasks); });
 }
 
 void CpuDevice::embed(const Weight& table, const int32_t* ids, int64_t n, float* y) {

@@ -104,6 +104,9 @@ TEST_P(MatmulConformance, F16InWholeSixteenRowBlocks) {
 // gives the bits of one matmul call per weight: F16 weights of 48, 16 and 176 rows (which the
 // AVX-512 CPU device runs in one pass of its threads, small enough at batch 1 to run on the
 // caller), and an F16 weight beside a Q8_0 one (separate calls), at decode and prefill batches.
+// Quantized weights whose kernels read x in one layout (Q4_K with Q6_K, as in a Q4_K_M file's
+// Q, K and V; Q8_0 with Q8_0), which the CPU device quantizes x for once at decode batches and
+// runs in one pass, and types that read x in different layouts (Q2_K, Q8_0, Q5_K).
 TEST_P(MatmulConformance, MatmulsOfOneInputEqualOneMatmulPerWeight) {
   struct Case {
     std::vector<DType> types;
@@ -111,7 +114,10 @@ TEST_P(MatmulConformance, MatmulsOfOneInputEqualOneMatmulPerWeight) {
     int64_t cols;
   };
   const Case cases[] = {{{DType::kF16, DType::kF16, DType::kF16}, {48, 16, 176}, 601},
-                        {{DType::kF16, DType::kQ8_0}, {48, 32}, 512}};
+                        {{DType::kF16, DType::kQ8_0}, {48, 32}, 512},
+                        {{DType::kQ4_K, DType::kQ4_K, DType::kQ6_K}, {512, 64, 64}, 512},
+                        {{DType::kQ8_0, DType::kQ8_0}, {512, 128}, 512},
+                        {{DType::kQ2_K, DType::kQ8_0, DType::kQ5_K}, {96, 32, 64}, 512}};
   for (const Case& c : cases)
     for (const int64_t batch : {1, 8, 47}) {
       SCOPED_TRACE(std::to_string(c.types.size()) + " weights, batch " + std::to_string(batch));
