@@ -7,8 +7,9 @@
 # the calling thread's CPU time (1 thread), per type and batch size.
 #   BUILD=build tests/bench/run_decode_bench.sh [--types f16,q8_0,q4_k] [--layers 10] [--keep]
 #                                               [--repeats N]
-# --repeats N alternates batch-1 decode with the bandwidth run N times: dec1_tok/s, read_GB/s and
-# the roofline are then medians (the roofline the median of each pair's ratio).
+# --repeats N alternates batch-1 decode with the bandwidth run N times (3 unless given):
+# dec1_tok/s, read_GB/s and the roofline are then medians (the roofline the median of each pair's
+# ratio).
 # --types takes any weight type by name: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q2_k q3_k q4_k q5_k q6_k
 # iq4_nl iq4_xs (the quantized models are written with Cutline's reference quantizers).
 # Models are written once and reused with --keep. To pin the run: taskset -c 0,1 nice -n -5 ...
@@ -18,4 +19,4 @@ BENCH_DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/cutline-decode-bench}
 mkdir -p "$BENCH_DIR"
 cmake --build "$BUILD" --target decode_bench matmul_bench >/dev/null
 "$BUILD/tests/bench/matmul_bench" --reps 10
-exec "$BUILD/tests/bench/decode_bench" --dir "$BENCH_DIR" "$@"
+exec "$BUILD/tests/bench/decode_bench" --dir "$BENCH_DIR" --repeats 3 "$@"
