@@ -131,7 +131,7 @@ Status write_model(const Spec& s, const std::string& path) {
   return w.finish();
 }
 
-// STREAM-style bandwidth with `threads` threads over 1 GiB: read (sum of 64-bit words, the better
+// STREAM-style bandwidth with `threads` threads over 1 GiB: read (sum of 64-bit words, the best
 // of a plain and two prefetching loops) and copy (memcpy; bytes read + written). GB/s = 1e9
 // bytes/s.
 struct Bandwidth {

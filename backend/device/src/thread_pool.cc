@@ -36,7 +36,8 @@ void ThreadPool::drain(uint32_t generation, int64_t n_tasks,
   // much is left, single tasks near the end so that the threads finish together. Every claim
   // moves the counter's cache line between cores: on a 2-vCPU virtual machine, with one claim
   // (and one completion count) per task, cutting a decode step's matmuls into 64 tasks instead
-  // of 16 doubled the step's CPU time.
+  // of 16 doubled the step's CPU time. The price: a core preempted right after a large claim
+  // holds the run back by up to that share.
   const int64_t share = 2 * static_cast<int64_t>(n_threads_);
   int64_t done = 0;
   uint64_t cur = next_.load(std::memory_order_acquire);
