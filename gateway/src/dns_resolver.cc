@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "cutline/proto/net/dns_resolver.h"
 #include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
@@ -92,7 +93,7 @@ DnsResolver::~DnsResolver() {
     if (q->request) evdns_getaddrinfo_cancel(q->request);
   }
   queries_.clear();
-  if (dns_) evdns_base_free(dns_, /*fail_requests=*/0);
+  proto::free_evdns_base(dns_, /*fail_requests=*/false);
 }
 
 size_t DnsResolver::pending() const { return queries_.size(); }

@@ -9,6 +9,14 @@
 
 namespace cutline::proto {
 
+void free_evdns_base(evdns_base* base, bool fail_requests) {
+  if (base == nullptr) return;
+  // Removes each nameserver's events, then closes its socket; pending requests wait in the base,
+  // which the free below fails (or drops).
+  evdns_base_clear_nameservers_and_suspend(base);
+  evdns_base_free(base, fail_requests ? 1 : 0);
+}
+
 struct DnsResolver::Lookup {
   DnsResolver* resolver = nullptr;
   std::string host;
@@ -31,7 +39,7 @@ DnsResolver::~DnsResolver() {
     lookup->waiting.clear();
   }
   in_flight_.clear();
-  if (base_ != nullptr) evdns_base_free(base_, /*fail_requests=*/1);
+  free_evdns_base(base_, /*fail_requests=*/true);
 }
 
 bool DnsResolver::ensure_base(std::string* error) {
@@ -46,7 +54,7 @@ bool DnsResolver::ensure_base(std::string* error) {
       for (const std::string& ns : nameservers_) {
         if (evdns_base_nameserver_ip_add(base_, ns.c_str()) != 0) {
           *error = "bad DNS nameserver " + ns;
-          evdns_base_free(base_, 0);
+          free_evdns_base(base_, /*fail_requests=*/false);
           base_ = nullptr;
           return false;
         }

@@ -30,6 +30,13 @@ namespace cutline::proto {
 
 class EventLoop;
 
+// Frees an evdns base without leaving a nameserver socket's event on the loop after the socket is
+// closed. evdns_base_free (libevent 2.1) closes each nameserver socket before it removes the
+// socket's event, so for that moment the descriptor number is free: another thread may open a
+// file under it, and the removal then names that file's descriptor. The nameservers are taken
+// out first, event before socket, and only then is the base freed. Loop thread only.
+void free_evdns_base(evdns_base* base, bool fail_requests);
+
 class DnsResolver {
  public:
   struct Address {
