@@ -6,8 +6,10 @@
 // (a type's offset, e.g. Q5_0's -16 or Q3_K's -4, is taken out afterwards with the activation
 // sums, exactly in integers or with the int8 row's own sums) except the IQ4 table values, which
 // go through vpmaddubsw as |w| times sign(w) * x. No int16 lane can saturate: the largest pair
-// sum is 2 * 127 * 127 (IQ4). Each output's sequence of operations depends on the weight row and
-// the activation row only, never on how many rows one call takes (batch invariance).
+// sum is 2 * 127 * 127 (IQ4). With VNNI, the 32-element blocks' codes go through vpdpbusd straight
+// into int32 lanes, IQ4_NL's shifted by 128 into unsigned bytes (its offset, as Q5_0's). Each
+// output's sequence of operations depends on the weight row and the activation row only, never on
+// how many rows one call takes (batch invariance).
 #if defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsic headers
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -364,23 +366,27 @@ TARGET inline __m128i block_halves(const Block* w, int n, size_t at) {
 }
 
 // One step of dot_blocks32_t: blocks bi and b (bi + 1 or bi itself) with scales
-// (d8v[p], d8v[p + 1]) as chosen by pair_idx, into each row's partial sum.
+// (d8v[p], d8v[p + 1]) as chosen by pair_idx, into each row's partial sum. With VNNI one vpdpbusd
+// takes the unsigned codes times x into the 16 int32 lanes (the same integers as vpmaddubsw and
+// vpmaddwd by ones, which cannot saturate here).
 template <typename Traits, int NR>
-TARGET inline void blocks_pair(const typename Traits::Block* w, int64_t bi,
-                               const typename Traits::Block& b, const QuantRow* xs,
-                               __m512i pair_idx, __m512 d8v, __m512* part) {
+TARGET_VNNI inline void blocks_pair(const typename Traits::Block* w, int64_t bi,
+                                    const typename Traits::Block& b, const QuantRow* xs,
+                                    __m512i pair_idx, __m512 d8v, __m512* part) {
   const __m512i wq = Traits::codes(w[bi], b);
   const __m512 dw = _mm512_permutexvar_ps(pair_idx, d8v);
   for (int r = 0; r < NR; ++r) {
     const __m512i x = load64(xs[r].q8 + bi * 32);
-    __m512i p;
-    if constexpr (Traits::kSigned) {
-      p = mul_signed(wq, x);
+    __m512i p32;
+    if constexpr (Traits::kVnni) {
+      static_assert(!Traits::kSigned);
+      p32 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, x);
+    } else if constexpr (Traits::kSigned) {
+      p32 = _mm512_madd_epi16(mul_signed(wq, x), _mm512_set1_epi16(1));
     } else {
-      p = _mm512_maddubs_epi16(wq, x);
+      p32 = _mm512_madd_epi16(_mm512_maddubs_epi16(wq, x), _mm512_set1_epi16(1));
     }
-    part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(p, _mm512_set1_epi16(1))), dw,
-                              part[r]);
+    part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p32), dw, part[r]);
   }
 }
 
@@ -390,10 +396,10 @@ TARGET inline void blocks_pair(const typename Traits::Block* w, int64_t bi,
 // offsets (Q4_1's m, Q5_0's -16) are each block's `offset` times the row's 32-element sums, 8
 // blocks per F32 multiply-add, subtracted at the end. Traits: Block, codes(a, b) -> 64 code
 // bytes, signed (IQ4) or not, and the offset as the F16 field at byte kOffsetAt of a block times
-// kOffsetScale.
+// kOffsetScale. Traits::kVnni: the codes go through vpdpbusd (compiled with VNNI for both).
 template <typename Traits, int NR>
-TARGET void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, int64_t nb,
-                           float* out, int64_t ldo) {
+TARGET_VNNI void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, int64_t nb,
+                                float* out, int64_t ldo) {
   constexpr int64_t kPer = kQBlock / 32;
   __m512 facc[NR];
   __m256 foff[NR];
@@ -437,18 +443,20 @@ TARGET void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, 
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(foff[r]);
 }
 
+template <bool kVnniCodes>
 struct Q4_1Traits {
   using Block = BlockQ4_1;
-  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr bool kVnni = kVnniCodes, kSigned = false, kOffset = true;
   TARGET static __m512i codes(const Block& a, const Block& b) { return nibbles2(a.qs, b.qs); }
   // x = d * q + m: the m term is m * sum(x), subtracted as -m.
   static constexpr float kOffsetScale = -1.0f;
   static constexpr size_t kOffsetAt = offsetof(Block, m);
 };
 
+template <bool kVnniCodes>
 struct Q5_0Traits {
   using Block = BlockQ5_0;
-  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr bool kVnni = kVnniCodes, kSigned = false, kOffset = true;
   TARGET static __m512i codes(const Block& a, const Block& b) {
     uint32_t ha, hb;
     std::memcpy(&ha, a.qh, 4);
@@ -462,16 +470,34 @@ struct Q5_0Traits {
   static constexpr size_t kOffsetAt = offsetof(Block, d);
 };
 
+// kIq4nlValues + 128: the IQ4_NL table as unsigned bytes (1..241) for vpdpbusd.
+struct ShiftedTable {
+  uint8_t v[16];
+};
+constexpr ShiftedTable shifted_iq4nl() {
+  ShiftedTable t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  return t;
+}
+constexpr ShiftedTable kIq4nlShifted = shifted_iq4nl();
+
+// Without VNNI the signed table values go through vpmaddubsw as |w| times sign(w) * x (w + 128
+// could saturate its int16 pair sums). With VNNI they are shifted by 128 into unsigned bytes for
+// vpdpbusd, which sums into int32 lanes, and the 128 * d * sum(x) that adds is taken out as an
+// offset, as Q5_0's 16: a third of the instructions per pair of blocks.
+template <bool kVnniCodes>
 struct Iq4NlTraits {
   using Block = BlockIQ4_NL;
-  static constexpr bool kSigned = true, kOffset = false;
+  static constexpr bool kVnni = kVnniCodes, kSigned = !kVnniCodes, kOffset = kVnniCodes;
   TARGET static __m512i codes(const Block& a, const Block& b) {
+    const void* values = kVnniCodes ? static_cast<const void*>(kIq4nlShifted.v)
+                                    : static_cast<const void*>(kIq4nlValues);
     const __m512i table =
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
     return _mm512_shuffle_epi8(table, nibbles2(a.qs, b.qs));
   }
-  static constexpr float kOffsetScale = 0.0f;
-  static constexpr size_t kOffsetAt = 0;
+  static constexpr float kOffsetScale = kVnniCodes ? 128.0f : 0.0f;
+  static constexpr size_t kOffsetAt = offsetof(Block, d);
 };
 
 template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),
@@ -489,8 +515,8 @@ TARGET void rows(const void* w, int64_t w_stride, int nw, const QuantRow* xs, in
 }
 
 template <typename T>
-TARGET void rows32(const void* w, int64_t w_stride, int nw, const QuantRow* xs, int nr, int64_t nb,
-                   float* out, int64_t ldo) {
+TARGET_VNNI void rows32(const void* w, int64_t w_stride, int nw, const QuantRow* xs, int nr,
+                        int64_t nb, float* out, int64_t ldo) {
   rows<typename T::Block, dot_blocks32_t<T, 1>, dot_blocks32_t<T, 2>, dot_blocks32_t<T, 4>>(
       w, w_stride, nw, xs, nr, nb, out, ldo);
 }
@@ -514,7 +540,7 @@ bool reads_x8_lowbit(DType type) {
 
 namespace {
 
-// The super-block kernels with VNNI (kVnni) or without; the 32-element-block ones do not use it.
+// The kernels with VNNI (kVnni) or without.
 template <bool kVnni>
 TARGET void dot_lowbit(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                        int nr, int64_t nb, float* out, int64_t ldo) {
@@ -536,13 +562,13 @@ TARGET void dot_lowbit(DType type, const void* w, int64_t w_stride, int nw, cons
           w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ4_1:
-      rows32<Q4_1Traits>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      rows32<Q4_1Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ5_0:
-      rows32<Q5_0Traits>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      rows32<Q5_0Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kIQ4_NL:
-      rows32<Iq4NlTraits>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      rows32<Iq4NlTraits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     default:
       break;
