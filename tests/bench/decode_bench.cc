@@ -25,6 +25,7 @@
 #include <sys/resource.h>
 #include <vector>
 
+#include "bench_stats.h"
 #include "cutline/device/device.h"
 #include "cutline/device/quant.h"
 #include "cutline/model/gguf_writer.h"
@@ -220,11 +221,7 @@ class BandwidthProbe {
   std::vector<uint64_t> sums_;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using cutline::bench::median;
 
 struct Figures {
   double decode_tps = 0, prefill_tps = 0;

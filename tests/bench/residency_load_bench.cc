@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.h"
 #include "cutline/base/clock.h"
 #include "cutline/device/device.h"
 #include "cutline/model/synth.h"
@@ -81,10 +82,7 @@ double mmap_touch_ms(const std::string& path, int64_t& bytes) {
   return ms;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using cutline::bench::median;
 
 }  // namespace
 
