@@ -510,7 +510,7 @@ constexpr ShiftedTable kIq4nlShifted = shifted_iq4nl();
 // Without VNNI the signed table values go through vpmaddubsw as |w| times sign(w) * x (w + 128
 // could saturate its int16 pair sums). With VNNI they are shifted by 128 into unsigned bytes for
 // vpdpbusd, which sums into int32 lanes, and the 128 * d * sum(x) that adds is taken out as an
-// offset, as Q5_0's 16: a third of the instructions per pair of blocks.
+// offset, as Q5_0's 16: one instruction per pair of blocks and activation row instead of five.
 template <bool kVnniCodes>
 struct Iq4NlTraits {
   using Block = BlockIQ4_NL;

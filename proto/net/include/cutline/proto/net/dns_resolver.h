@@ -34,7 +34,8 @@ class EventLoop;
 // closed. evdns_base_free (libevent 2.1) closes each nameserver socket before it removes the
 // socket's event, so for that moment the descriptor number is free: another thread may open a
 // file under it, and the removal then names that file's descriptor. The nameservers are taken
-// out first, event before socket, and only then is the base freed. Loop thread only.
+// out first, event before socket, and only then is the base freed. Loop thread only. The
+// gateway's own resolver (gateway/dns_resolver.h) frees its base with it too.
 void free_evdns_base(evdns_base* base, bool fail_requests);
 
 class DnsResolver {
