@@ -45,7 +45,6 @@ TEST(GatewayDnsResolver, ResolversMadeAndDestroyedBesideAnotherThreadsFilesLeave
   const int before = open_descriptors();
 
   constexpr int kRounds = 200;
-  int answered = 0;
   for (int i = 0; i < kRounds; ++i) {
     std::promise<Result<std::vector<std::string>>> answer;
     loop.post([&] {
@@ -59,7 +58,6 @@ TEST(GatewayDnsResolver, ResolversMadeAndDestroyedBesideAnotherThreadsFilesLeave
     auto r = answer.get_future().get();
     ASSERT_TRUE(r.ok()) << r.error().message;
     ASSERT_EQ(r.value(), std::vector<std::string>{"127.0.0.1"});
-    ++answered;
   }
   // The last resolver is gone once a later post has run.
   std::promise<void> flushed;
@@ -67,7 +65,6 @@ TEST(GatewayDnsResolver, ResolversMadeAndDestroyedBesideAnotherThreadsFilesLeave
   flushed.get_future().wait();
   stop = true;
   files.join();
-  EXPECT_EQ(answered, kRounds);
   EXPECT_LE(open_descriptors(), before) << "a resolver left a descriptor open";
   loop.stop();
   runner.join();
