@@ -108,21 +108,14 @@ TARGET_VNNI void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, 
     fmin[r] = _mm256_setzero_ps();
   }
   const __m512i low4 = _mm512_set1_epi8(0xF), bit4 = _mm512_set1_epi8(0x10);
-  __m512i scale_idx[4], hsel[4];
+  __m512i scale_sel[4], hsel[4];
   for (int c = 0; c < 4; ++c) {
-    scale_idx[c] = scale_index(2 * c, 16);
+    scale_sel[c] = sub_block_scales(2 * c);
     hsel[c] = high_bit_select(c);
   }
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ5_K& b = w[bi];
-    alignas(16) uint8_t sc[8], mn[8];
-    q4_k_scales_mins(b.scales, sc, mn);
-    const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
-    const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(dmin),
-                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
-    const __m512i sc16 = _mm512_castsi128_si512(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    const auto [sc, mf, d] = k4_scales_mins(&b);
     const __m512i h =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
     __m512i iacc[NR][kAcc];
@@ -133,7 +126,7 @@ TARGET_VNNI void dot_q5_k_t(const BlockQ5_K* w, const QuantRow* xs, int64_t nb, 
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
       const __m512i lo = _mm512_and_si512(_mm512_mask_srli_epi16(v, kHi16, v, 4), low4);
       const __m512i wq = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(h, hsel[c]), lo, bit4);
-      const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc16);
+      const __m512i scv = _mm512_shuffle_epi8(sc, scale_sel[c]);
       for (int r = 0; r < NR; ++r) {
         const __m512i p = _mm512_maddubs_epi16(wq, load64(xs[r].q8 + bi * kQK_K + 64 * c));
         iacc[r][c % kAcc] = madd_acc<kVnni>(iacc[r][c % kAcc], p, scv);

@@ -13,6 +13,8 @@
 #include <array>
 #include <limits>
 
+#include "cpu_kernels_avx512_int8.h"
+
 #define TARGET CUTLINE_AVX512_TARGET
 #define TARGET_VNNI CUTLINE_AVX512_VNNI_TARGET
 
@@ -62,12 +64,6 @@ TARGET void quantize_row_t(const float* x, int64_t k, Q* q, float* d, float* sum
   }
 }
 
-TARGET inline float hsum256(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
 // Q4_K x int8 for NR activation rows of one weight row, as llama.cpp's K-quant dot products do
 // it: per 64 elements (two 32-element sub-blocks) the 4-bit weights as bytes times the int8
 // activations, pairwise into 32 int16 lanes (vpmaddubsw; |.| <= 2 * 15 * 127, no saturation),
@@ -86,21 +82,12 @@ TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, 
     fmin[r] = _mm256_setzero_ps();
   }
   const __m512i low4 = _mm512_set1_epi8(0xF);
-  // vpermw indices: int16 lanes 0-15 take scale 2c, lanes 16-31 scale 2c + 1.
-  __m512i scale_idx[4];
-  for (int c = 0; c < 4; ++c)
-    scale_idx[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(2 * c)),
-                                      _mm256_set1_epi16(2 * c + 1), 1);
+  // int16 lanes 0-15 take scale 2c, lanes 16-31 scale 2c + 1.
+  __m512i scale_sel[4];
+  for (int c = 0; c < 4; ++c) scale_sel[c] = sub_block_scales(2 * c);
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ4_K& b = w[bi];
-    alignas(16) uint8_t sc[8], mn[8];
-    q4_k_scales_mins(b.scales, sc, mn);
-    const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
-    const __m256 mf = _mm256_mul_ps(_mm256_set1_ps(dmin),
-                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
-    const __m512i sc16 = _mm512_castsi128_si512(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    const auto [sc, mf, d] = k4_scales_mins(&b);
     // Integer sums are exact in any order: one row spreads its products over two accumulators
     // to keep the multiply-add latency off a single chain.
     constexpr int kAcc = NR <= 2 ? 2 : 1;
@@ -113,7 +100,7 @@ TARGET_VNNI void dot_q4_k_t(const BlockQ4_K* w, const QuantRow* xs, int64_t nb, 
       const __m512i v = _mm512_broadcast_i64x4(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
       const __m512i wq = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), low4);
-      const __m512i scv = _mm512_permutexvar_epi16(scale_idx[c], sc16);
+      const __m512i scv = _mm512_shuffle_epi8(sc, scale_sel[c]);
       for (int r = 0; r < NR; ++r) {
         const __m512i p =
             _mm512_maddubs_epi16(wq, _mm512_loadu_si512(xs[r].q8 + bi * kQK_K + 64 * c));
