@@ -4,7 +4,10 @@
 # its share of the bandwidth roofline, batch-8 vs batch-1 throughput, prefill tokens/s at 512,
 # with CPU milliseconds per token beside each (on a shared machine compare those and the ratios;
 # the load average is printed at start and end). First, matmul_bench: the matmul kernels alone in
-# the calling thread's CPU time (1 thread), per type and batch size.
+# the calling thread's CPU time (1 thread), per type (the same --types) and batch size. Its
+# batch-1 w_GB/s times the thread count estimates how fast the cores can decode at all: where
+# that is below 80 % of read_GB/s, batch-1 decode is bound by the kernels' arithmetic, not by
+# memory, and its roofline share is at most about that ratio.
 #   BUILD=build tests/bench/run_decode_bench.sh [--types f16,q8_0,q4_k] [--layers 10] [--keep]
 #                                               [--repeats N]
 # --repeats N alternates batch-1 decode with the bandwidth run N times (3 unless given):
@@ -18,5 +21,10 @@ BUILD=${BUILD:-build}
 BENCH_DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/cutline-decode-bench}
 mkdir -p "$BENCH_DIR"
 cmake --build "$BUILD" --target decode_bench matmul_bench >/dev/null
-"$BUILD/tests/bench/matmul_bench" --reps 10
+types=f16,q8_0,q4_k prev=
+for a in "$@"; do
+  if [ "$prev" = --types ]; then types=$a; fi
+  prev=$a
+done
+"$BUILD/tests/bench/matmul_bench" --reps 50 --types "$types"
 exec "$BUILD/tests/bench/decode_bench" --dir "$BENCH_DIR" --repeats 3 "$@"
