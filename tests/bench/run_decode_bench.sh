@@ -5,9 +5,9 @@
 # with CPU milliseconds per token beside each (on a shared machine compare those and the ratios;
 # the load average is printed at start and end). First, matmul_bench: the matmul kernels alone in
 # the calling thread's CPU time (1 thread), per type (the same --types) and batch size. Its
-# batch-1 w_GB/s times the thread count estimates how fast the cores can decode at all: where
-# that is below 80 % of read_GB/s, batch-1 decode is bound by the kernels' arithmetic, not by
-# memory, and its roofline share is at most about that ratio.
+# batch-1 w_GB/s times the thread count estimates how fast the cores can run the kernels at all:
+# where that is near or below 80 % of read_GB/s, batch-1 decode is bound by the kernels'
+# arithmetic as much as by memory, and its roofline share stays near that ratio.
 #   BUILD=build tests/bench/run_decode_bench.sh [--types f16,q8_0,q4_k] [--layers 10] [--keep]
 #                                               [--repeats N]
 # --repeats N alternates batch-1 decode with the bandwidth run N times (3 unless given):
