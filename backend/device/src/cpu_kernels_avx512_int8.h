@@ -75,16 +75,21 @@ CUTLINE_AVX512_TARGET inline __m512i mul_signed(__m512i w, __m512i x) {
   return _mm512_maddubs_epi16(_mm512_abs_epi8(w), sx);
 }
 
-// nw weight rows (w_stride bytes apart) times nr activation rows, 4, then 2, then 1 row at a time:
-// out[r * ldo + a] for weight row a and activation row r.
+// nw weight rows (w_stride bytes apart) times nr activation rows, 8 (where a kernel for 8 is
+// given), then 4, then 2, then 1 row at a time: out[r * ldo + a] for weight row a and activation
+// row r.
 template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),
           void (*Fn2)(const Block*, const QuantRow*, int64_t, float*, int64_t),
-          void (*Fn4)(const Block*, const QuantRow*, int64_t, float*, int64_t)>
+          void (*Fn4)(const Block*, const QuantRow*, int64_t, float*, int64_t),
+          void (*Fn8)(const Block*, const QuantRow*, int64_t, float*, int64_t) = Fn4>
 CUTLINE_AVX512_TARGET void rows(const void* w, int64_t w_stride, int nw, const QuantRow* xs, int nr,
                                 int64_t nb, float* out, int64_t ldo) {
   for (int a = 0; a < nw; ++a) {
     const Block* wb = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + a * w_stride);
     int r = 0;
+    if constexpr (Fn8 != Fn4) {
+      for (; r + 8 <= nr; r += 8) Fn8(wb, xs + r, nb, out + r * ldo + a, ldo);
+    }
     for (; r + 4 <= nr; r += 4) Fn4(wb, xs + r, nb, out + r * ldo + a, ldo);
     for (; r + 2 <= nr; r += 2) Fn2(wb, xs + r, nb, out + r * ldo + a, ldo);
     for (; r < nr; ++r) Fn1(wb, xs + r, nb, out + r * ldo + a, ldo);

@@ -344,24 +344,6 @@ TARGET_VNNI void dot_q8_0_p_t(const Q8_0Quad* quads, const QuantRow* xs, int64_t
     out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]));
 }
 
-template <typename Block, void (*Fn1)(const Block*, const QuantRow*, int64_t, float*, int64_t),
-          void (*Fn2)(const Block*, const QuantRow*, int64_t, float*, int64_t),
-          void (*Fn4)(const Block*, const QuantRow*, int64_t, float*, int64_t),
-          void (*Fn8)(const Block*, const QuantRow*, int64_t, float*, int64_t)>
-TARGET void dot_block_q_rows(const uint8_t* w, int64_t w_stride, int nw, const QuantRow* xs, int nr,
-                             int64_t nb, float* out, int64_t ldo) {
-  for (int a = 0; a < nw; ++a) {
-    const Block* wb = reinterpret_cast<const Block*>(w + a * w_stride);
-    int r = 0;
-    if constexpr (Fn8 != Fn4) {
-      for (; r + 8 <= nr; r += 8) Fn8(wb, xs + r, nb, out + r * ldo + a, ldo);
-    }
-    for (; r + 4 <= nr; r += 4) Fn4(wb, xs + r, nb, out + r * ldo + a, ldo);
-    for (; r + 2 <= nr; r += 2) Fn2(wb, xs + r, nb, out + r * ldo + a, ldo);
-    for (; r < nr; ++r) Fn1(wb, xs + r, nb, out + r * ldo + a, ldo);
-  }
-}
-
 }  // namespace
 
 bool has_vnni() {
@@ -425,38 +407,34 @@ TARGET void dot_packed_q(DType type, const void* wp, int nw, const QuantRow* xs,
 
 TARGET bool dot_block_q(DType type, const void* w, int64_t w_stride, int nw, const QuantRow* xs,
                         int nr, int64_t k, float* out, int64_t ldo) {
-  const auto* wb = static_cast<const uint8_t*>(w);
   switch (type) {
     case DType::kQ4_K:
       // Reads QuantRow::q8 (reads_x8). VNNI fuses each multiply-add pair; the integer sums,
       // hence the bits, are the same.
       if (nr > 0 && has_vnni())
-        dot_block_q_rows<BlockQ4_K, dot_q4_k_t<1, true>, dot_q4_k_t<2, true>, dot_q4_k_t<4, true>,
-                         dot_q4_k_t<4, true>>(wb, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
+        rows<BlockQ4_K, dot_q4_k_t<1, true>, dot_q4_k_t<2, true>, dot_q4_k_t<4, true>>(
+            w, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
       else if (nr > 0)
-        dot_block_q_rows<BlockQ4_K, dot_q4_k_t<1, false>, dot_q4_k_t<2, false>,
-                         dot_q4_k_t<4, false>, dot_q4_k_t<4, false>>(wb, w_stride, nw, xs, nr,
-                                                                     k / kQK_K, out, ldo);
+        rows<BlockQ4_K, dot_q4_k_t<1, false>, dot_q4_k_t<2, false>, dot_q4_k_t<4, false>>(
+            w, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
       return true;
     case DType::kQ6_K:
       // Reads QuantRow::q8 and sums16 (reads_x8).
       if (nr > 0 && has_vnni())
-        dot_block_q_rows<BlockQ6_K, dot_q6_k_x8_t<1, true>, dot_q6_k_x8_t<2, true>,
-                         dot_q6_k_x8_t<4, true>, dot_q6_k_x8_t<4, true>>(wb, w_stride, nw, xs, nr,
-                                                                         k / kQK_K, out, ldo);
+        rows<BlockQ6_K, dot_q6_k_x8_t<1, true>, dot_q6_k_x8_t<2, true>, dot_q6_k_x8_t<4, true>>(
+            w, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
       else if (nr > 0)
-        dot_block_q_rows<BlockQ6_K, dot_q6_k_x8_t<1, false>, dot_q6_k_x8_t<2, false>,
-                         dot_q6_k_x8_t<4, false>, dot_q6_k_x8_t<4, false>>(wb, w_stride, nw, xs, nr,
-                                                                           k / kQK_K, out, ldo);
+        rows<BlockQ6_K, dot_q6_k_x8_t<1, false>, dot_q6_k_x8_t<2, false>, dot_q6_k_x8_t<4, false>>(
+            w, w_stride, nw, xs, nr, k / kQK_K, out, ldo);
       return true;
     case DType::kQ8_0:
       // With VNNI the activations are int8 per 32 (reads_xg), otherwise int16 per 256.
       if (nr > 0 && has_vnni())
-        dot_block_q_rows<BlockQ8_0, dot_q8_0_g_t<1>, dot_q8_0_g_t<2>, dot_q8_0_g_t<4>,
-                         dot_q8_0_g_t<8>>(wb, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
+        rows<BlockQ8_0, dot_q8_0_g_t<1>, dot_q8_0_g_t<2>, dot_q8_0_g_t<4>, dot_q8_0_g_t<8>>(
+            w, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
       else if (nr > 0)
-        dot_block_q_rows<BlockQ8_0, dot_q8_0_t<1>, dot_q8_0_t<2>, dot_q8_0_t<4>, dot_q8_0_t<8>>(
-            wb, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
+        rows<BlockQ8_0, dot_q8_0_t<1>, dot_q8_0_t<2>, dot_q8_0_t<4>, dot_q8_0_t<8>>(
+            w, w_stride, nw, xs, nr, k / kQK8_0, out, ldo);
       return true;
     default:
       return dot_block_q_lowbit(type, w, w_stride, nw, xs, nr, k, out, ldo);
