@@ -49,11 +49,13 @@ TEST(GatewayDnsResolver, ResolversMadeAndDestroyedBesideAnotherThreadsFilesLeave
     std::promise<Result<std::vector<std::string>>> answer;
     loop.post([&] {
       auto resolver = std::make_shared<DnsResolver>(loop);
-      // A literal is answered without a query; the resolver is destroyed on the next turn of the
-      // loop, with its nameserver sockets open.
+      // The resolver is destroyed on the next turn of the loop, with its nameserver sockets
+      // open. That turn is queued before the answer below wakes this test's thread, so any post
+      // the test makes after the answer runs after the destruction.
+      loop.post([resolver]() mutable { resolver.reset(); });
+      // A literal is answered inline, without a query.
       resolver->resolve(
           "127.0.0.1", [&](Result<std::vector<std::string>> r) { answer.set_value(std::move(r)); });
-      loop.post([resolver]() mutable { resolver.reset(); });
     });
     auto r = answer.get_future().get();
     ASSERT_TRUE(r.ok()) << r.error().message;
