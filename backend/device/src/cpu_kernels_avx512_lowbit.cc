@@ -6,9 +6,10 @@
 // lanes. The codes are unsigned (a type's offset, e.g. Q5_0's -16 or Q3_K's -4, is taken out
 // afterwards with the activation sums, exactly in integers or with the int8 row's own sums) except
 // the IQ4 table values, which go through vpmaddubsw as |w| times sign(w) * x. No int16 lane can
-// saturate: the largest pair sum is 2 * 127 * 127 (IQ4). Each output's sequence of operations
-// depends on the weight row and the activation row only, never on how many rows one call takes
-// (batch invariance).
+// saturate: the largest pair sum is 2 * 127 * 127 (IQ4). IQ4_XS with VNNI takes another route,
+// vpdpbusd on the values shifted into unsigned bytes, one sub-block per 128-bit lane (below).
+// Each output's sequence of operations depends on the weight row and the activation row only,
+// never on how many rows one call takes (batch invariance).
 #if defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsic headers
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -257,12 +258,70 @@ TARGET_VNNI void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, 
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
 }
 
-// IQ4_XS: table values times the signed 6-bit scales per 32 elements. The values go through
-// vpmaddubsw as |value| (vpshufb on a table of magnitudes) times the activations negated where
-// the value is negative: the table's first 8 entries, so where the nibble's bit 3 is clear.
-template <int NR, bool kVnni>
-TARGET_VNNI void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
-                              int64_t ldo) {
+// IQ4_XS with VNNI, one sub-block per 128-bit lane: a 64-byte load holds sub-blocks 4h..4h + 3
+// (h = 0, 1), 16 bytes each, so its low nibbles (elements 0-15 of each) and its high nibbles
+// (16-31) keep every sub-block in its own lane. The table values shifted by 128 into unsigned
+// bytes (v ^ 0x80 = v + 128) go through vpdpbusd with the activations lined up the same way (two
+// lane shuffles of the row's natural order), two vpdpbusd per load into int32 lanes, no
+// saturation; then one vpmulld by the sub-blocks' signed scales per 128 weights instead of a
+// scale step per 64. The 128 that the shift adds comes off exactly in integers: 128 * scale_j
+// times sub-block j's sum of activations (two of the row's 16-element sums, one vpmaddwd with the
+// scale in both halves of each int32 lane).
+template <int NR>
+TARGET_VNNI void dot_iq4_xs_vnni_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
+                                   int64_t ldo) {
+  __m512 facc[NR];
+  for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0xF);
+  const __m512i shifted = _mm512_broadcast_i32x4(_mm_xor_si128(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)), _mm_set1_epi8(-128)));
+  // vpermd indices: 128-bit lane m takes scale m (first half) or 4 + m (second).
+  const __m512i scale_idx[2] = {_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)};
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const BlockIQ4_XS& b = w[bi];
+    const __m128i sc = iq4_xs_scales(b);
+    const __m512i sc32 = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(sc));
+    // Scale j in both int16 halves of int32 lane j, times 128.
+    const __m256i u = _mm256_cvtepu16_epi32(sc);
+    const __m256i sdup = _mm256_slli_epi16(_mm256_or_si256(u, _mm256_slli_epi32(u, 16)), 7);
+    const float d = _cvtsh_ss(b.d);
+    __m512i wq[2][2];  // [half][low, high nibbles] as shifted table values
+    for (int h = 0; h < 2; ++h) {
+      const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);
+      wq[h][0] = _mm512_shuffle_epi8(shifted, _mm512_and_si512(v, low4));
+      wq[h][1] = _mm512_shuffle_epi8(shifted, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+    }
+    const __m512i sc_half[2] = {_mm512_permutexvar_epi32(scale_idx[0], sc32),
+                                _mm512_permutexvar_epi32(scale_idx[1], sc32)};
+    for (int r = 0; r < NR; ++r) {
+      const int8_t* x = xs[r].q8 + bi * kQK_K;
+      // -128 * scale_j * (sum of sub-block j's activations), lanes 0-7.
+      __m512i sum = _mm512_zextsi256_si512(_mm256_sub_epi32(
+          _mm256_setzero_si256(),
+          _mm256_madd_epi16(
+              sdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi)))));
+      for (int h = 0; h < 2; ++h) {
+        // Elements 128h + 32m + (0..15) and + (16..31) into lane m.
+        const __m512i x0 = load64(x + 128 * h), x1 = load64(x + 128 * h + 64);
+        const __m512i xlo = _mm512_shuffle_i64x2(x0, x1, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i xhi = _mm512_shuffle_i64x2(x0, x1, _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512i p = _mm512_dpbusd_epi32(
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq[h][0], xlo), wq[h][1], xhi);
+        sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(p, sc_half[h]));
+      }
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
+}
+
+// IQ4_XS without VNNI: table values times the signed 6-bit scales per 32 elements. The values go
+// through vpmaddubsw as |value| (vpshufb on a table of magnitudes) times the activations negated
+// where the value is negative: the table's first 8 entries, so where the nibble's bit 3 is clear.
+template <int NR>
+TARGET void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
+                         int64_t ldo) {
   constexpr int kAcc = NR <= 2 ? 2 : 1;
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
@@ -291,7 +350,7 @@ TARGET_VNNI void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t 
         const __m512i x = load64(xs[r].q8 + bi * kQK_K + 64 * c);
         const __m512i p =
             _mm512_maddubs_epi16(mag, _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x));
-        iacc[r][c % kAcc] = madd_acc<kVnni>(iacc[r][c % kAcc], p, scv);
+        iacc[r][c % kAcc] = madd_acc<false>(iacc[r][c % kAcc], p, scv);
       }
     }
     for (int r = 0; r < NR; ++r) {
@@ -340,8 +399,13 @@ TARGET void dot_lowbit(DType type, const void* w, int64_t w_stride, int nw, cons
           w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kIQ4_XS:
-      rows<BlockIQ4_XS, dot_iq4_xs_t<1, kVnni>, dot_iq4_xs_t<2, kVnni>, dot_iq4_xs_t<4, kVnni>>(
-          w, w_stride, nw, xs, nr, nb, out, ldo);
+      if constexpr (kVnni) {
+        rows<BlockIQ4_XS, dot_iq4_xs_vnni_t<1>, dot_iq4_xs_vnni_t<2>, dot_iq4_xs_vnni_t<4>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
+      } else {
+        rows<BlockIQ4_XS, dot_iq4_xs_t<1>, dot_iq4_xs_t<2>, dot_iq4_xs_t<4>>(w, w_stride, nw, xs,
+                                                                             nr, nb, out, ldo);
+      }
       break;
     default:  // Q4_1, Q5_0, IQ4_NL
       dot_blocks32<kVnni>(type, w, w_stride, nw, xs, nr, nb, out, ldo);
