@@ -279,35 +279,43 @@ void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, in
   const bool x8 = kernels_.reads_x8 != nullptr && kernels_.reads_x8(type);
   // The kernels read q and q8 in 64-byte vectors.
   int16_t* q0 = x8 ? nullptr : aligned64(xq_, n_rows * kp);
-  int8_t* q80 = x8 ? aligned64(xq8_, n_rows * kp) : nullptr;
+  // q8 of every row, then the same in QuantRow::q8p's order.
+  int8_t* q80 = x8 ? aligned64(xq8_, 2 * n_rows * kp) : nullptr;
   // Scales and sums of whichever layout the type's kernels read.
   if (static_cast<int64_t>(xd_.size()) < n_rows * scales) xd_.resize(n_rows * scales);
   if (x8 && static_cast<int64_t>(xs16_.size()) < n_rows * (kp / 16))
     xs16_.resize(n_rows * (kp / 16));
   float* d = xd_.data();
   float* sums = xd_.data() + n_rows * (kp / cpu::kQBlock);
-  parallel_range(n_rows, std::max<int64_t>(1, kParallelElems / k),
-                 [&](int64_t r0, int64_t r1, int32_t) {
-                   for (int64_t r = r0; r < r1; ++r) {
-                     float* dr = d + r * (kp / cpu::kQBlock);
-                     float* sr = sums + r * (kp / cpu::kQGroup);
-                     if (!x8) {
-                       int16_t* q = q0 + r * kp;
-                       kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
-                       qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
-                       continue;
-                     }
-                     int8_t* q8 = q80 + r * kp;
-                     kernels_.quantize_row_x8(x + r * k, k, q8, dr, sr);
-                     int16_t* s16 = xs16_.data() + r * (kp / 16);
-                     for (int64_t g = 0; g < kp / 16; ++g) {
-                       int sum = 0;
-                       for (int i = 0; i < 16; ++i) sum += q8[16 * g + i];
-                       s16[g] = static_cast<int16_t>(sum);
-                     }
-                     qrows_[r] = cpu::QuantRow{.q8 = q8, .d8 = dr, .sums8 = sr, .sums16 = s16};
-                   }
-                 });
+  parallel_range(
+      n_rows, std::max<int64_t>(1, kParallelElems / k), [&](int64_t r0, int64_t r1, int32_t) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float* dr = d + r * (kp / cpu::kQBlock);
+          float* sr = sums + r * (kp / cpu::kQGroup);
+          if (!x8) {
+            int16_t* q = q0 + r * kp;
+            kernels_.quantize_row_x(x + r * k, k, q, dr, sr);
+            qrows_[r] = cpu::QuantRow{.q = q, .d = dr, .sums = sr};
+            continue;
+          }
+          int8_t* q8 = q80 + r * kp;
+          kernels_.quantize_row_x8(x + r * k, k, q8, dr, sr);
+          int16_t* s16 = xs16_.data() + r * (kp / 16);
+          for (int64_t g = 0; g < kp / 16; ++g) {
+            int sum = 0;
+            for (int i = 0; i < 16; ++i) sum += q8[16 * g + i];
+            s16[g] = static_cast<int16_t>(sum);
+          }
+          int8_t* q8p = q80 + (n_rows + r) * kp;
+          for (int64_t c = 0; c < kp; c += 128) {
+            for (int m = 0; m < 4; ++m) {
+              std::memcpy(q8p + c + 16 * m, q8 + c + 32 * m, 16);
+              std::memcpy(q8p + c + 64 + 16 * m, q8 + c + 32 * m + 16, 16);
+            }
+          }
+          qrows_[r] = cpu::QuantRow{.q8 = q8, .q8p = q8p, .d8 = dr, .sums8 = sr, .sums16 = s16};
+        }
+      });
 }
 
 // QuantRow per row of x in the layout the kernels of `type` read (cpu_kernels.h).

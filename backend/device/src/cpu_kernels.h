@@ -39,6 +39,10 @@ struct QuantRow {
   const float* d = nullptr;
   const float* sums = nullptr;
   const int8_t* q8 = nullptr;
+  // With q8: the same bytes with each 128 elements in the order of kernels that hold one
+  // 32-element block per 128-bit lane: elements 0-15, 32-47, 64-79, 96-111 (the four blocks'
+  // first halves), then 16-31, 48-63, 80-95, 112-127 (their second halves).
+  const int8_t* q8p = nullptr;
   const float* d8 = nullptr;
   const float* sums8 = nullptr;
   // With q8: the integer sum of q8 over each 16 elements (|.| <= 16 * 127), for the types with

@@ -261,12 +261,12 @@ TARGET_VNNI void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, 
 // IQ4_XS with VNNI, one sub-block per 128-bit lane: a 64-byte load holds sub-blocks 4h..4h + 3
 // (h = 0, 1), 16 bytes each, so its low nibbles (elements 0-15 of each) and its high nibbles
 // (16-31) keep every sub-block in its own lane. The table values shifted by 128 into unsigned
-// bytes (v ^ 0x80 = v + 128) go through vpdpbusd with the activations lined up the same way (two
-// lane shuffles of the row's natural order), two vpdpbusd per load into int32 lanes, no
-// saturation; then one vpmulld by the sub-blocks' signed scales per 128 weights instead of a
-// scale step per 64. The 128 that the shift adds comes off exactly in integers: 128 * scale_j
-// times sub-block j's sum of activations (two of the row's 16-element sums, one vpmaddwd with the
-// scale in both halves of each int32 lane).
+// bytes (v ^ 0x80 = v + 128) go through vpdpbusd with the activations in the same order
+// (QuantRow::q8p), two vpdpbusd per load into int32 lanes, no saturation; then one vpmulld by
+// the sub-blocks' signed scales per 128 weights instead of a scale step per 64. The 128 that the
+// shift adds comes off exactly in integers: 128 * scale_j times sub-block j's sum of activations
+// (two of the row's 16-element sums, one vpmaddwd with the scale in both halves of each int32
+// lane).
 template <int NR>
 TARGET_VNNI void dot_iq4_xs_vnni_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
                                    int64_t ldo) {
@@ -295,17 +295,15 @@ TARGET_VNNI void dot_iq4_xs_vnni_t(const BlockIQ4_XS* w, const QuantRow* xs, int
     const __m512i sc_half[2] = {_mm512_permutexvar_epi32(scale_idx[0], sc32),
                                 _mm512_permutexvar_epi32(scale_idx[1], sc32)};
     for (int r = 0; r < NR; ++r) {
-      const int8_t* x = xs[r].q8 + bi * kQK_K;
+      const int8_t* x = xs[r].q8p + bi * kQK_K;
       // -128 * scale_j * (sum of sub-block j's activations), lanes 0-7.
       __m512i sum = _mm512_zextsi256_si512(_mm256_sub_epi32(
           _mm256_setzero_si256(),
           _mm256_madd_epi16(
               sdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi)))));
       for (int h = 0; h < 2; ++h) {
-        // Elements 128h + 32m + (0..15) and + (16..31) into lane m.
-        const __m512i x0 = load64(x + 128 * h), x1 = load64(x + 128 * h + 64);
-        const __m512i xlo = _mm512_shuffle_i64x2(x0, x1, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m512i xhi = _mm512_shuffle_i64x2(x0, x1, _MM_SHUFFLE(3, 1, 3, 1));
+        // Elements 128h + 32m + (0..15) and + (16..31) in lane m (QuantRow::q8p).
+        const __m512i xlo = load64(x + 128 * h), xhi = load64(x + 128 * h + 64);
         const __m512i p = _mm512_dpbusd_epi32(
             _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq[h][0], xlo), wq[h][1], xhi);
         sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(p, sc_half[h]));
