@@ -318,8 +318,8 @@ TARGET_VNNI void dot_iq4_xs_vnni_t(const BlockIQ4_XS* w, const QuantRow* xs, int
 // through vpmaddubsw as |value| (vpshufb on a table of magnitudes) times the activations negated
 // where the value is negative: the table's first 8 entries, so where the nibble's bit 3 is clear.
 template <int NR>
-TARGET void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
-                         int64_t ldo) {
+TARGET_VNNI void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, float* out,
+                              int64_t ldo) {
   constexpr int kAcc = NR <= 2 ? 2 : 1;
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
