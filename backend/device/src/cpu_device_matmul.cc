@@ -279,8 +279,8 @@ void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, in
   const bool x8 = kernels_.reads_x8 != nullptr && kernels_.reads_x8(type);
   // The kernels read q and q8 in 64-byte vectors.
   int16_t* q0 = x8 ? nullptr : aligned64(xq_, n_rows * kp);
-  // q8 of every row, then the same in QuantRow::q8p's order.
-  int8_t* q80 = x8 ? aligned64(xq8_, 2 * n_rows * kp) : nullptr;
+  // q8 of every row, then the same in QuantRow::q8p's order, then in q8h's.
+  int8_t* q80 = x8 ? aligned64(xq8_, 3 * n_rows * kp) : nullptr;
   // Scales and sums of whichever layout the type's kernels read.
   if (static_cast<int64_t>(xd_.size()) < n_rows * scales) xd_.resize(n_rows * scales);
   if (x8 && static_cast<int64_t>(xs16_.size()) < n_rows * (kp / 16))
@@ -313,7 +313,15 @@ void CpuDevice::quantize_x_blocks(const float* x, int64_t n_rows, DType type, in
               std::memcpy(q8p + c + 64 + 16 * m, q8 + c + 32 * m + 16, 16);
             }
           }
-          qrows_[r] = cpu::QuantRow{.q8 = q8, .q8p = q8p, .d8 = dr, .sums8 = sr, .sums16 = s16};
+          int8_t* q8h = q80 + (2 * n_rows + r) * kp;
+          for (int64_t c = 0; c < kp; c += 256) {
+            for (int j = 0; j < 4; ++j) {
+              std::memcpy(q8h + c + 64 * j, q8 + c + 32 * j, 32);
+              std::memcpy(q8h + c + 64 * j + 32, q8 + c + 128 + 32 * j, 32);
+            }
+          }
+          qrows_[r] =
+              cpu::QuantRow{.q8 = q8, .q8p = q8p, .q8h = q8h, .d8 = dr, .sums8 = sr, .sums16 = s16};
         }
       });
 }

@@ -43,6 +43,10 @@ struct QuantRow {
   // 32-element block per 128-bit lane: elements 0-15, 32-47, 64-79, 96-111 (the four blocks'
   // first halves), then 16-31, 48-63, 80-95, 112-127 (their second halves).
   const int8_t* q8p = nullptr;
+  // With q8: the same bytes with each 256 elements in the order of kernels that take a Q2_K or
+  // Q3_K super-block's 64 code bytes in one load: for j = 0..3, elements 32j..32j+31, then
+  // 128+32j..128+32j+31 (the codes at bits 2j of the load's low and high 32 bytes).
+  const int8_t* q8h = nullptr;
   const float* d8 = nullptr;
   const float* sums8 = nullptr;
   // With q8: the integer sum of q8 over each 16 elements (|.| <= 16 * 127), for the types with

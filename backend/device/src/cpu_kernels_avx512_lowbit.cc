@@ -7,7 +7,8 @@
 // afterwards with the activation sums, exactly in integers or with the int8 row's own sums) except
 // the IQ4 table values, which go through vpmaddubsw as |w| times sign(w) * x. No int16 lane can
 // saturate: the largest pair sum is 2 * 127 * 127 (IQ4). IQ4_XS with VNNI takes another route,
-// vpdpbusd on the values shifted into unsigned bytes, one sub-block per 128-bit lane (below).
+// vpdpbusd on the values shifted into unsigned bytes, one sub-block per 128-bit lane, and so does
+// Q2_K with VNNI and VBMI, vpdpbusd on code times scale from a byte table (below).
 // Each output's sequence of operations depends on the weight row and the activation row only,
 // never on how many rows one call takes (batch invariance).
 #if defined(__x86_64__)
@@ -209,6 +210,74 @@ TARGET_VNNI void dot_q2_k_t(const BlockQ2_K* w, const QuantRow* xs, int64_t nb, 
   for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(fmin[r]);
 }
 
+// Q2_K with VNNI and VBMI: each code times its sub-block's scale comes from a 64-byte table,
+// T[4s + u] = u * scale_s (<= 45, an unsigned byte), by vpermb on the index u | 4s, and goes
+// straight into vpdpbusd with the activations: no int16 step and no per-chunk scale vector.
+// One 64-byte load holds all 256 codes; its int16 lanes shifted right by 2j give codes j of
+// both 128-element halves (elements 32j + (0..31) and 128 + 32j + (0..31), QuantRow::q8h's
+// order), and one ternary-logic op keeps the code's two bits and sets the sub-block bits. The
+// table is one vpermb (each scale to the low byte of two int16 lanes) and one vpmullw by
+// 256 | 770, which writes (0, s) and (2s, 3s) as byte pairs. Mins as in dot_q2_k_t.
+template <int NR>
+CUTLINE_AVX512_VBMI_TARGET void dot_q2_k_vbmi_t(const BlockQ2_K* w, const QuantRow* xs, int64_t nb,
+                                                float* out, int64_t ldo) {
+  __m512 facc[NR];
+  __m256 fmin[NR];
+  for (int r = 0; r < NR; ++r) {
+    facc[r] = _mm512_setzero_ps();
+    fmin[r] = _mm256_setzero_ps();
+  }
+  // Byte i of register j is element 128 * (i / 32) + 32j + i % 32, of sub-block
+  // 8 * (i / 32) + 2j + (i % 32) / 16: its table offset 4 * that.
+  alignas(64) uint8_t sub_bytes[4][64];
+  alignas(64) uint8_t spread_bytes[64];
+  alignas(64) int16_t mul_words[32];
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 64; ++i)
+      sub_bytes[j][i] = static_cast<uint8_t>(4 * (8 * (i / 32) + 2 * j + (i % 32) / 16));
+  for (int i = 0; i < 64; ++i) spread_bytes[i] = static_cast<uint8_t>(i / 4);
+  for (int i = 0; i < 32; ++i) mul_words[i] = static_cast<int16_t>(i % 2 == 0 ? 256 : 770);
+  __m512i sub[4];
+  for (int j = 0; j < 4; ++j) sub[j] = _mm512_load_si512(sub_bytes[j]);
+  const __m512i spread = _mm512_load_si512(spread_bytes), mul = _mm512_load_si512(mul_words);
+  const __m512i low2 = _mm512_set1_epi8(3);
+  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const BlockQ2_K& b = w[bi];
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m256i m16 = _mm256_srli_epi16(_mm256_cvtepu8_epi16(packed), 4);
+    const __m512i table = _mm512_mullo_epi16(
+        _mm512_maskz_permutexvar_epi8(
+            kEvenBytes, spread, _mm512_castsi128_si512(_mm_and_si128(packed, _mm_set1_epi8(0xF)))),
+        mul);
+    uint32_t dbits;
+    static_assert(offsetof(BlockQ2_K, dmin) == offsetof(BlockQ2_K, d) + 2);
+    std::memcpy(&dbits, reinterpret_cast<const uint8_t*>(&b) + offsetof(BlockQ2_K, d), 4);
+    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dbits)));  // d, dmin
+    const __m512i v = _mm512_loadu_si512(b.qs);
+    __m512i wq[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512i c = j == 0 ? v : _mm512_srli_epi16(v, 2 * j);
+      // (c & 3) | sub
+      wq[j] = _mm512_permutexvar_epi8(_mm512_ternarylogic_epi32(c, low2, sub[j], 0xEA), table);
+    }
+    for (int r = 0; r < NR; ++r) {
+      const int8_t* x = xs[r].q8h + bi * kQK_K;
+      __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc = _mm512_dpbusd_epi32(acc, wq[j], load64(x + 64 * j));
+      const __m128 ddx = _mm_mul_ps(dd, _mm_set1_ps(xs[r].d8[bi]));
+      const __m256i mi = _mm256_madd_epi16(
+          m16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi)));
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_broadcastss_ps(ddx), facc[r]);
+      fmin[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_broadcastss_ps(_mm_movehdup_ps(ddx)),
+                                fmin[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]) - hsum256(fmin[r]);
+}
+
 // Q3_K: codes u = low2 | hbit << 2 (0..7; the weight is u - 4) times the signed 6-bit scales per
 // 16 elements. The high bit is a byte test of hmask and a masked add of 4. The -4 goes into the
 // same exact integer sum, as -4 * scale times the int8 row's 16-element sums.
@@ -389,8 +458,13 @@ TARGET void dot_lowbit(DType type, const void* w, int64_t w_stride, int nw, cons
           w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ2_K:
-      rows<BlockQ2_K, dot_q2_k_t<1, kVnni>, dot_q2_k_t<2, kVnni>, dot_q2_k_t<4, kVnni>>(
-          w, w_stride, nw, xs, nr, nb, out, ldo);
+      if (kVnni && has_vnni_vbmi()) {
+        rows<BlockQ2_K, dot_q2_k_vbmi_t<1>, dot_q2_k_vbmi_t<2>, dot_q2_k_vbmi_t<4>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
+      } else {
+        rows<BlockQ2_K, dot_q2_k_t<1, kVnni>, dot_q2_k_t<2, kVnni>, dot_q2_k_t<4, kVnni>>(
+            w, w_stride, nw, xs, nr, nb, out, ldo);
+      }
       break;
     case DType::kQ3_K:
       rows<BlockQ3_K, dot_q3_k_t<1, kVnni>, dot_q3_k_t<2, kVnni>, dot_q3_k_t<4, kVnni>>(

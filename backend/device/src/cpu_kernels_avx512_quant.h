@@ -12,6 +12,10 @@
 // which GCC does not fuse into vpdpwssd (checked in the object code: no vpdpw* in them).
 #define CUTLINE_AVX512_VNNI_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
+// Kernels that also permute bytes across a whole register (vpermb): only called where the CPU has
+// AVX-512 VBMI as well as VNNI.
+#define CUTLINE_AVX512_VBMI_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512vbmi")))
 
 namespace cutline::device::cpu::avx512 {
 
@@ -21,6 +25,8 @@ CUTLINE_AVX512_TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8
                                            float* sums8);
 // Whether this CPU has AVX-512 VNNI (vpdpwssd, vpdpbusd); checked once.
 bool has_vnni();
+// Whether this CPU has AVX-512 VNNI and VBMI (vpermb); checked once.
+bool has_vnni_vbmi();
 bool reads_x8(DType type);
 // Q8_0 on CPUs with AVX-512 VNNI.
 bool reads_xg(DType type);
