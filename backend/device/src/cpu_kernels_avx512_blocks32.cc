@@ -4,7 +4,8 @@
 // int32 lanes, or with VNNI both at once (vpdpbusd). Q4_1 and IQ4_NL take four blocks per step,
 // one per 128-bit lane (low nibbles in one register, high nibbles in another, against the
 // activations in QuantRow::q8p's order), so that one conversion and one multiply-add by the
-// blocks' scales serve 128 weights; Q5_0 takes two blocks per 64 elements in element order. The
+// blocks' scales serve 128 weights; so does Q5_0 with VNNI and BITALG (its fifth bits picked by
+// vpshufbitqmb), else it takes two blocks per 64 elements in element order. The
 // codes are unsigned (Q5_0's -16 and Q4_1's m are taken out afterwards with the row's 32-element
 // sums) except IQ4_NL's table values: without VNNI they go through vpmaddubsw as |w| times
 // sign(w) * x, with VNNI shifted by 128 into unsigned bytes (an offset, as Q5_0's). Each output's
@@ -24,6 +25,10 @@
 
 #define TARGET CUTLINE_AVX512_TARGET
 #define TARGET_VNNI CUTLINE_AVX512_VNNI_TARGET
+// The kernels' templates, compiled with BITALG too for Q5_0's quads (vpshufbitqmb), which run
+// only where the CPU has it (has_vnni_bitalg); the other instances use no BITALG instruction.
+#define TARGET_Q \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512bitalg")))
 
 namespace cutline::device::cpu::avx512 {
 namespace {
@@ -57,19 +62,47 @@ TARGET inline QuadCodes quad_nibbles(const Block& a, const Block& b, const Block
   return {_mm512_and_si512(v, low4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low4)};
 }
 
-// vpermt2w indices (lanes 0-7) that pick the F16 field at byte kAt of each of 8 consecutive
-// kSize-byte blocks: from the group's first 128 bytes (two vectors) for fields that lie there,
-// from its last 128 bytes for the others (kSecond true: those lanes, indexed from there).
-template <size_t kSize, size_t kAt, bool kSecond>
-constexpr std::array<int16_t, 32> field_index() {
+// vpermt2w indices that pick, for each word lane i < 32 with kMap(i) >= 0, the word at byte kMap(i)
+// of a group of 8 consecutive kSize-byte blocks: from the group's first 128 bytes (two vectors)
+// for words that lie there, from its last 128 bytes for the others (kSecond true: those lanes,
+// indexed from there).
+template <size_t kSize, bool kSecond, auto kMap>
+constexpr std::array<int16_t, 32> word_index() {
   std::array<int16_t, 32> idx{};
-  for (size_t i = 0; i < 8; ++i) {
-    const size_t byte = kSize * i + kAt;
+  for (int i = 0; i < 32; ++i) {
+    const int byte = kMap(i);
+    if (byte < 0) continue;
     const bool second = byte >= 128;
     if (second == kSecond)
-      idx[i] = static_cast<int16_t>((second ? byte - (8 * kSize - 128) : byte) / 2);
+      idx[i] =
+          static_cast<int16_t>((second ? byte - (8 * static_cast<int>(kSize) - 128) : byte) / 2);
   }
   return idx;
+}
+
+// The words at bytes kMap(i) of a full group of 8 blocks into word lanes i (the other lanes
+// unspecified): one vpermt2w from the group's first 128 bytes, and one more from its last 128 bytes
+// where some word lies there.
+template <size_t kSize, auto kMap>
+TARGET inline __m512i group_words(const uint8_t* p) {
+  static constexpr std::array<int16_t, 32> kFirst = word_index<kSize, false, kMap>();
+  __m512i v = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), _mm512_loadu_si512(kFirst.data()),
+                                        _mm512_loadu_si512(p + 64));
+  constexpr __mmask32 kSecondLanes = [] {
+    __mmask32 m = 0;
+    for (int i = 0; i < 32; ++i)
+      if (kMap(i) >= 128) m |= __mmask32{1} << i;
+    return m;
+  }();
+  if constexpr (kSecondLanes != 0) {
+    static constexpr std::array<int16_t, 32> kLast = word_index<kSize, true, kMap>();
+    const uint8_t* q = p + 8 * kSize - 128;  // the group's last 128 bytes
+    v = _mm512_mask_mov_epi16(
+        v, kSecondLanes,
+        _mm512_permutex2var_epi16(_mm512_loadu_si512(q), _mm512_loadu_si512(kLast.data()),
+                                  _mm512_loadu_si512(q + 64)));
+  }
+  return v;
 }
 
 // The F16 field at byte kAt of each of n <= 8 consecutive blocks (the scale d at 0, Q4_1's m at
@@ -87,25 +120,8 @@ TARGET inline __m128i block_halves(const Block* w, int n) {
       std::memcpy(&h[i], reinterpret_cast<const uint8_t*>(&w[i]) + kAt, 2);
     return _mm_load_si128(reinterpret_cast<const __m128i*>(h));
   }
-  const auto* p = reinterpret_cast<const uint8_t*>(w);
-  static constexpr std::array<int16_t, 32> kFirst = field_index<kSize, kAt, false>();
-  __m512i v = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), _mm512_loadu_si512(kFirst.data()),
-                                        _mm512_loadu_si512(p + 64));
-  constexpr __mmask32 kSecondLanes = [] {
-    __mmask32 m = 0;
-    for (size_t i = 0; i < 8; ++i)
-      if (kSize * i + kAt >= 128) m |= __mmask32{1} << i;
-    return m;
-  }();
-  if constexpr (kSecondLanes != 0) {
-    static constexpr std::array<int16_t, 32> kLast = field_index<kSize, kAt, true>();
-    const uint8_t* q = p + 8 * kSize - 128;  // the group's last 128 bytes
-    v = _mm512_mask_mov_epi16(
-        v, kSecondLanes,
-        _mm512_permutex2var_epi16(_mm512_loadu_si512(q), _mm512_loadu_si512(kLast.data()),
-                                  _mm512_loadu_si512(q + 64)));
-  }
-  return _mm512_castsi512_si128(v);
+  constexpr auto kMap = [](int i) { return i < 8 ? static_cast<int>(kSize) * i + kAt : -1; };
+  return _mm512_castsi512_si128(group_words<kSize, kMap>(reinterpret_cast<const uint8_t*>(w)));
 }
 
 // One step of dot_blocks32_t for Q5_0: blocks bi and b (bi + 1 or bi itself) with scales
@@ -113,9 +129,9 @@ TARGET inline __m128i block_halves(const Block* w, int n) {
 // takes the unsigned codes times x into the 16 int32 lanes (the same integers as vpmaddubsw and
 // vpmaddwd by ones, which cannot saturate here).
 template <typename Traits, int NR>
-TARGET_VNNI inline void blocks_pair(const typename Traits::Block* w, int64_t bi,
-                                    const typename Traits::Block& b, const QuantRow* xs,
-                                    __m512i pair_idx, __m512 d8v, __m512* part) {
+TARGET_Q inline void blocks_pair(const typename Traits::Block* w, int64_t bi,
+                                 const typename Traits::Block& b, const QuantRow* xs,
+                                 __m512i pair_idx, __m512 d8v, __m512* part) {
   const __m512i wq = Traits::codes(w[bi], b);
   const __m512 dw = _mm512_permutexvar_ps(pair_idx, d8v);
   for (int r = 0; r < NR; ++r) {
@@ -141,12 +157,17 @@ TARGET_VNNI inline void blocks_pair(const typename Traits::Block* w, int64_t bi,
 // int32 lanes (the same integers as vpmaddubsw and vpmaddwd by ones, which cannot saturate here),
 // then one conversion and one multiply-add per four blocks.
 template <typename Traits, int NR>
-TARGET_VNNI inline void blocks_quad(const typename Traits::Block& a,
-                                    const typename Traits::Block& b,
-                                    const typename Traits::Block& c,
-                                    const typename Traits::Block& d, int64_t bi, const QuantRow* xs,
-                                    __m512i quad_idx, __m512 d8v, __m512* part) {
-  const auto [lo, hi] = Traits::codes(a, b, c, d);
+TARGET_Q inline void blocks_quad(const typename Traits::Block& a, const typename Traits::Block& b,
+                                 const typename Traits::Block& c, const typename Traits::Block& d,
+                                 int64_t bi, const QuantRow* xs, __m512i quad_idx, __m512 d8v,
+                                 __m512i high, int quad, __m512* part) {
+  QuadCodes q;
+  if constexpr (Traits::kHighBits) {
+    q = Traits::codes(a, b, c, d, high, quad);
+  } else {
+    q = Traits::codes(a, b, c, d);
+  }
+  const auto [lo, hi] = q;
   const __m512 dw = _mm512_permutexvar_ps(quad_idx, d8v);
   for (int r = 0; r < NR; ++r) {
     const __m512i xlo = load64(xs[r].q8p + bi * 32), xhi = load64(xs[r].q8p + bi * 32 + 64);
@@ -175,8 +196,8 @@ TARGET_VNNI inline void blocks_quad(const typename Traits::Block& a,
 // byte kOffsetAt of a block times kOffsetScale. Traits::kVnni: the codes go through vpdpbusd
 // (compiled with VNNI for both).
 template <typename Traits, int NR>
-TARGET_VNNI void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, int64_t nb,
-                                float* out, int64_t ldo) {
+TARGET_Q void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, int64_t nb,
+                             float* out, int64_t ldo) {
   constexpr int64_t kPer = kQBlock / 32;
   __m512 facc[NR];
   __m256 foff[NR];
@@ -200,11 +221,13 @@ TARGET_VNNI void dot_blocks32_t(const typename Traits::Block* w, const QuantRow*
     __m512 part[NR];
     for (int r = 0; r < NR; ++r) part[r] = _mm512_setzero_ps();
     if constexpr (Traits::kQuads) {
+      __m512i high = _mm512_setzero_si512();
+      if constexpr (Traits::kHighBits) high = Traits::group_high(w + b0, n);
       if (n == kPer) {
         for (int s = 0; s < 2; ++s) {
           const typename Traits::Block* q4 = w + b0 + 4 * s;
           blocks_quad<Traits, NR>(q4[0], q4[1], q4[2], q4[3], b0 + 4 * s, xs, quad_idx[s], d8v,
-                                  part);
+                                  high, s, part);
         }
       } else {
         // Past the row's last block: that block again, with a zero scale (dh is zero past n) and
@@ -214,7 +237,7 @@ TARGET_VNNI void dot_blocks32_t(const typename Traits::Block* w, const QuantRow*
             return w[b0 + std::min(4 * s + m, n - 1)];
           };
           blocks_quad<Traits, NR>(at(0), at(1), at(2), at(3), b0 + 4 * s, xs, quad_idx[s], d8v,
-                                  part);
+                                  high, s, part);
         }
       }
     } else {
@@ -247,7 +270,8 @@ TARGET_VNNI void dot_blocks32_t(const typename Traits::Block* w, const QuantRow*
 template <bool kVnniCodes>
 struct Q4_1Traits {
   using Block = BlockQ4_1;
-  static constexpr bool kVnni = kVnniCodes, kSigned = false, kOffset = true, kQuads = true;
+  static constexpr bool kVnni = kVnniCodes, kSigned = false, kOffset = true, kQuads = true,
+                        kHighBits = false;
   TARGET static QuadCodes codes(const Block& a, const Block& b, const Block& c, const Block& d) {
     return quad_nibbles(a, b, c, d);
   }
@@ -260,9 +284,9 @@ template <bool kVnniCodes>
 struct Q5_0Traits {
   using Block = BlockQ5_0;
   static constexpr bool kVnni = kVnniCodes, kSigned = false, kOffset = true;
-  // Pairs of blocks, not quads: the fifth bits of four blocks in the quads' order cost more than
-  // the quads saved (measured 7 % slower on one core).
-  static constexpr bool kQuads = false;
+  // Pairs of blocks, not quads: without BITALG the fifth bits of four blocks in the quads' order
+  // cost more than the quads saved (measured 7 % slower on one core).
+  static constexpr bool kQuads = false, kHighBits = false;
   TARGET static __m512i codes(const Block& a, const Block& b) {
     uint32_t ha, hb;
     std::memcpy(&ha, a.qh, 4);
@@ -272,6 +296,56 @@ struct Q5_0Traits {
                            _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
   }
   // x = d * (q - 16): the -16 term is 16 * d * sum(x).
+  static constexpr float kOffsetScale = 16.0f;
+  static constexpr size_t kOffsetAt = offsetof(Block, d);
+};
+
+// Q5_0 in quads, with VNNI and BITALG: the fifth bits of a group's 8 blocks go into one register
+// whose 128-bit lane m holds qh of blocks m and 4 + m in each 64-bit half (two word permutes of
+// the loads that also give the scales); one vpshufbitqmb per 64 codes then picks, for each code
+// byte, its bit from that lane (bit t or 16 + t of block 4s + m's qh for element t of the low
+// or high nibbles), and a masked add puts 16 in.
+struct Q5_0QuadTraits {
+  using Block = BlockQ5_0;
+  static constexpr bool kVnni = true, kSigned = false, kOffset = true, kQuads = true,
+                        kHighBits = true;
+  static constexpr size_t kQh = offsetof(Block, qh);
+  // Word lane i: lane i / 8, dword (i % 8) / 2 of it: block i / 8 + 4 * (dword % 2), half i % 2.
+  static constexpr int high_byte(int i) {
+    const int block = i / 8 + 4 * ((i % 8) / 2 % 2);
+    return static_cast<int>(sizeof(Block)) * block + static_cast<int>(kQh) + 2 * (i % 2);
+  }
+  // A row's last, partial group: as the quads read it, block min(p, n - 1) at position p.
+  TARGET static __m512i group_high(const Block* w, int n) {
+    if (n == 8) return group_words<sizeof(Block), high_byte>(reinterpret_cast<const uint8_t*>(w));
+    alignas(64) uint32_t h[16];
+    for (int i = 0; i < 16; ++i) {
+      const int block = std::min(i / 4 + 4 * (i % 2), n - 1);
+      std::memcpy(&h[i], w[block].qh, 4);
+    }
+    return _mm512_load_si512(h);
+  }
+  TARGET_Q static QuadCodes codes(const Block& a, const Block& b, const Block& c, const Block& d,
+                                  __m512i high, int quad) {
+    // Byte j of the low nibbles picks bit 32 * quad + j % 16 of its 64-bit half, the high
+    // nibbles bit 32 * quad + 16 + j % 16.
+    alignas(64) static constexpr std::array<std::array<uint8_t, 64>, 4> kBits = [] {
+      std::array<std::array<uint8_t, 64>, 4> t{};
+      for (int q = 0; q < 2; ++q)
+        for (int half = 0; half < 2; ++half)
+          for (int j = 0; j < 64; ++j)
+            t[2 * q + half][j] = static_cast<uint8_t>(32 * q + 16 * half + j % 16);
+      return t;
+    }();
+    const QuadCodes q = quad_nibbles(a, b, c, d);
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    const __mmask64 klo =
+        _mm512_bitshuffle_epi64_mask(high, _mm512_load_si512(kBits[2 * quad].data()));
+    const __mmask64 khi =
+        _mm512_bitshuffle_epi64_mask(high, _mm512_load_si512(kBits[2 * quad + 1].data()));
+    return {_mm512_mask_add_epi8(q.lo, klo, q.lo, sixteen),
+            _mm512_mask_add_epi8(q.hi, khi, q.hi, sixteen)};
+  }
   static constexpr float kOffsetScale = 16.0f;
   static constexpr size_t kOffsetAt = offsetof(Block, d);
 };
@@ -295,7 +369,7 @@ template <bool kVnniCodes>
 struct Iq4NlTraits {
   using Block = BlockIQ4_NL;
   static constexpr bool kVnni = kVnniCodes, kSigned = !kVnniCodes, kOffset = kVnniCodes,
-                        kQuads = true;
+                        kQuads = true, kHighBits = false;
   TARGET static QuadCodes codes(const Block& a, const Block& b, const Block& c, const Block& d) {
     const void* values = kVnniCodes ? static_cast<const void*>(kIq4nlShifted.v)
                                     : static_cast<const void*>(kIq4nlValues);
@@ -309,8 +383,8 @@ struct Iq4NlTraits {
 };
 
 template <typename T>
-TARGET_VNNI void rows32(const void* w, int64_t w_stride, int nw, const QuantRow* xs, int nr,
-                        int64_t nb, float* out, int64_t ldo) {
+TARGET_Q void rows32(const void* w, int64_t w_stride, int nw, const QuantRow* xs, int nr,
+                     int64_t nb, float* out, int64_t ldo) {
   rows<typename T::Block, dot_blocks32_t<T, 1>, dot_blocks32_t<T, 2>, dot_blocks32_t<T, 4>>(
       w, w_stride, nw, xs, nr, nb, out, ldo);
 }
@@ -325,7 +399,11 @@ TARGET_VNNI void dot_blocks32(DType type, const void* w, int64_t w_stride, int n
       rows32<Q4_1Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ5_0:
-      rows32<Q5_0Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      if (kVnni && has_vnni_bitalg()) {
+        rows32<Q5_0QuadTraits>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      } else {
+        rows32<Q5_0Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      }
       break;
     case DType::kIQ4_NL:
       rows32<Iq4NlTraits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);

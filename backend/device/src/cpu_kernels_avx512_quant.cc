@@ -362,6 +362,14 @@ bool has_vnni_vbmi() {
   return yes;
 }
 
+bool has_vnni_bitalg() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return has_vnni() && __builtin_cpu_supports("avx512bitalg") != 0;
+  }();
+  return yes;
+}
+
 TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q, float* d, float* sums) {
   quantize_row_t<int16_t, 32767>(x, k, q, d, sums);
 }

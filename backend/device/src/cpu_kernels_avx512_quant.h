@@ -27,6 +27,8 @@ CUTLINE_AVX512_TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8
 bool has_vnni();
 // Whether this CPU has AVX-512 VNNI and VBMI (vpermb); checked once.
 bool has_vnni_vbmi();
+// Whether this CPU has AVX-512 VNNI and BITALG (vpshufbitqmb); checked once.
+bool has_vnni_bitalg();
 bool reads_x8(DType type);
 // Q8_0 on CPUs with AVX-512 VNNI.
 bool reads_xg(DType type);
