@@ -349,7 +349,8 @@ TARGET_VNNI void dot_q8_0_p_t(const Q8_0Quad* quads, const QuantRow* xs, int64_t
 bool has_vnni() {
   static const bool yes = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0;
+    return __builtin_cpu_supports("avx512vnni") != 0 &&
+           avx512_extension_allowed(Avx512Extension::kVnni);
   }();
   return yes;
 }
@@ -357,7 +358,8 @@ bool has_vnni() {
 bool has_vnni_vbmi() {
   static const bool yes = [] {
     __builtin_cpu_init();
-    return has_vnni() && __builtin_cpu_supports("avx512vbmi") != 0;
+    return has_vnni() && __builtin_cpu_supports("avx512vbmi") != 0 &&
+           avx512_extension_allowed(Avx512Extension::kVbmi);
   }();
   return yes;
 }
@@ -365,7 +367,8 @@ bool has_vnni_vbmi() {
 bool has_vnni_bitalg() {
   static const bool yes = [] {
     __builtin_cpu_init();
-    return has_vnni() && __builtin_cpu_supports("avx512bitalg") != 0;
+    return has_vnni() && __builtin_cpu_supports("avx512bitalg") != 0 &&
+           avx512_extension_allowed(Avx512Extension::kBitalg);
   }();
   return yes;
 }

@@ -63,6 +63,15 @@ Isa detect_isa() {
   return best;
 }
 
+bool avx512_extension_allowed(Avx512Extension ext) {
+  const char* cap = std::getenv("CUTLINE_CPU_ISA");
+  if (cap == nullptr) return true;
+  const std::string_view v(cap);
+  if (v == "avx512-base") return false;
+  if (v == "avx512-vnni") return ext == Avx512Extension::kVnni;
+  return true;
+}
+
 const Kernels& kernels_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:

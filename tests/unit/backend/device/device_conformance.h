@@ -5,6 +5,7 @@
 // GPU exists at run time), skipped when that configuration is absent.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <ostream>
 #include <random>
 #include <string>
@@ -52,7 +53,10 @@ inline bool reads_int8(const std::string& isa, DType t) {
   if (t == DType::kQ4_K || t == DType::kQ6_K) return isa == "avx512";
   if (t == DType::kQ8_0) {
 #if defined(__x86_64__)
-    return isa == "avx512" && __builtin_cpu_supports("avx512vnni");
+    // CUTLINE_CPU_ISA=avx512-base turns VNNI off (cpu_kernels.h avx512_extension_allowed).
+    const char* cap = std::getenv("CUTLINE_CPU_ISA");
+    return isa == "avx512" && __builtin_cpu_supports("avx512vnni") &&
+           (cap == nullptr || std::string(cap) != "avx512-base");
 #else
     return false;
 #endif
