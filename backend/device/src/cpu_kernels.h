@@ -185,10 +185,10 @@ constexpr int kPackPanelW = 48;
 // The best ISA this CPU supports, capped by the environment variable CUTLINE_CPU_ISA
 // (scalar|avx2|avx512, or avx512-vnni|avx512-base, below) when set.
 Isa detect_isa();
-// The AVX-512 extensions some kernels take where the CPU has them. CUTLINE_CPU_ISA=avx512-vnni
-// allows VNNI only, avx512-base none of them, so that the kernels for CPUs without them run (and
-// are tested) on one that has them.
-enum class Avx512Extension { kVnni, kVbmi, kBitalg };
+// The AVX-512 extensions (and GFNI) some kernels take where the CPU has them.
+// CUTLINE_CPU_ISA=avx512-vnni allows VNNI only, avx512-base none of them, so that the kernels for
+// CPUs without them run (and are tested) on one that has them.
+enum class Avx512Extension { kVnni, kVbmi, kBitalg, kGfni };
 bool avx512_extension_allowed(Avx512Extension ext);
 std::string_view isa_name(Isa isa);
 // Kernels for `isa`; isa must be supported by this CPU.

@@ -26,7 +26,8 @@
 #define TARGET CUTLINE_AVX512_TARGET
 #define TARGET_VNNI CUTLINE_AVX512_VNNI_TARGET
 // The kernels' templates, compiled with BITALG too for Q5_0's quads (vpshufbitqmb), which run
-// only where the CPU has it (has_vnni_bitalg); the other instances use no BITALG instruction.
+// only where the CPU has it (has_extension(kBitalg)); the other instances use no BITALG
+// instruction.
 #define TARGET_Q \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512bitalg")))
 
@@ -399,7 +400,7 @@ TARGET_VNNI void dot_blocks32(DType type, const void* w, int64_t w_stride, int n
       rows32<Q4_1Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ5_0:
-      if (kVnni && has_vnni_bitalg()) {
+      if (kVnni && has_extension(Avx512Extension::kBitalg)) {
         rows32<Q5_0QuadTraits>(w, w_stride, nw, xs, nr, nb, out, ldo);
       } else {
         rows32<Q5_0Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);

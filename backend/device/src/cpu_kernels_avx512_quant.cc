@@ -346,32 +346,19 @@ TARGET_VNNI void dot_q8_0_p_t(const Q8_0Quad* quads, const QuantRow* xs, int64_t
 
 }  // namespace
 
-bool has_vnni() {
-  static const bool yes = [] {
+bool has_extension(Avx512Extension ext) {
+  static const std::array<bool, 4> yes = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0 &&
-           avx512_extension_allowed(Avx512Extension::kVnni);
+    auto ok = [](bool cpu, Avx512Extension e) { return cpu && avx512_extension_allowed(e); };
+    return std::array<bool, 4>{ok(__builtin_cpu_supports("avx512vnni"), Avx512Extension::kVnni),
+                               ok(__builtin_cpu_supports("avx512vbmi"), Avx512Extension::kVbmi),
+                               ok(__builtin_cpu_supports("avx512bitalg"), Avx512Extension::kBitalg),
+                               ok(__builtin_cpu_supports("gfni"), Avx512Extension::kGfni)};
   }();
-  return yes;
+  return yes[static_cast<size_t>(ext)];
 }
 
-bool has_vnni_vbmi() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return has_vnni() && __builtin_cpu_supports("avx512vbmi") != 0 &&
-           avx512_extension_allowed(Avx512Extension::kVbmi);
-  }();
-  return yes;
-}
-
-bool has_vnni_bitalg() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return has_vnni() && __builtin_cpu_supports("avx512bitalg") != 0 &&
-           avx512_extension_allowed(Avx512Extension::kBitalg);
-  }();
-  return yes;
-}
+bool has_vnni() { return has_extension(Avx512Extension::kVnni); }
 
 TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q, float* d, float* sums) {
   quantize_row_t<int16_t, 32767>(x, k, q, d, sums);

@@ -16,6 +16,10 @@
 // AVX-512 VBMI as well as VNNI.
 #define CUTLINE_AVX512_VBMI_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512vbmi")))
+// Kernels that also move bits within bytes (gf2p8affineqb): only called where the CPU has GFNI as
+// well as VNNI.
+#define CUTLINE_AVX512_GFNI_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,gfni")))
 
 namespace cutline::device::cpu::avx512 {
 
@@ -23,12 +27,10 @@ CUTLINE_AVX512_TARGET void quantize_row_x(const float* x, int64_t k, int16_t* q,
                                           float* sums);
 CUTLINE_AVX512_TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8,
                                            float* sums8);
-// Whether this CPU has AVX-512 VNNI (vpdpwssd, vpdpbusd); checked once.
+// Whether this CPU has the AVX-512 extension (and CUTLINE_CPU_ISA allows it); checked once.
+bool has_extension(Avx512Extension ext);
+// has_extension(kVnni): vpdpwssd, vpdpbusd.
 bool has_vnni();
-// Whether this CPU has AVX-512 VNNI and VBMI (vpermb); checked once.
-bool has_vnni_vbmi();
-// Whether this CPU has AVX-512 VNNI and BITALG (vpshufbitqmb); checked once.
-bool has_vnni_bitalg();
 bool reads_x8(DType type);
 // Q8_0 on CPUs with AVX-512 VNNI.
 bool reads_xg(DType type);
