@@ -1,4 +1,4 @@
-// AVX2 integer kernels for Q5_K, Q3_K, Q2_K, IQ4_XS, Q4_1, Q5_0 and IQ4_NL times int8
+// AVX2 integer kernels for Q5_K, Q3_K, Q2_K, IQ4_XS, Q4_0, Q4_1, Q5_0 and IQ4_NL times int8
 // activations: the algorithm of cpu_kernels_avx512_lowbit.cc (codes as bytes times int8
 // activations pairwise into int16 with vpmaddubsw, then times the sub-block scales into int32)
 // on 32 elements per instruction, with 8 int32 / F32 lanes, so other lane groupings and other
@@ -182,6 +182,12 @@ TARGET void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t nb, f
   for (int r = 0; r < NR; ++r) out[r * ldo] = hsum(facc[r]);
 }
 
+struct Q4_0Traits {
+  using Block = BlockQ4_0;
+  static constexpr bool kSigned = false;
+  TARGET static __m256i codes(const Block& a) { return nibbles(a.qs); }
+  TARGET static float offset(const Block& a) { return 8.0f * _cvtsh_ss(a.d); }  // x = d * (q - 8)
+};
 struct Q4_1Traits {
   using Block = BlockQ4_1;
   static constexpr bool kSigned = false;
@@ -326,6 +332,7 @@ TARGET void quantize_row_x8(const float* x, int64_t k, int8_t* q8, float* d8, fl
 
 bool reads_x8(DType type) {
   switch (type) {
+    case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ5_0:
     case DType::kQ2_K:
@@ -360,6 +367,10 @@ TARGET bool dot_block_q_lowbit(DType type, const void* w, int64_t w_stride, int 
     case DType::kIQ4_XS:
       rows<erase<BlockIQ4_XS, dot_iq4_xs_t<1>>, erase<BlockIQ4_XS, dot_iq4_xs_t<2>>,
            erase<BlockIQ4_XS, dot_iq4_xs_t<4>>>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      break;
+    case DType::kQ4_0:
+      rows<dot_blocks32_t<Q4_0Traits, 1>, dot_blocks32_t<Q4_0Traits, 2>,
+           dot_blocks32_t<Q4_0Traits, 4>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kQ4_1:
       rows<dot_blocks32_t<Q4_1Traits, 1>, dot_blocks32_t<Q4_1Traits, 2>,

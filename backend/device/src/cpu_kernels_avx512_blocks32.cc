@@ -1,12 +1,12 @@
-// AVX-512 integer kernels for Q4_1, Q5_0 and IQ4_NL (32-element blocks, each with its own F16
-// scale) times int8 activations (cpu_kernels.h QuantRow q8, q8p, d8, sums8): the codes as bytes
-// times the activations pairwise into 32 int16 lanes (vpmaddubsw), then summed pairwise into 16
-// int32 lanes, or with VNNI both at once (vpdpbusd). Q4_1 and IQ4_NL take four blocks per step,
-// one per 128-bit lane (low nibbles in one register, high nibbles in another, against the
-// activations in QuantRow::q8p's order), so that one conversion and one multiply-add by the
+// AVX-512 integer kernels for Q4_0, Q4_1, Q5_0 and IQ4_NL (32-element blocks, each with its own
+// F16 scale) times int8 activations (cpu_kernels.h QuantRow q8, q8p, d8, sums8): the codes as
+// bytes times the activations pairwise into 32 int16 lanes (vpmaddubsw), then summed pairwise into
+// 16 int32 lanes, or with VNNI both at once (vpdpbusd). Q4_0, Q4_1 and IQ4_NL take four blocks
+// per step, one per 128-bit lane (low nibbles in one register, high nibbles in another, against
+// the activations in QuantRow::q8p's order), so that one conversion and one multiply-add by the
 // blocks' scales serve 128 weights; so does Q5_0 with VNNI and BITALG (its fifth bits picked by
-// vpshufbitqmb), else it takes two blocks per 64 elements in element order. The
-// codes are unsigned (Q5_0's -16 and Q4_1's m are taken out afterwards with the row's 32-element
+// vpshufbitqmb), else it takes two blocks per 64 elements in element order. The codes are
+// unsigned (Q4_0's -8, Q5_0's -16 and Q4_1's m are taken out afterwards with the row's 32-element
 // sums) except IQ4_NL's table values: without VNNI they go through vpmaddubsw as |w| times
 // sign(w) * x, with VNNI shifted by 128 into unsigned bytes (an offset, as Q5_0's). Each output's
 // sequence of operations depends on the weight row and the activation row only, never on how
@@ -281,6 +281,19 @@ struct Q4_1Traits {
   static constexpr size_t kOffsetAt = offsetof(Block, m);
 };
 
+// Q4_0: Q4_1 without m; x = d * (q - 8), the -8 term 8 * d * sum(x), as Q5_0's 16.
+template <bool kVnniCodes>
+struct Q4_0Traits {
+  using Block = BlockQ4_0;
+  static constexpr bool kVnni = kVnniCodes, kSigned = false, kOffset = true, kQuads = true,
+                        kHighBits = false;
+  TARGET static QuadCodes codes(const Block& a, const Block& b, const Block& c, const Block& d) {
+    return quad_nibbles(a, b, c, d);
+  }
+  static constexpr float kOffsetScale = 8.0f;
+  static constexpr size_t kOffsetAt = offsetof(Block, d);
+};
+
 template <bool kVnniCodes>
 struct Q5_0Traits {
   using Block = BlockQ5_0;
@@ -396,6 +409,9 @@ template <bool kVnni>
 TARGET_VNNI void dot_blocks32(DType type, const void* w, int64_t w_stride, int nw,
                               const QuantRow* xs, int nr, int64_t nb, float* out, int64_t ldo) {
   switch (type) {
+    case DType::kQ4_0:
+      rows32<Q4_0Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
+      break;
     case DType::kQ4_1:
       rows32<Q4_1Traits<kVnni>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;

@@ -1,5 +1,5 @@
-// AVX-512 integer kernels for Q5_K, Q3_K, Q2_K, IQ4_XS (256-element super-blocks; Q4_1, Q5_0 and
-// IQ4_NL, 32-element blocks, in cpu_kernels_avx512_blocks32.cc) times int8 activations
+// AVX-512 integer kernels for Q5_K, Q3_K, Q2_K, IQ4_XS (256-element super-blocks; Q4_0, Q4_1,
+// Q5_0 and IQ4_NL, 32-element blocks, in cpu_kernels_avx512_blocks32.cc) times int8 activations
 // (cpu_kernels.h QuantRow q8, d8, sums8, sums16), as llama.cpp's CPU dot products do it: per 64
 // elements the weights' integer codes as bytes times the int8 activations pairwise into 32 int16
 // lanes (vpmaddubsw), then times the sub-blocks' integer scales (or ones) pairwise into 16 int32
@@ -510,6 +510,7 @@ TARGET_VNNI void dot_iq4_xs_t(const BlockIQ4_XS* w, const QuantRow* xs, int64_t 
 
 bool reads_x8_lowbit(DType type) {
   switch (type) {
+    case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ5_0:
     case DType::kQ2_K:
@@ -561,7 +562,7 @@ TARGET void dot_lowbit(DType type, const void* w, int64_t w_stride, int nw, cons
                                                                              nr, nb, out, ldo);
       }
       break;
-    default:  // Q4_1, Q5_0, IQ4_NL
+    default:  // Q4_0, Q4_1, Q5_0, IQ4_NL
       dot_blocks32<kVnni>(type, w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
   }

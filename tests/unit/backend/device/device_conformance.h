@@ -46,7 +46,7 @@ inline constexpr DType kAllTypes[] = {DType::kF32,    DType::kF16,   DType::kBF1
                                       DType::kIQ4_NL, DType::kIQ4_XS};
 
 // Whether the kernels of `isa` read int8 activations for type t (cpu_kernels.h QuantRow q8 or
-// qg): Q4_K and Q6_K on AVX-512; Q8_0 on AVX-512 with VNNI; Q4_1, Q5_0, Q2_K, Q3_K, Q5_K,
+// qg): Q4_K and Q6_K on AVX-512; Q8_0 on AVX-512 with VNNI; Q4_0, Q4_1, Q5_0, Q2_K, Q3_K, Q5_K,
 // IQ4_NL and IQ4_XS on AVX-512 and AVX2.
 inline bool reads_int8(const std::string& isa, DType t) {
   if (isa != "avx512" && isa != "avx2") return false;
@@ -61,8 +61,8 @@ inline bool reads_int8(const std::string& isa, DType t) {
     return false;
 #endif
   }
-  return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ2_K || t == DType::kQ3_K ||
-         t == DType::kQ5_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS;
+  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ2_K ||
+         t == DType::kQ3_K || t == DType::kQ5_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS;
 }
 
 inline std::vector<float> random_vec(int64_t n, uint32_t seed, float scale = 1.0f) {
