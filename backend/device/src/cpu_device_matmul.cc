@@ -43,7 +43,7 @@ void CpuDevice::matmul(const float* x, int64_t n_rows, const Weight& w, float* y
     return;
   }
   const float* xs[cpu::kTileRows];
-  // The register-blocked tile reads weight blocks in place (F32/F16/BF16/Q8_0/Q4_0) or, for the
+  // The register-blocked tile reads weight blocks in place (F32/F16/BF16/Q8_0) or, for the
   // other types, the F32 rows dequantized once per batch block. The path depends on the weight
   // type and k only, never on n_rows: every (row, column) gets the same bits (cpu_kernels.h).
   if (kernels_.dot_block != nullptr &&

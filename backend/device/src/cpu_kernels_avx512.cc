@@ -26,7 +26,6 @@ namespace {
 using avx512::load_w16_bf16;
 using avx512::load_w16_f16;
 using avx512::load_w16_f32;
-using avx512::load_w16_q4_0;
 using avx512::load_w16_q8_0;
 // The panel's prefetch of the caller's next rows goes to L1: the next call reads them first.
 using NextLines = avx512::LineStream<3>;
@@ -137,8 +136,6 @@ template <>
 constexpr int64_t kBytesPer64<load_w16_bf16> = 128;
 template <>
 constexpr int64_t kBytesPer64<load_w16_q8_0> = 2 * sizeof(BlockQ8_0);
-template <>
-constexpr int64_t kBytesPer64<load_w16_q4_0> = 2 * sizeof(BlockQ4_0);
 
 // W weight rows x NR activation rows. The reduction of dot_rows_t (16-element chunk c into
 // accumulator c % 4, then (a0 + a1) + (a2 + a3), reduce, + 0 tail) is done one accumulator
@@ -201,8 +198,8 @@ TARGET void dot_panel_t(const uint8_t* w, int64_t w_stride, int ng, const float*
   // A segment of the NR activation rows (NR x 4 KiB at 1024) and of a prefill panel's weight
   // rows (kPrefillPanelW x at most 2 KiB) share L1 with room to spare; F32 weights and the wider
   // decode panels take 512. Longer segments send each stripe's partial sums to `part` less often.
-  // (Of the prefill batches only Q4_0's reach this kernel; F32, F16 and BF16 take the packed
-  // path, cpu_kernels_avx512_packed.cc.)
+  // (Of the prefill batches only Q8_0's on CPUs without VNNI reach this kernel; F32, F16 and
+  // BF16 take the packed path, cpu_kernels_avx512_packed.cc.)
   const int64_t seg = kBytesPer64<Load> <= 128 && ng * 4 <= kPrefillPanelW ? 1024 : 512;
   constexpr int kW = 4;
   __m512 part[kPanelW / kW][4][kW * NR];
@@ -266,7 +263,7 @@ TARGET void dot_panel_nr(const uint8_t* w, int64_t w_stride, int nw, const float
 // L2. The last pass prefetches the caller's next rows, so that the next call's first pass finds
 // them in the cache instead of waiting on memory with each load (matmul_bench, one thread,
 // weights streamed from memory: 1.15-1.45x the multiply-adds per second for F16 and BF16 at 4
-// and 8 rows, 1.1-1.3x for F32, 1.05-1.1x for Q4_0).
+// and 8 rows, 1.1-1.3x for F32).
 template <__m512 (*Load)(const void*, int64_t)>
 TARGET void dot_panel(const uint8_t* w, int64_t w_stride, int nw, const float* const* xs, int nr,
                       int64_t k, float* out, int64_t ldo, const PrefetchRows& next) {
@@ -375,9 +372,6 @@ TARGET bool dot_tile(DType type, const void* w, int64_t w_stride, int nw, const 
       return true;
     case DType::kQ8_0:
       if (nr > 0) dot_tile_load<load_w16_q8_0>(wb, w_stride, nw, xs, nr, k, out, ldo, next);
-      return true;
-    case DType::kQ4_0:
-      if (nr > 0) dot_tile_load<load_w16_q4_0>(wb, w_stride, nw, xs, nr, k, out, ldo, next);
       return true;
     default:
       return false;

@@ -69,14 +69,6 @@ CUTLINE_AVX512_TARGET inline __m512 load_w16_q8_0(const void* w, int64_t i) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % kQK8_0));
   return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
 }
-CUTLINE_AVX512_TARGET inline __m512 load_w16_q4_0(const void* w, int64_t i) {
-  const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w)[i / kQK4_0];
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-  const __m128i nib = (i % kQK4_0) == 0 ? _mm_and_si128(q, _mm_set1_epi8(0xF))
-                                        : _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
-  const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nib), _mm512_set1_epi32(8));
-  return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b.d)), _mm512_cvtepi32_ps(v));
-}
 
 CUTLINE_AVX512_TARGET int64_t packed_bytes(DType type, int64_t k);
 CUTLINE_AVX512_TARGET void pack_x(const float* x, int64_t k, float* dst);
