@@ -77,6 +77,16 @@ constexpr int64_t kInterleaveKBlock = 256;
 constexpr int kInterleaveTileRows = 8;
 constexpr int kInterleaveTileBlocks = 3;
 
+// Where element i of weight row `row` (k elements per row) lies in the interleaved layout, in
+// 16-bit elements from the weight's start: F16 position-major within a block of kInterleaveRows
+// rows; BF16 by pairs of positions, each row's elements 2p and 2p + 1 side by side (one 32-bit
+// lane), the rows' lanes side by side.
+inline int64_t interleaved_index(DType type, int64_t k, int64_t row, int64_t i) {
+  const int64_t r = row % kInterleaveRows, block = row / kInterleaveRows * kInterleaveRows * k;
+  return type == DType::kBF16 ? block + i / 2 * 2 * kInterleaveRows + 2 * r + i % 2
+                              : block + i * kInterleaveRows + r;
+}
+
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 struct Kernels {
@@ -151,7 +161,8 @@ struct Kernels {
   // Optional layout for the types it answers interleaved_bytes for (the bytes of a rows x k
   // weight in that layout, 0 when it has none): the device copies such a weight once at load,
   // block by block (interleave writes row blocks [block_begin, block_end) of kInterleaveRows rows,
-  // k-major: position i of the block's rows side by side, then position i + 1), and every matmul
+  // k-major: position i of the block's rows side by side, then position i + 1; BF16 by pairs of
+  // positions, interleaved_index), and every matmul
   // over it runs dot_interleaved: out[r * ldo + n] for the nb * kInterleaveRows rows of the
   // blocks starting at wi and r < nr (any count). Each output is the sum, in order, of one
   // multiply-add chain per kInterleaveKBlock positions, whatever nb and nr are, so batch

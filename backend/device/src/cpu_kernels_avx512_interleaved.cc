@@ -1,9 +1,11 @@
-// The interleaved F16 path of the AVX-512 kernels (cpu_kernels.h interleaved_bytes, interleave,
-// dot_interleaved). An interleaved weight holds blocks of kInterleaveRows rows, each block k-major:
-// element i of the block's rows 0..15 side by side (32 bytes), then element i + 1. One 16-lane
-// vector then holds 16 output features at one input position, so a multiply-add by one broadcast
-// activation advances 16 dot products at once: no horizontal reduction per output, and one weight
-// vector serves every activation row of a tile.
+// The interleaved F16 and BF16 path of the AVX-512 kernels (cpu_kernels.h interleaved_bytes,
+// interleave, dot_interleaved). An interleaved weight holds blocks of kInterleaveRows rows, each
+// block k-major: element i of the block's rows 0..15 side by side (32 bytes), then element i + 1;
+// BF16 by pairs of positions, each row's elements i and i + 1 in one 32-bit lane (64 bytes per
+// pair), so that one shift and one and make the pair's two F32 vectors. One 16-lane vector then
+// holds 16 output features at one input position, so a multiply-add by one broadcast activation
+// advances 16 dot products at once: no horizontal reduction per output, and one weight vector
+// serves every activation row of a tile.
 //
 // The activations come packed in tiles of kInterleaveTileRows rows (pack_interleaved_x), each
 // tile k-major: the tile's rows at position i side by side. The broadcasts of one position then
@@ -31,9 +33,20 @@ namespace {
 
 constexpr int kRows = kInterleaveRows;
 
+// Position i's weights times the NT broadcast activations into acc.
+template <int RB, int NT>
+TARGET inline void position(const __m512 (&wv)[RB], const float* xp, __m512 (&acc)[RB][NT]) {
+#pragma GCC unroll 12
+  for (int t = 0; t < NT; ++t) {
+    const __m512 xv = _mm512_set1_ps(xp[t]);
+#pragma GCC unroll 8
+    for (int b = 0; b < RB; ++b) acc[b][t] = _mm512_fmadd_ps(wv[b], xv, acc[b][t]);
+  }
+}
+
 // RB row blocks (w: the first; block b at w + b * k * kRows) x NT activation rows packed k-major
 // (xp[i * NT + t]). The tile's outputs: out[t * ldo + b * kRows + lane].
-template <int RB, int NT>
+template <bool kBf16, int RB, int NT>
 TARGET void tile(const uint16_t* w, int64_t k, const float* xp, float* out, int64_t ldo) {
   for (int64_t k0 = 0; k0 < k; k0 += kInterleaveKBlock) {
     const int64_t k1 = std::min(k, k0 + kInterleaveKBlock);
@@ -42,18 +55,29 @@ TARGET void tile(const uint16_t* w, int64_t k, const float* xp, float* out, int6
     for (int b = 0; b < RB; ++b)
 #pragma GCC unroll 12
       for (int t = 0; t < NT; ++t) acc[b][t] = _mm512_setzero_ps();
-    for (int64_t i = k0; i < k1; ++i) {
-      __m512 wv[RB];
+    if constexpr (kBf16) {
+      // k is even (interleaved_bytes), so is k0: positions i and i + 1 from one 64-byte load.
+      const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+      for (int64_t i = k0; i < k1; i += 2) {
+        __m512 lo[RB], hi[RB];
 #pragma GCC unroll 8
-      for (int b = 0; b < RB; ++b) {
-        wv[b] = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (b * k + i) * kRows)));
+        for (int b = 0; b < RB; ++b) {
+          const __m512i v = _mm512_loadu_si512(w + (b * k + i) * kRows);
+          lo[b] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+          hi[b] = _mm512_castsi512_ps(_mm512_and_si512(v, high));
+        }
+        position<RB, NT>(lo, xp + i * NT, acc);
+        position<RB, NT>(hi, xp + (i + 1) * NT, acc);
       }
-#pragma GCC unroll 12
-      for (int t = 0; t < NT; ++t) {
-        const __m512 xv = _mm512_set1_ps(xp[i * NT + t]);
+    } else {
+      for (int64_t i = k0; i < k1; ++i) {
+        __m512 wv[RB];
 #pragma GCC unroll 8
-        for (int b = 0; b < RB; ++b) acc[b][t] = _mm512_fmadd_ps(wv[b], xv, acc[b][t]);
+        for (int b = 0; b < RB; ++b) {
+          wv[b] = _mm512_cvtph_ps(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (b * k + i) * kRows)));
+        }
+        position<RB, NT>(wv, xp + i * NT, acc);
       }
     }
 #pragma GCC unroll 8
@@ -99,28 +123,29 @@ TARGET inline void transpose16(__m512 v[16]) {
 constexpr int blocks_for(int nt) { return std::min(8, 31 / (nt + 1)); }
 
 // The last nb < RB + 1 row blocks: one tile of RB if there are that many, then smaller ones.
-template <int RB, int NT>
+template <bool kBf16, int RB, int NT>
 TARGET void rest(const uint16_t* w, int64_t k, int nb, const float* xp, float* out, int64_t ldo) {
   if constexpr (RB > 0) {
     if (nb >= RB) {
-      tile<RB, NT>(w, k, xp, out, ldo);
+      tile<kBf16, RB, NT>(w, k, xp, out, ldo);
       w += RB * k * kRows;
       out += RB * kRows;
       nb -= RB;
     }
-    rest<RB - 1, NT>(w, k, nb, xp, out, ldo);
+    rest<kBf16, RB - 1, NT>(w, k, nb, xp, out, ldo);
   }
 }
 
 // All nb row blocks against NT activation rows: tiles of blocks_for(NT) blocks, then what is
 // left in one smaller tile (or two).
-template <int NT>
+template <bool kBf16, int NT>
 TARGET void rows_nt(const uint16_t* w, int64_t k, int nb, const float* xp, float* out,
                     int64_t ldo) {
   constexpr int kRb = blocks_for(NT);
   int b = 0;
-  for (; b + kRb <= nb; b += kRb) tile<kRb, NT>(w + b * k * kRows, k, xp, out + b * kRows, ldo);
-  rest<kRb - 1, NT>(w + b * k * kRows, k, nb - b, xp, out + b * kRows, ldo);
+  for (; b + kRb <= nb; b += kRb)
+    tile<kBf16, kRb, NT>(w + b * k * kRows, k, xp, out + b * kRows, ldo);
+  rest<kBf16, kRb - 1, NT>(w + b * k * kRows, k, nb - b, xp, out + b * kRows, ldo);
 }
 
 // Activation rows per tile: 8 rows x 3 blocks measured faster for prefill than 12 x 2 or 6 x 4.
@@ -150,13 +175,15 @@ TARGET inline void transpose8(__m256 v[8]) {
 }  // namespace
 
 TARGET int64_t interleaved_bytes(DType type, int64_t rows, int64_t k) {
-  if (type != DType::kF16 || rows <= 0 || rows % kRows != 0 || k <= 0) return 0;
+  if (type != DType::kF16 && type != DType::kBF16) return 0;
+  if (rows <= 0 || rows % kRows != 0 || k <= 0 || (type == DType::kBF16 && k % 2 != 0)) return 0;
   return rows * k * 2;
 }
 
 TARGET void interleave(DType type, const void* w, int64_t k, int64_t block_begin, int64_t block_end,
                        void* dst) {
-  if (type != DType::kF16) return;
+  if (interleaved_bytes(type, kRows, k) == 0) return;
+  const bool bf16 = type == DType::kBF16;
   const auto* src = static_cast<const uint16_t*>(w);
   auto* out = static_cast<uint16_t*>(dst);
   for (int64_t blk = block_begin; blk < block_end; ++blk) {
@@ -172,13 +199,22 @@ TARGET void interleave(DType type, const void* w, int64_t k, int64_t block_begin
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * k + i))));
       }
       transpose16(v);
-      for (int j = 0; j < 16; ++j) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + (i + j) * kRows),
-                            _mm512_cvtepi32_epi16(_mm512_castps_si512(v[j])));
+      if (bf16) {
+        // Positions i + j and i + j + 1 as the low and high halves of each row's 32-bit lane.
+        for (int j = 0; j < 16; j += 2) {
+          const __m512i pair = _mm512_or_si512(
+              _mm512_castps_si512(v[j]), _mm512_slli_epi32(_mm512_castps_si512(v[j + 1]), 16));
+          _mm512_storeu_si512(to + (i + j) * kRows, pair);
+        }
+      } else {
+        for (int j = 0; j < 16; ++j) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + (i + j) * kRows),
+                              _mm512_cvtepi32_epi16(_mm512_castps_si512(v[j])));
+        }
       }
     }
     for (; i < k; ++i)
-      for (int r = 0; r < kRows; ++r) to[i * kRows + r] = rows[r * k + i];
+      for (int r = 0; r < kRows; ++r) to[interleaved_index(type, k, r, i)] = rows[r * k + i];
   }
 }
 
@@ -203,14 +239,19 @@ TARGET void pack_interleaved_x(const float* x, int nt, int64_t k, float* xp) {
 
 TARGET void dot_interleaved(DType type, const void* wi, int64_t k, int nb, const float* xp, int nr,
                             float* out, int64_t ldo) {
-  if (type != DType::kF16) return;
+  if (type != DType::kF16 && type != DType::kBF16) return;
   const auto* w = static_cast<const uint16_t*>(wi);
   using Rows = void (*)(const uint16_t*, int64_t, int, const float*, float*, int64_t);
-  static constexpr Rows kByRows[kMaxTileRows] = {rows_nt<1>, rows_nt<2>, rows_nt<3>, rows_nt<4>,
-                                                 rows_nt<5>, rows_nt<6>, rows_nt<7>, rows_nt<8>};
+  static constexpr Rows kF16[kMaxTileRows] = {
+      rows_nt<false, 1>, rows_nt<false, 2>, rows_nt<false, 3>, rows_nt<false, 4>,
+      rows_nt<false, 5>, rows_nt<false, 6>, rows_nt<false, 7>, rows_nt<false, 8>};
+  static constexpr Rows kBf16[kMaxTileRows] = {rows_nt<true, 1>, rows_nt<true, 2>, rows_nt<true, 3>,
+                                               rows_nt<true, 4>, rows_nt<true, 5>, rows_nt<true, 6>,
+                                               rows_nt<true, 7>, rows_nt<true, 8>};
+  const Rows* by_rows = type == DType::kBF16 ? kBf16 : kF16;
   for (int t = 0; t < nr; t += kMaxTileRows) {
     const int nt = std::min(kMaxTileRows, nr - t);
-    kByRows[nt - 1](w, k, nb, xp + t * k, out + t * ldo, ldo);
+    by_rows[nt - 1](w, k, nb, xp + t * k, out + t * ldo, ldo);
   }
 }
 

@@ -92,27 +92,30 @@ TEST_P(DeviceConformance, EmbedEveryType) {
   }
 }
 
-// An F16 table in whole blocks of 16 rows (held interleaved by the AVX-512 CPU device): every
-// row embeds to exactly its F16 values (CUDA: F16 storage too).
-TEST_P(DeviceConformance, EmbedF16InWholeSixteenRowBlocks) {
+// F16 and BF16 tables in whole blocks of 16 rows (held interleaved by the AVX-512 CPU device):
+// every row embeds to exactly its values (CUDA: F16 and BF16 storage too). 300 columns: not whole
+// 16-position steps of the interleaving.
+TEST_P(DeviceConformance, EmbedF16AndBf16InWholeSixteenRowBlocks) {
   const int64_t rows = 48, cols = 300;
-  const std::vector<float> wf = random_vec(rows * cols, 6);
-  std::vector<uint8_t> wq(row_bytes(DType::kF16, cols) * rows);
-  for (int64_t r = 0; r < rows; ++r)
-    quantize_row(DType::kF16, wf.data() + r * cols, wq.data() + r * row_bytes(DType::kF16, cols),
-                 cols);
-  auto w = dev_->load_weight(wq.data(), DType::kF16, rows, cols, nullptr);
-  ASSERT_TRUE(w.ok());
-  std::vector<int32_t> ids(rows);
-  for (int32_t i = 0; i < rows; ++i) ids[i] = (i * 7 + 3) % rows;
-  Buffer dids = put(ids), dy = zeros(rows * cols);
-  dev_->embed(*w, dids.as<int32_t>(), rows, dy.as<float>());
-  const std::vector<float> y = get(dy, rows * cols);
-  std::vector<float> ref(cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    dequantize_row(DType::kF16, wq.data() + ids[i] * row_bytes(DType::kF16, cols), ref.data(),
-                   cols);
-    for (int64_t k = 0; k < cols; ++k) ASSERT_EQ(y[i * cols + k], ref[k]) << i << " " << k;
+  for (const DType type : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    const std::vector<float> wf = random_vec(rows * cols, 6);
+    const int64_t rb = row_bytes(type, cols);
+    std::vector<uint8_t> wq(rb * rows);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, wf.data() + r * cols, wq.data() + r * rb, cols);
+    auto w = dev_->load_weight(wq.data(), type, rows, cols, nullptr);
+    ASSERT_TRUE(w.ok());
+    std::vector<int32_t> ids(rows);
+    for (int32_t i = 0; i < rows; ++i) ids[i] = (i * 7 + 3) % rows;
+    Buffer dids = put(ids), dy = zeros(rows * cols);
+    dev_->embed(*w, dids.as<int32_t>(), rows, dy.as<float>());
+    const std::vector<float> y = get(dy, rows * cols);
+    std::vector<float> ref(cols);
+    for (int64_t i = 0; i < rows; ++i) {
+      dequantize_row(type, wq.data() + ids[i] * rb, ref.data(), cols);
+      for (int64_t k = 0; k < cols; ++k) ASSERT_EQ(y[i * cols + k], ref[k]) << i << " " << k;
+    }
   }
 }
 
