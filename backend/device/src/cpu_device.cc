@@ -100,13 +100,16 @@ void CpuDevice::embed(const Weight& table, const int32_t* ids, int64_t n, float*
   const int64_t k = table.cols;
   const int64_t rb = row_bytes(table.type, k);
   const auto* base = static_cast<const uint8_t*>(table.data);
-  if (table.layout == WeightLayout::kInterleaved16) {  // F16 or BF16, cpu_kernels.h interleave
+  if (table.layout == WeightLayout::kInterleaved16) {  // cpu_kernels.h interleave
     const auto* h = static_cast<const uint16_t*>(table.data);
+    const auto* f = static_cast<const float*>(table.data);
     for (int64_t i = 0; i < n; ++i) {
       assert(ids[i] >= 0 && ids[i] < table.rows);
       for (int64_t c = 0; c < k; ++c) {
-        const uint16_t v = h[cpu::interleaved_index(table.type, k, ids[i], c)];
-        y[i * k + c] = table.type == DType::kBF16 ? bf16_to_f32(v) : f16_to_f32(v);
+        const int64_t at = cpu::interleaved_index(table.type, k, ids[i], c);
+        y[i * k + c] = table.type == DType::kF32    ? f[at]
+                       : table.type == DType::kBF16 ? bf16_to_f32(h[at])
+                                                    : f16_to_f32(h[at]);
       }
     }
     return;

@@ -78,7 +78,7 @@ constexpr int kInterleaveTileRows = 8;
 constexpr int kInterleaveTileBlocks = 3;
 
 // Where element i of weight row `row` (k elements per row) lies in the interleaved layout, in
-// 16-bit elements from the weight's start: F16 position-major within a block of kInterleaveRows
+// elements from the weight's start: F16 and F32 position-major within a block of kInterleaveRows
 // rows; BF16 by pairs of positions, each row's elements 2p and 2p + 1 side by side (one 32-bit
 // lane), the rows' lanes side by side.
 inline int64_t interleaved_index(DType type, int64_t k, int64_t row, int64_t i) {

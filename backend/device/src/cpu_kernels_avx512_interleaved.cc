@@ -1,11 +1,11 @@
-// The interleaved F16 and BF16 path of the AVX-512 kernels (cpu_kernels.h interleaved_bytes,
+// The interleaved F16, BF16 and F32 path of the AVX-512 kernels (cpu_kernels.h interleaved_bytes,
 // interleave, dot_interleaved). An interleaved weight holds blocks of kInterleaveRows rows, each
-// block k-major: element i of the block's rows 0..15 side by side (32 bytes), then element i + 1;
-// BF16 by pairs of positions, each row's elements i and i + 1 in one 32-bit lane (64 bytes per
-// pair), so that one shift and one and make the pair's two F32 vectors. One 16-lane vector then
-// holds 16 output features at one input position, so a multiply-add by one broadcast activation
-// advances 16 dot products at once: no horizontal reduction per output, and one weight vector
-// serves every activation row of a tile.
+// block k-major: element i of the block's rows 0..15 side by side (32 bytes, F32 64), then
+// element i + 1; BF16 by pairs of positions, each row's elements i and i + 1 in one 32-bit lane
+// (64 bytes per pair), so that one shift and one and make the pair's two F32 vectors. One 16-lane
+// vector then holds 16 output features at one input position, so a multiply-add by one broadcast
+// activation advances 16 dot products at once: no horizontal reduction per output, and one weight
+// vector serves every activation row of a tile.
 //
 // The activations come packed in tiles of kInterleaveTileRows rows (pack_interleaved_x), each
 // tile k-major: the tile's rows at position i side by side. The broadcasts of one position then
@@ -44,10 +44,15 @@ TARGET inline void position(const __m512 (&wv)[RB], const float* xp, __m512 (&ac
   }
 }
 
-// RB row blocks (w: the first; block b at w + b * k * kRows) x NT activation rows packed k-major
-// (xp[i * NT + t]). The tile's outputs: out[t * ldo + b * kRows + lane].
-template <bool kBf16, int RB, int NT>
-TARGET void tile(const uint16_t* w, int64_t k, const float* xp, float* out, int64_t ldo) {
+// The weight types held interleaved, and the bytes of one element.
+enum class Kind { kF16, kBf16, kF32 };
+constexpr int64_t elem_bytes(Kind kind) { return kind == Kind::kF32 ? 4 : 2; }
+
+// RB row blocks (w: the first; block b at element b * k * kRows) x NT activation rows packed
+// k-major (xp[i * NT + t]). The tile's outputs: out[t * ldo + b * kRows + lane].
+template <Kind kKind, int RB, int NT>
+TARGET void tile(const uint8_t* w, int64_t k, const float* xp, float* out, int64_t ldo) {
+  constexpr int64_t kEs = elem_bytes(kKind);
   for (int64_t k0 = 0; k0 < k; k0 += kInterleaveKBlock) {
     const int64_t k1 = std::min(k, k0 + kInterleaveKBlock);
     __m512 acc[RB][NT];
@@ -55,14 +60,14 @@ TARGET void tile(const uint16_t* w, int64_t k, const float* xp, float* out, int6
     for (int b = 0; b < RB; ++b)
 #pragma GCC unroll 12
       for (int t = 0; t < NT; ++t) acc[b][t] = _mm512_setzero_ps();
-    if constexpr (kBf16) {
+    if constexpr (kKind == Kind::kBf16) {
       // k is even (interleaved_bytes), so is k0: positions i and i + 1 from one 64-byte load.
       const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
       for (int64_t i = k0; i < k1; i += 2) {
         __m512 lo[RB], hi[RB];
 #pragma GCC unroll 8
         for (int b = 0; b < RB; ++b) {
-          const __m512i v = _mm512_loadu_si512(w + (b * k + i) * kRows);
+          const __m512i v = _mm512_loadu_si512(w + (b * k + i) * kRows * kEs);
           lo[b] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
           hi[b] = _mm512_castsi512_ps(_mm512_and_si512(v, high));
         }
@@ -74,8 +79,12 @@ TARGET void tile(const uint16_t* w, int64_t k, const float* xp, float* out, int6
         __m512 wv[RB];
 #pragma GCC unroll 8
         for (int b = 0; b < RB; ++b) {
-          wv[b] = _mm512_cvtph_ps(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (b * k + i) * kRows)));
+          const uint8_t* p = w + (b * k + i) * kRows * kEs;
+          if constexpr (kKind == Kind::kF32) {
+            wv[b] = _mm512_loadu_ps(p);
+          } else {
+            wv[b] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+          }
         }
         position<RB, NT>(wv, xp + i * NT, acc);
       }
@@ -123,29 +132,29 @@ TARGET inline void transpose16(__m512 v[16]) {
 constexpr int blocks_for(int nt) { return std::min(8, 31 / (nt + 1)); }
 
 // The last nb < RB + 1 row blocks: one tile of RB if there are that many, then smaller ones.
-template <bool kBf16, int RB, int NT>
-TARGET void rest(const uint16_t* w, int64_t k, int nb, const float* xp, float* out, int64_t ldo) {
+template <Kind kKind, int RB, int NT>
+TARGET void rest(const uint8_t* w, int64_t k, int nb, const float* xp, float* out, int64_t ldo) {
   if constexpr (RB > 0) {
     if (nb >= RB) {
-      tile<kBf16, RB, NT>(w, k, xp, out, ldo);
-      w += RB * k * kRows;
+      tile<kKind, RB, NT>(w, k, xp, out, ldo);
+      w += RB * k * kRows * elem_bytes(kKind);
       out += RB * kRows;
       nb -= RB;
     }
-    rest<kBf16, RB - 1, NT>(w, k, nb, xp, out, ldo);
+    rest<kKind, RB - 1, NT>(w, k, nb, xp, out, ldo);
   }
 }
 
 // All nb row blocks against NT activation rows: tiles of blocks_for(NT) blocks, then what is
 // left in one smaller tile (or two).
-template <bool kBf16, int NT>
-TARGET void rows_nt(const uint16_t* w, int64_t k, int nb, const float* xp, float* out,
-                    int64_t ldo) {
+template <Kind kKind, int NT>
+TARGET void rows_nt(const uint8_t* w, int64_t k, int nb, const float* xp, float* out, int64_t ldo) {
   constexpr int kRb = blocks_for(NT);
+  const int64_t block_bytes = k * kRows * elem_bytes(kKind);
   int b = 0;
   for (; b + kRb <= nb; b += kRb)
-    tile<kBf16, kRb, NT>(w + b * k * kRows, k, xp, out + b * kRows, ldo);
-  rest<kBf16, kRb - 1, NT>(w + b * k * kRows, k, nb - b, xp, out + b * kRows, ldo);
+    tile<kKind, kRb, NT>(w + b * block_bytes, k, xp, out + b * kRows, ldo);
+  rest<kKind, kRb - 1, NT>(w + b * block_bytes, k, nb - b, xp, out + b * kRows, ldo);
 }
 
 // Activation rows per tile: 8 rows x 3 blocks measured faster for prefill than 12 x 2 or 6 x 4.
@@ -175,14 +184,34 @@ TARGET inline void transpose8(__m256 v[8]) {
 }  // namespace
 
 TARGET int64_t interleaved_bytes(DType type, int64_t rows, int64_t k) {
-  if (type != DType::kF16 && type != DType::kBF16) return 0;
+  if (type != DType::kF16 && type != DType::kBF16 && type != DType::kF32) return 0;
   if (rows <= 0 || rows % kRows != 0 || k <= 0 || (type == DType::kBF16 && k % 2 != 0)) return 0;
-  return rows * k * 2;
+  return rows * k * (type == DType::kF32 ? 4 : 2);
 }
 
 TARGET void interleave(DType type, const void* w, int64_t k, int64_t block_begin, int64_t block_end,
                        void* dst) {
   if (interleaved_bytes(type, kRows, k) == 0) return;
+  if (type == DType::kF32) {
+    // 16 x 16 tiles transposed in registers: 16 loads of 64 bytes (one per row) become 16 stores
+    // of 64 bytes (one per position).
+    const auto* src = static_cast<const float*>(w);
+    auto* out = static_cast<float*>(dst);
+    for (int64_t blk = block_begin; blk < block_end; ++blk) {
+      const float* rows = src + blk * kRows * k;
+      float* to = out + blk * kRows * k;
+      int64_t i = 0;
+      for (; i + 16 <= k; i += 16) {
+        __m512 v[16];
+        for (int r = 0; r < kRows; ++r) v[r] = _mm512_loadu_ps(rows + r * k + i);
+        transpose16(v);
+        for (int j = 0; j < 16; ++j) _mm512_storeu_ps(to + (i + j) * kRows, v[j]);
+      }
+      for (; i < k; ++i)
+        for (int r = 0; r < kRows; ++r) to[interleaved_index(type, k, r, i)] = rows[r * k + i];
+    }
+    return;
+  }
   const bool bf16 = type == DType::kBF16;
   const auto* src = static_cast<const uint16_t*>(w);
   auto* out = static_cast<uint16_t*>(dst);
@@ -239,16 +268,22 @@ TARGET void pack_interleaved_x(const float* x, int nt, int64_t k, float* xp) {
 
 TARGET void dot_interleaved(DType type, const void* wi, int64_t k, int nb, const float* xp, int nr,
                             float* out, int64_t ldo) {
-  if (type != DType::kF16 && type != DType::kBF16) return;
-  const auto* w = static_cast<const uint16_t*>(wi);
-  using Rows = void (*)(const uint16_t*, int64_t, int, const float*, float*, int64_t);
-  static constexpr Rows kF16[kMaxTileRows] = {
-      rows_nt<false, 1>, rows_nt<false, 2>, rows_nt<false, 3>, rows_nt<false, 4>,
-      rows_nt<false, 5>, rows_nt<false, 6>, rows_nt<false, 7>, rows_nt<false, 8>};
-  static constexpr Rows kBf16[kMaxTileRows] = {rows_nt<true, 1>, rows_nt<true, 2>, rows_nt<true, 3>,
-                                               rows_nt<true, 4>, rows_nt<true, 5>, rows_nt<true, 6>,
-                                               rows_nt<true, 7>, rows_nt<true, 8>};
-  const Rows* by_rows = type == DType::kBF16 ? kBf16 : kF16;
+  if (type != DType::kF16 && type != DType::kBF16 && type != DType::kF32) return;
+  const auto* w = static_cast<const uint8_t*>(wi);
+  using Rows = void (*)(const uint8_t*, int64_t, int, const float*, float*, int64_t);
+  static constexpr Rows kF16[kMaxTileRows] = {rows_nt<Kind::kF16, 1>, rows_nt<Kind::kF16, 2>,
+                                              rows_nt<Kind::kF16, 3>, rows_nt<Kind::kF16, 4>,
+                                              rows_nt<Kind::kF16, 5>, rows_nt<Kind::kF16, 6>,
+                                              rows_nt<Kind::kF16, 7>, rows_nt<Kind::kF16, 8>};
+  static constexpr Rows kBf16[kMaxTileRows] = {rows_nt<Kind::kBf16, 1>, rows_nt<Kind::kBf16, 2>,
+                                               rows_nt<Kind::kBf16, 3>, rows_nt<Kind::kBf16, 4>,
+                                               rows_nt<Kind::kBf16, 5>, rows_nt<Kind::kBf16, 6>,
+                                               rows_nt<Kind::kBf16, 7>, rows_nt<Kind::kBf16, 8>};
+  static constexpr Rows kF32[kMaxTileRows] = {rows_nt<Kind::kF32, 1>, rows_nt<Kind::kF32, 2>,
+                                              rows_nt<Kind::kF32, 3>, rows_nt<Kind::kF32, 4>,
+                                              rows_nt<Kind::kF32, 5>, rows_nt<Kind::kF32, 6>,
+                                              rows_nt<Kind::kF32, 7>, rows_nt<Kind::kF32, 8>};
+  const Rows* by_rows = type == DType::kBF16 ? kBf16 : type == DType::kF32 ? kF32 : kF16;
   for (int t = 0; t < nr; t += kMaxTileRows) {
     const int nt = std::min(kMaxTileRows, nr - t);
     by_rows[nt - 1](w, k, nb, xp + t * k, out + t * ldo, ldo);

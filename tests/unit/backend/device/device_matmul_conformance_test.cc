@@ -88,14 +88,14 @@ TEST_P(MatmulConformance, MatmulEveryTypeMatchesDequantizedReference) {
     }
 }
 
-// F16 and BF16 weights in whole blocks of 16 rows (held interleaved by the AVX-512 CPU device) at
-// decode batches and prefill batches that end in whole and partial 8-row tiles of activations,
-// rows of 601 (F16) or 602 (BF16, interleaved by pairs of positions) elements (the last
+// F16, BF16 and F32 weights in whole blocks of 16 rows (held interleaved by the AVX-512 CPU device)
+// at decode batches and prefill batches that end in whole and partial 8-row tiles of activations,
+// rows of 601 (602 for BF16, interleaved by pairs of positions) elements (the last
 // 256-element chain partial, not whole 16-position steps of the interleaving nor 8-element steps
 // of the activations' packing) and of 2048, and 176 rows (11 blocks).
-TEST_P(MatmulConformance, F16AndBf16InWholeSixteenRowBlocks) {
-  for (const DType type : {DType::kF16, DType::kBF16})
-    for (const int64_t cols : {type == DType::kF16 ? 601 : 602, 2048})
+TEST_P(MatmulConformance, InterleavedTypesInWholeSixteenRowBlocks) {
+  for (const DType type : {DType::kF16, DType::kBF16, DType::kF32})
+    for (const int64_t cols : {type == DType::kBF16 ? 602 : 601, 2048})
       for (const int64_t batch : {1, 3, 8, 13, 47}) {
         SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols) + " batch " +
                      std::to_string(batch));
@@ -248,16 +248,16 @@ TEST(CpuBatchInvariance, MatmulRowAloneEqualsRowInBatch) {
   expect_rows_alone_equal_rows_in_batch(37, 288);
 }
 
-// F16 and BF16 weights in whole blocks of 16 rows, which the AVX-512 CPU device holds interleaved
-// (cpu_kernels.h dot_interleaved): 3 blocks (fewer than a decode tile takes) and 11 (a tile of
-// 8, then 3 alone; in prefill, tasks of whole 3-block tiles and the 2 left over), rows of 601
-// (F16) or 602 (BF16) elements (two whole 256-element chains and a partial one; not whole
+// F16, BF16 and F32 weights in whole blocks of 16 rows, which the AVX-512 CPU device holds
+// interleaved (cpu_kernels.h dot_interleaved): 3 blocks (fewer than a decode tile takes) and 11
+// (a tile of 8, then 3 alone; in prefill, tasks of whole 3-block tiles and the 2 left over), rows
+// of 601 (602 for BF16) elements (two whole 256-element chains and a partial one; not whole
 // 8-element packing steps) and of 2048.
-TEST(CpuBatchInvariance, InterleavedF16AndBf16RowAloneEqualsRowInBatch) {
-  for (const DType type : {DType::kF16, DType::kBF16}) {
+TEST(CpuBatchInvariance, InterleavedRowAloneEqualsRowInBatch) {
+  for (const DType type : {DType::kF16, DType::kBF16, DType::kF32}) {
     const DType types[] = {type};
     for (const int64_t rows : {48, 176})
-      for (const int64_t cols : {type == DType::kF16 ? 601 : 602, 2048}) {
+      for (const int64_t cols : {type == DType::kBF16 ? 602 : 601, 2048}) {
         SCOPED_TRACE(std::string(dtype_name(type)) + " rows " + std::to_string(rows) + " of " +
                      std::to_string(cols));
         expect_rows_alone_equal_rows_in_batch(rows, cols, types);
