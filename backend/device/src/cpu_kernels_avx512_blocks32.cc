@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu_kernels_avx512_int8.h"
 
@@ -69,6 +70,8 @@ TARGET inline QuadCodes quad_nibbles(const Block& a, const Block& b, const Block
 // indexed from there).
 template <size_t kSize, bool kSecond, auto kMap>
 constexpr std::array<int16_t, 32> word_index() {
+  // Signed, so that -1 reads as no word (an unsigned -1 would count as a byte past 128).
+  static_assert(std::is_same_v<decltype(kMap(0)), int>);
   std::array<int16_t, 32> idx{};
   for (int i = 0; i < 32; ++i) {
     const int byte = kMap(i);
@@ -121,7 +124,9 @@ TARGET inline __m128i block_halves(const Block* w, int n) {
       std::memcpy(&h[i], reinterpret_cast<const uint8_t*>(&w[i]) + kAt, 2);
     return _mm_load_si128(reinterpret_cast<const __m128i*>(h));
   }
-  constexpr auto kMap = [](int i) { return i < 8 ? static_cast<int>(kSize) * i + kAt : -1; };
+  constexpr auto kMap = [](int i) -> int {
+    return i < 8 ? static_cast<int>(kSize) * i + static_cast<int>(kAt) : -1;
+  };
   return _mm512_castsi512_si128(group_words<kSize, kMap>(reinterpret_cast<const uint8_t*>(w)));
 }
 

@@ -8,7 +8,8 @@
 // the IQ4 table values, which go through vpmaddubsw as |w| times sign(w) * x. No int16 lane can
 // saturate: the largest pair sum is 2 * 127 * 127 (IQ4). IQ4_XS with VNNI takes another route,
 // vpdpbusd on the values shifted into unsigned bytes, one sub-block per 128-bit lane, and so does
-// Q2_K with VNNI and VBMI, vpdpbusd on code times scale from a byte table (below).
+// Q2_K with VNNI and VBMI, vpdpbusd on code times scale from a byte table; Q3_K with VNNI and
+// GFNI makes its codes with gf2p8affineqb (below).
 // Each output's sequence of operations depends on the weight row and the activation row only,
 // never on how many rows one call takes (batch invariance).
 #if defined(__x86_64__)
@@ -36,6 +37,15 @@ constexpr __mmask32 kHi16 = 0xFFFF0000u;
 TARGET inline __m512i scale_index(int first, int per) {
   alignas(64) int16_t idx[32];
   for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(first + i / per);
+  return _mm512_load_si512(idx);
+}
+
+// For kernels that read QuantRow::q8h: vpermw indices by which int16 lane i (bytes 2i, 2i + 1,
+// in 128-bit lane i / 8) of register j takes the scale of its sub-block, 8 * (i / 16) + 2j +
+// (i / 8) % 2.
+TARGET inline __m512i q8h_scale_index(int j) {
+  alignas(64) int16_t idx[32];
+  for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(8 * (i / 16) + 2 * j + (i / 8) % 2);
   return _mm512_load_si512(idx);
 }
 
@@ -292,14 +302,8 @@ TARGET_VNNI void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, 
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
   const __m512i bit2 = _mm512_set1_epi8(4), low2 = _mm512_set1_epi8(3);
-  // vpermw indices: int16 lane i (bytes 2i, 2i + 1, in 128-bit lane i / 8) of register j takes
-  // the scale of sub-block 8 * (i / 16) + 2j + (i / 8) % 2.
-  alignas(64) int16_t sub_words[4][32];
-  for (int j = 0; j < 4; ++j)
-    for (int i = 0; i < 32; ++i)
-      sub_words[j][i] = static_cast<int16_t>(8 * (i / 16) + 2 * j + (i / 8) % 2);
   __m512i scale_idx[4];
-  for (int j = 0; j < 4; ++j) scale_idx[j] = _mm512_load_si512(sub_words[j]);
+  for (int j = 0; j < 4; ++j) scale_idx[j] = q8h_scale_index(j);
   for (int64_t bi = 0; bi < nb; ++bi) {
     const BlockQ3_K& b = w[bi];
     const __m256i u6 = q3_k_scales16(b);
@@ -350,13 +354,9 @@ CUTLINE_AVX512_GFNI_TARGET void dot_q3_k_gfni_t(const BlockQ3_K* w, const QuantR
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
   const __m512i low4 = _mm512_set1_epi8(0xF);
-  alignas(64) int16_t sub_words[4][32];
-  for (int j = 0; j < 4; ++j)
-    for (int i = 0; i < 32; ++i)
-      sub_words[j][i] = static_cast<int16_t>(8 * (i / 16) + 2 * j + (i / 8) % 2);
   __m512i scale_idx[4], bits[4];
   for (int j = 0; j < 4; ++j) {
-    scale_idx[j] = _mm512_load_si512(sub_words[j]);
+    scale_idx[j] = q8h_scale_index(j);
     // Output bit i is the parity of input & byte 7 - i: bits 0-1 from the code's two bits (2 (j %
     // 2), + 1), bit 2 from the high bit (4 + j).
     const uint64_t lo = 1ull << (2 * (j % 2)), hi = 1ull << (4 + j);
