@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "cpu_kernels.h"
 #include "cpu_kernels_avx512_f32.h"
@@ -192,58 +193,44 @@ TARGET int64_t interleaved_bytes(DType type, int64_t rows, int64_t k) {
 TARGET void interleave(DType type, const void* w, int64_t k, int64_t block_begin, int64_t block_end,
                        void* dst) {
   if (interleaved_bytes(type, kRows, k) == 0) return;
-  if (type == DType::kF32) {
-    // 16 x 16 tiles transposed in registers: 16 loads of 64 bytes (one per row) become 16 stores
-    // of 64 bytes (one per position).
-    const auto* src = static_cast<const float*>(w);
-    auto* out = static_cast<float*>(dst);
-    for (int64_t blk = block_begin; blk < block_end; ++blk) {
-      const float* rows = src + blk * kRows * k;
-      float* to = out + blk * kRows * k;
-      int64_t i = 0;
-      for (; i + 16 <= k; i += 16) {
-        __m512 v[16];
-        for (int r = 0; r < kRows; ++r) v[r] = _mm512_loadu_ps(rows + r * k + i);
-        transpose16(v);
-        for (int j = 0; j < 16; ++j) _mm512_storeu_ps(to + (i + j) * kRows, v[j]);
-      }
-      for (; i < k; ++i)
-        for (int r = 0; r < kRows; ++r) to[interleaved_index(type, k, r, i)] = rows[r * k + i];
-    }
-    return;
-  }
-  const bool bf16 = type == DType::kBF16;
-  const auto* src = static_cast<const uint16_t*>(w);
-  auto* out = static_cast<uint16_t*>(dst);
+  const int64_t es = type == DType::kF32 ? 4 : 2;
+  const auto* src = static_cast<const uint8_t*>(w);
+  auto* out = static_cast<uint8_t*>(dst);
   for (int64_t blk = block_begin; blk < block_end; ++blk) {
-    const uint16_t* rows = src + blk * kRows * k;
-    uint16_t* to = out + blk * kRows * k;
-    // 16 x 16 tiles, widened to 32 bits, transposed in registers and narrowed back: 16 loads of
-    // 32 bytes (one per row) become 16 stores of 32 bytes (one per position).
+    const uint8_t* rows = src + blk * kRows * k * es;
+    uint8_t* to = out + blk * kRows * k * es;
+    // 16 x 16 tiles transposed in registers (16-bit elements widened to 32 bits and narrowed
+    // back): 16 loads of one row's 16 positions become stores of 16 rows' positions.
     int64_t i = 0;
     for (; i + 16 <= k; i += 16) {
       __m512 v[16];
       for (int r = 0; r < kRows; ++r) {
-        v[r] = _mm512_castsi512_ps(_mm512_cvtepu16_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * k + i))));
+        const uint8_t* p = rows + (r * k + i) * es;
+        v[r] = type == DType::kF32 ? _mm512_loadu_ps(p)
+                                   : _mm512_castsi512_ps(_mm512_cvtepu16_epi32(
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
       }
       transpose16(v);
-      if (bf16) {
+      uint8_t* at = to + i * kRows * es;
+      if (type == DType::kF32) {
+        for (int j = 0; j < 16; ++j) _mm512_storeu_ps(at + j * kRows * es, v[j]);
+      } else if (type == DType::kBF16) {
         // Positions i + j and i + j + 1 as the low and high halves of each row's 32-bit lane.
         for (int j = 0; j < 16; j += 2) {
           const __m512i pair = _mm512_or_si512(
               _mm512_castps_si512(v[j]), _mm512_slli_epi32(_mm512_castps_si512(v[j + 1]), 16));
-          _mm512_storeu_si512(to + (i + j) * kRows, pair);
+          _mm512_storeu_si512(at + j * kRows * es, pair);
         }
       } else {
         for (int j = 0; j < 16; ++j) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + (i + j) * kRows),
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + j * kRows * es),
                               _mm512_cvtepi32_epi16(_mm512_castps_si512(v[j])));
         }
       }
     }
     for (; i < k; ++i)
-      for (int r = 0; r < kRows; ++r) to[interleaved_index(type, k, r, i)] = rows[r * k + i];
+      for (int r = 0; r < kRows; ++r)
+        std::memcpy(to + interleaved_index(type, k, r, i) * es, rows + (r * k + i) * es, es);
   }
 }
 

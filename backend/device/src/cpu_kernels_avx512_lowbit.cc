@@ -291,74 +291,29 @@ CUTLINE_AVX512_VBMI_TARGET void dot_q2_k_vbmi_t(const BlockQ2_K* w, const QuantR
 // Q3_K: codes u = low2 | hbit << 2 (0..7; the weight is u - 4) times the signed 6-bit scales per
 // 16 elements. The 256 low-bit codes come from one 64-byte load in QuantRow::q8h's order, as
 // dot_q2_k_vbmi_t's: register j holds codes j of both 128-element halves, and its 128-bit lane k
-// sub-block 8 * (k / 2) + 2j + k % 2. The high bit: hmask's 32 bytes in both halves, the upper
-// half shifted down a nibble, so that byte i of register j finds it at bit j; a byte test and a
-// masked add of 4. The -4 goes into the same exact integer sum, as -4 * scale times the int8
-// row's 16-element sums.
-template <int NR, bool kVnni>
-TARGET_VNNI void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb, float* out,
-                            int64_t ldo) {
+// sub-block 8 * (k / 2) + 2j + k % 2. The high bits: hmask's 32 bytes in both halves, the upper
+// half shifted down a nibble, so that byte i of register j finds its bit at bit j. Without GFNI a
+// register's codes are a shift, an and, a byte test and a masked add of 4. With GFNI (and VNNI)
+// they are one gf2p8affineqb (a bit matrix per byte): two vectors per super-block hold every code
+// bit, p (codes 0 and 1 of each byte position, the code bytes' low nibbles, with the high bits
+// in bits 4-7) and q (codes 2 and 3, the high nibbles, with the same high bits), and register j's
+// matrix moves code j's two bits to bits 0-1 and its high bit to bit 2 and clears the rest. The
+// -4 goes into the same exact integer sum, as -4 * scale times the int8 row's 16-element sums.
+// Compiled with GFNI for every instance; those with kGfni false use no GFNI instruction.
+template <int NR, bool kVnni, bool kGfni>
+CUTLINE_AVX512_GFNI_TARGET void dot_q3_k_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb,
+                                           float* out, int64_t ldo) {
+  static_assert(kVnni || !kGfni);
   constexpr int kAcc = NR <= 2 ? 2 : 1;
   __m512 facc[NR];
   for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
-  const __m512i bit2 = _mm512_set1_epi8(4), low2 = _mm512_set1_epi8(3);
-  __m512i scale_idx[4];
-  for (int j = 0; j < 4; ++j) scale_idx[j] = q8h_scale_index(j);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    const BlockQ3_K& b = w[bi];
-    const __m256i u6 = q3_k_scales16(b);
-    const __m512i sc512 = _mm512_castsi256_si512(_mm256_sub_epi16(u6, _mm256_set1_epi16(32)));
-    // -4 * (u6 - 32), within int16.
-    const __m256i off16 = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_set1_epi16(32), u6), 2);
-    const float d = _cvtsh_ss(b.d);
-    const __m512i hm =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
-    const __m512i h = _mm512_mask_srli_epi16(hm, kHi16, hm, 4);
-    const __m512i v = _mm512_loadu_si512(b.qs);
-    __m512i iacc[NR][kAcc];
-    for (int r = 0; r < NR; ++r) {
-      iacc[r][0] = _mm512_zextsi256_si512(_mm256_madd_epi16(
-          off16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[r].sums16 + 16 * bi))));
-      for (int a = 1; a < kAcc; ++a) iacc[r][a] = _mm512_setzero_si512();
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m512i lo = _mm512_and_si512(j == 0 ? v : _mm512_srli_epi16(v, 2 * j), low2);
-      const __m512i wq = _mm512_mask_add_epi8(
-          lo, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))), lo, bit2);
-      const __m512i scv = _mm512_permutexvar_epi16(scale_idx[j], sc512);
-      for (int r = 0; r < NR; ++r) {
-        const __m512i p = _mm512_maddubs_epi16(wq, load64(xs[r].q8h + bi * kQK_K + 64 * j));
-        iacc[r][j % kAcc] = madd_acc<kVnni>(iacc[r][j % kAcc], p, scv);
-      }
-    }
-    for (int r = 0; r < NR; ++r) {
-      __m512i sum = iacc[r][0];
-      for (int a = 1; a < kAcc; ++a) sum = _mm512_add_epi32(sum, iacc[r][a]);
-      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * xs[r].d8[bi]), facc[r]);
-    }
-  }
-  for (int r = 0; r < NR; ++r) out[r * ldo] = _mm512_reduce_add_ps(facc[r]);
-}
-
-// Q3_K with VNNI and GFNI: as dot_q3_k_t, with each register's 3-bit codes made by one
-// gf2p8affineqb (a bit matrix per byte) instead of a shift, an and, a byte test and a masked add.
-// Per super-block two vectors hold every code bit for it: p (codes 0 and 1 of each byte
-// position, from the 64 code bytes' low nibbles, with high bits 0-3 in bits 4-7) and q (codes 2
-// and 3, the high nibbles, with the same high bits). Register j's matrix moves code j's two bits
-// to bits 0-1 and its high bit to bit 2 and clears the rest.
-template <int NR>
-CUTLINE_AVX512_GFNI_TARGET void dot_q3_k_gfni_t(const BlockQ3_K* w, const QuantRow* xs, int64_t nb,
-                                                float* out, int64_t ldo) {
-  constexpr int kAcc = NR <= 2 ? 2 : 1;
-  __m512 facc[NR];
-  for (int r = 0; r < NR; ++r) facc[r] = _mm512_setzero_ps();
-  const __m512i low4 = _mm512_set1_epi8(0xF);
+  const __m512i bit2 = _mm512_set1_epi8(4), low2 = _mm512_set1_epi8(3),
+                low4 = _mm512_set1_epi8(0xF);
   __m512i scale_idx[4], bits[4];
   for (int j = 0; j < 4; ++j) {
     scale_idx[j] = q8h_scale_index(j);
-    // Output bit i is the parity of input & byte 7 - i: bits 0-1 from the code's two bits (2 (j %
-    // 2), + 1), bit 2 from the high bit (4 + j).
+    // gf2p8affineqb's output bit i is the parity of input & byte 7 - i: bits 0-1 from the code's
+    // two bits (2 (j % 2), + 1 of p or q), bit 2 from the high bit (4 + j).
     const uint64_t lo = 1ull << (2 * (j % 2)), hi = 1ull << (4 + j);
     bits[j] =
         _mm512_set1_epi64(static_cast<long long>((lo << 56) | ((lo << 1) << 48) | (hi << 40)));
@@ -372,13 +327,15 @@ CUTLINE_AVX512_GFNI_TARGET void dot_q3_k_gfni_t(const BlockQ3_K* w, const QuantR
     const float d = _cvtsh_ss(b.d);
     const __m512i hm =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
-    // Byte i of register j's high bit at bit 4 + j, bits 0-3 zero.
-    const __m512i h =
-        _mm512_slli_epi16(_mm512_and_si512(_mm512_mask_srli_epi16(hm, kHi16, hm, 4), low4), 4);
+    const __m512i h = _mm512_mask_srli_epi16(hm, kHi16, hm, 4);
     const __m512i v = _mm512_loadu_si512(b.qs);
-    // (codes & 0xF) | (h & 0xF0)
-    const __m512i p = _mm512_ternarylogic_epi32(v, h, low4, 0xE4);
-    const __m512i q = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), h, low4, 0xE4);
+    __m512i p = v, q = v;
+    if constexpr (kGfni) {
+      // (codes & 0xF) | (high bits << 4), the high bits' other bits cleared first.
+      const __m512i h4 = _mm512_slli_epi16(_mm512_and_si512(h, low4), 4);
+      p = _mm512_ternarylogic_epi32(v, h4, low4, 0xE4);
+      q = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), h4, low4, 0xE4);
+    }
     __m512i iacc[NR][kAcc];
     for (int r = 0; r < NR; ++r) {
       iacc[r][0] = _mm512_zextsi256_si512(_mm256_madd_epi16(
@@ -387,12 +344,18 @@ CUTLINE_AVX512_GFNI_TARGET void dot_q3_k_gfni_t(const BlockQ3_K* w, const QuantR
     }
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      const __m512i wq = _mm512_gf2p8affine_epi64_epi8(j < 2 ? p : q, bits[j], 0);
+      __m512i wq;
+      if constexpr (kGfni) {
+        wq = _mm512_gf2p8affine_epi64_epi8(j < 2 ? p : q, bits[j], 0);
+      } else {
+        const __m512i lo = _mm512_and_si512(j == 0 ? v : _mm512_srli_epi16(v, 2 * j), low2);
+        wq = _mm512_mask_add_epi8(
+            lo, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))), lo, bit2);
+      }
       const __m512i scv = _mm512_permutexvar_epi16(scale_idx[j], sc512);
       for (int r = 0; r < NR; ++r) {
         const __m512i x = load64(xs[r].q8h + bi * kQK_K + 64 * j);
-        iacc[r][j % kAcc] =
-            _mm512_dpwssd_epi32(iacc[r][j % kAcc], _mm512_maddubs_epi16(wq, x), scv);
+        iacc[r][j % kAcc] = madd_acc<kVnni>(iacc[r][j % kAcc], _mm512_maddubs_epi16(wq, x), scv);
       }
     }
     for (int r = 0; r < NR; ++r) {
@@ -545,13 +508,15 @@ TARGET void dot_lowbit(DType type, const void* w, int64_t w_stride, int nw, cons
       }
       break;
     case DType::kQ3_K:
-      if (kVnni && has_extension(Avx512Extension::kGfni)) {
-        rows<BlockQ3_K, dot_q3_k_gfni_t<1>, dot_q3_k_gfni_t<2>, dot_q3_k_gfni_t<4>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
-      } else {
-        rows<BlockQ3_K, dot_q3_k_t<1, kVnni>, dot_q3_k_t<2, kVnni>, dot_q3_k_t<4, kVnni>>(
-            w, w_stride, nw, xs, nr, nb, out, ldo);
+      if constexpr (kVnni) {
+        if (has_extension(Avx512Extension::kGfni)) {
+          rows<BlockQ3_K, dot_q3_k_t<1, true, true>, dot_q3_k_t<2, true, true>,
+               dot_q3_k_t<4, true, true>>(w, w_stride, nw, xs, nr, nb, out, ldo);
+          break;
+        }
       }
+      rows<BlockQ3_K, dot_q3_k_t<1, kVnni, false>, dot_q3_k_t<2, kVnni, false>,
+           dot_q3_k_t<4, kVnni, false>>(w, w_stride, nw, xs, nr, nb, out, ldo);
       break;
     case DType::kIQ4_XS:
       if constexpr (kVnni) {
