@@ -162,9 +162,9 @@ struct Kernels {
   // weight in that layout, 0 when it has none): the device copies such a weight once at load,
   // block by block (interleave writes row blocks [block_begin, block_end) of kInterleaveRows rows,
   // k-major: position i of the block's rows side by side, then position i + 1; BF16 by pairs of
-  // positions, interleaved_index), and every matmul
-  // over it runs dot_interleaved: out[r * ldo + n] for the nb * kInterleaveRows rows of the
-  // blocks starting at wi and r < nr (any count). Each output is the sum, in order, of one
+  // positions, interleaved_index), and every matmul over it runs dot_interleaved:
+  // out[r * ldo + n] for the nb * kInterleaveRows rows of the blocks starting at wi and r < nr
+  // (any count). Each output is the sum, in order, of one
   // multiply-add chain per kInterleaveKBlock positions, whatever nb and nr are, so batch
   // invariance holds; one weight vector serves a whole tile of activation rows and no output
   // needs a horizontal reduction. Its activations xp are packed: tile j (rows from

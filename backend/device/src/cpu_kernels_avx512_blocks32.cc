@@ -197,9 +197,10 @@ TARGET_Q inline void blocks_quad(const typename Traits::Block& a, const typename
 // d into one F32 partial sum, then by d8 into the row's accumulator. The 8 blocks' scales are
 // converted once (vcvtph2ps) and handed to each step by vpermps; the offsets (Q4_1's m, Q5_0's
 // -16) are each block's `offset` times the row's 32-element sums, 8 blocks per F32 multiply-add,
-// subtracted at the end. Traits: Block; kQuads and codes(a, b, c, d) -> QuadCodes, or codes(a,
-// b) -> 64 code bytes in element order; signed (IQ4) or not; and the offset as the F16 field at
-// byte kOffsetAt of a block times kOffsetScale. Traits::kVnni: the codes go through vpdpbusd
+// subtracted at the end. Traits: Block; kQuads and codes(a, b, c, d) -> QuadCodes (with
+// kHighBits, codes(a, b, c, d, high, quad) with the group's group_high(w, n)), or codes(a, b) ->
+// 64 code bytes in element order; signed (IQ4) or not; and the offset as the F16 field at byte
+// kOffsetAt of a block times kOffsetScale. Traits::kVnni: the codes go through vpdpbusd
 // (compiled with VNNI for both).
 template <typename Traits, int NR>
 TARGET_Q void dot_blocks32_t(const typename Traits::Block* w, const QuantRow* xs, int64_t nb,
