@@ -164,13 +164,13 @@ struct Kernels {
   // k-major: position i of the block's rows side by side, then position i + 1; BF16 by pairs of
   // positions, interleaved_index), and every matmul over it runs dot_interleaved:
   // out[r * ldo + n] for the nb * kInterleaveRows rows of the blocks starting at wi and r < nr
-  // (any count). Each output is the sum, in order, of one
-  // multiply-add chain per kInterleaveKBlock positions, whatever nb and nr are, so batch
-  // invariance holds; one weight vector serves a whole tile of activation rows and no output
-  // needs a horizontal reduction. Its activations xp are packed: tile j (rows from
-  // j * kInterleaveTileRows, nt of them, the last tile possibly fewer) at xp + j *
-  // kInterleaveTileRows * k, k-major (pack_interleaved_x writes one tile of nt rows of x, k apart:
-  // xp[i * nt + r] = x[r * k + i]). A single row is its own packed tile.
+  // (any count). Each output is the sum, in order, of one multiply-add chain per
+  // kInterleaveKBlock positions, whatever nb and nr are, so batch invariance holds; one weight
+  // vector serves a whole tile of activation rows and no output needs a horizontal reduction. Its
+  // activations xp are packed: tile j (rows from j * kInterleaveTileRows, nt of them, the last tile
+  // possibly fewer) at xp + j * kInterleaveTileRows * k, k-major (pack_interleaved_x writes one
+  // tile of nt rows of x, k apart: xp[i * nt + r] = x[r * k + i]). A single row is its own packed
+  // tile.
   int64_t (*interleaved_bytes)(DType type, int64_t rows, int64_t k) = nullptr;
   void (*interleave)(DType type, const void* w, int64_t k, int64_t block_begin, int64_t block_end,
                      void* dst) = nullptr;

@@ -40,12 +40,15 @@ TARGET inline __m512i scale_index(int first, int per) {
   return _mm512_load_si512(idx);
 }
 
-// For kernels that read QuantRow::q8h: vpermw indices by which int16 lane i (bytes 2i, 2i + 1,
-// in 128-bit lane i / 8) of register j takes the scale of its sub-block, 8 * (i / 16) + 2j +
-// (i / 8) % 2.
+// QuantRow::q8h's order: byte i of register j (64 bytes of a super-block's activations) is
+// element 128 * (i / 32) + 32j + i % 32, of 16-element sub-block q8h_sub_block(j, i).
+constexpr int q8h_sub_block(int j, int i) { return 8 * (i / 32) + 2 * j + (i % 32) / 16; }
+
+// vpermw indices by which int16 lane i (bytes 2i, 2i + 1) of register j takes the scale of its
+// sub-block.
 TARGET inline __m512i q8h_scale_index(int j) {
   alignas(64) int16_t idx[32];
-  for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(8 * (i / 16) + 2 * j + (i / 8) % 2);
+  for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(q8h_sub_block(j, 2 * i));
   return _mm512_load_si512(idx);
 }
 
@@ -237,14 +240,12 @@ CUTLINE_AVX512_VBMI_TARGET void dot_q2_k_vbmi_t(const BlockQ2_K* w, const QuantR
     facc[r] = _mm512_setzero_ps();
     fmin[r] = _mm256_setzero_ps();
   }
-  // Byte i of register j is element 128 * (i / 32) + 32j + i % 32, of sub-block
-  // 8 * (i / 32) + 2j + (i % 32) / 16: its table offset 4 * that.
+  // Byte i of register j: its sub-block's table offset, 4 * q8h_sub_block(j, i).
   alignas(64) uint8_t sub_bytes[4][64];
   alignas(64) uint8_t spread_bytes[64];
   alignas(64) int16_t mul_words[32];
   for (int j = 0; j < 4; ++j)
-    for (int i = 0; i < 64; ++i)
-      sub_bytes[j][i] = static_cast<uint8_t>(4 * (8 * (i / 32) + 2 * j + (i % 32) / 16));
+    for (int i = 0; i < 64; ++i) sub_bytes[j][i] = static_cast<uint8_t>(4 * q8h_sub_block(j, i));
   for (int i = 0; i < 64; ++i) spread_bytes[i] = static_cast<uint8_t>(i / 4);
   for (int i = 0; i < 32; ++i) mul_words[i] = static_cast<int16_t>(i % 2 == 0 ? 256 : 770);
   __m512i sub[4];
