@@ -186,6 +186,21 @@ class RawClient {
     }
     return received_;
   }
+  // As read_until, for an answer whose length the test does not know (what a gateway held
+  // back for a client that was not reading): reads for as long as bytes keep arriving, and gives
+  // up only when none arrived for `stall_ms`, or after `max_ms` in all. What it asserts is that
+  // the bytes flow, not how fast a loaded machine moves them.
+  std::string read_until_flowing(const std::string& needle, int stall_ms, int max_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
+    size_t seen = received_.size();
+    for (;;) {
+      read_until(needle, stall_ms);
+      const bool found = received_.find(needle) != std::string::npos;
+      if (found || fd_ < 0 || received_.size() == seen || std::chrono::steady_clock::now() >= end)
+        return received_;
+      seen = received_.size();
+    }
+  }
   void close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
