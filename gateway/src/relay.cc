@@ -170,6 +170,21 @@ proto::CountMethod Relay::count_method() const {
   return usage_ ? proto::CountMethod::kUsage : proto::CountMethod::kChunks;
 }
 
+namespace {
+
+// The usage a client is owed when the upstream sent none before the end (a gateway cut comes
+// before the upstream's usage chunk): the record's counts, prompt tokens 0 where no upstream
+// reported them.
+proto::Usage usage_from_record(const proto::StopRecord& record) {
+  proto::Usage u;
+  u.prompt_tokens = record.input_tokens.value_or(0);
+  u.completion_tokens = record.output_tokens;
+  u.total_tokens = u.prompt_tokens + u.completion_tokens;
+  return u;
+}
+
+}  // namespace
+
 void Relay::write_end(const proto::StopRecord& record,
                       std::optional<std::string_view> finish_reason, std::string& out) {
   const std::string_view id = id_.empty() ? std::string_view(options_.fallback_id) : id_;
@@ -192,7 +207,8 @@ void Relay::write_end(const proto::StopRecord& record,
     } else if (!finish_reason_.empty()) {
       f.finish_reason = finish_reason_;
     }
-    f.usage = usage_ ? &*usage_ : nullptr;
+    const proto::Usage counted = usage_ ? *usage_ : usage_from_record(record);
+    f.usage = &counted;
     f.cutline = &record;
     proto::write_completion(out, f);
     return;
@@ -216,7 +232,8 @@ void Relay::write_end(const proto::StopRecord& record,
     proto::write_chunk(scratch_, f);
   }
   proto::append_sse_data(out, scratch_);
-  if (options_.client_include_usage && usage_) {
+  if (options_.client_include_usage) {
+    const proto::Usage counted = usage_ ? *usage_ : usage_from_record(record);
     bool patched = false;
     if (!held_usage_.empty()) {
       patched =
@@ -230,7 +247,7 @@ void Relay::write_end(const proto::StopRecord& record,
       f.created = created;
       f.model = model;
       f.no_choices = true;
-      f.usage = &*usage_;
+      f.usage = &counted;
       f.cutline = &record;
       proto::write_chunk(scratch_, f);
     }

@@ -198,6 +198,14 @@ Status ResponsesRelay::read_response(simdjson::ondemand::object r) {
           error_message_ = std::string(m);
         }
       }
+    } else if (key == "cutline") {
+      // A Cutline backend's own record: its facts (phases, preemptions, KV bytes, its cause)
+      // are merged into the gateway's, which replaces it at the end (write_end).
+      simdjson::ondemand::object c;
+      if (field.value().get_object().get(c) == SUCCESS) {
+        auto parsed = proto::parse_stop_record(c);
+        if (parsed.ok()) backend_record_ = std::move(parsed).value();
+      }
     } else if (key == "usage") {
       simdjson::ondemand::object u;
       if (field.value().get_object().get(u) == SUCCESS) {
@@ -271,14 +279,25 @@ void ResponsesRelay::write_end(const proto::StopRecord& record, bool gateway_cut
   const std::string record_json = proto::stop_record_json(record);
   if (!gateway_cut && has_terminal()) {
     if (auto at = top_level_object(terminal_data_, "response")) {
+      // One record per answer, the gateway's: a record the upstream wrote (a Cutline backend's)
+      // is replaced in place, as on chat, so that a JSON reader that keeps the last of two
+      // members cannot see the upstream's cause instead of the gateway's.
       std::string patched = terminal_data_;
-      const bool empty = patched.find_first_not_of(" \t\r\n", at->first + 1) == at->second - 1;
-      const std::string insert = "\"cutline\":" + record_json + (empty ? "" : ",");
-      patched.insert(at->first + 1, insert);
+      const std::string_view response(terminal_data_.data() + at->first, at->second - at->first);
+      size_t response_end = at->second;
+      if (auto own = top_level_object(response, "cutline")) {
+        patched.replace(at->first + own->first, own->second - own->first, record_json);
+        response_end = response_end - (own->second - own->first) + record_json.size();
+      } else {
+        const bool empty = patched.find_first_not_of(" \t\r\n", at->first + 1) == at->second - 1;
+        const std::string insert = "\"cutline\":" + record_json + (empty ? "" : ",");
+        patched.insert(at->first + 1, insert);
+        response_end += insert.size();
+      }
       if (options_.client_stream) {
         proto::append_sse_event(out, terminal_type_, patched);
       } else {
-        out.append(patched, at->first, at->second - at->first + insert.size());
+        out.append(patched, at->first, response_end - at->first);
       }
       return;
     }

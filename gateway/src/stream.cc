@@ -293,6 +293,17 @@ void Stream::on_upstream_complete() {
                                    "status_" + std::to_string(hot_.upstream_status));
   }
   if (route_ == Route::kEmbeddings && hot_.upstream_status == 200) {
+    if (auto problem = embeddings_answer_problem(json_body_)) {
+      // Relayed as a 200, a wrong answer would reach the client as a valid embeddings list.
+      Ending e;
+      e.cause = Cause::kUpstreamError;
+      e.rule = "upstreams." + upstream_->name;
+      e.message = "upstream answer is not an embeddings list: " + *problem;
+      e.error = make_error(ErrorKind::kUpstream, e.message);
+      host_.metrics().upstream_error(upstream_->name, "bad_answer");
+      finish(std::move(e));
+      return;
+    }
     json_complete_ = true;
     embed_input_tokens_ = embeddings_prompt_tokens(json_body_);
   }
@@ -331,7 +342,8 @@ void Stream::end_from_upstream(bool transport_closed) {
   limits.output_tokens = output_tokens();
   limits.exact_count = count_method() == proto::CountMethod::kUsage;
   Ending e;
-  e.cause = classify_upstream_stop(upstream_end(transport_closed), limits);
+  const UpstreamEnd end = upstream_end(transport_closed);
+  e.cause = classify_upstream_stop(end, limits);
   if (e.cause == Cause::kGatewayBudget) {
     e.rule = std::string(decision_.max_output_tokens.source.path);
     e.limit = static_cast<double>(*decision_.max_output_tokens.tokens);
@@ -354,6 +366,13 @@ void Stream::end_from_upstream(bool transport_closed) {
       // codes, e.g. context_length_exceeded, included); the stop record goes in the header.
       e.upstream_error_body = true;
       e.status = hot_.relay.error_status();
+    } else if (end.kind != UpstreamEndKind::kFinished) {
+      // A broken answer ends as the OpenAI API ends a failed one, whatever on_cut says (on_cut
+      // presents the gateway's own cuts): a 502 before the first byte, an error event after it,
+      // each with the record. A client that reads only finish_reason never takes it for an
+      // answer that reached its max_tokens. (A finish_reason the gateway does not know is
+      // labeled upstream_error too, but passes through as sent.)
+      e.error = make_error(ErrorKind::kUpstream, e.message);
     }
   }
   finish(std::move(e));

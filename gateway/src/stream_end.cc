@@ -157,7 +157,9 @@ proto::StopRecord Stream::build_record(const Ending& e) const {
   r.itl_mean_ms = hot_.timing.itl_mean_ms();
   r.itl_max_ms = hot_.timing.itl_max_ms();
   fill_pool_record(r);
-  if (const auto& b = hot_.relay.backend_record()) {
+  const proto::StopRecord* backend = responses_ ? responses_->backend_record() : nullptr;
+  if (!backend) backend = hot_.relay.backend_record();
+  if (const proto::StopRecord* b = backend) {
     r.preemptions = b->preemptions;
     r.kv_bytes_peak = b->kv_bytes_peak;
     r.device_free_bytes = b->device_free_bytes;

@@ -6,6 +6,8 @@
 
 #include <charconv>
 
+#include <simdjson.h>
+
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/proto/wire/openai_error.h"
@@ -28,6 +30,46 @@ std::optional<int64_t> embeddings_prompt_tokens(std::string_view body) {
   auto r = std::from_chars(body.data() + i, body.data() + body.size(), n);
   if (r.ec != std::errc()) return std::nullopt;
   return n;
+}
+
+// What is wrong with an upstream's 200 answer on /v1/embeddings, or nullopt when it has the
+// shape of one: an object whose "data" is an array of objects, each with an "embedding" that is
+// an array of numbers (encoding_format float) or a string (base64). A chat completion, an HTML
+// page or a truncated list is not an embeddings answer, whatever its status said.
+std::optional<std::string> embeddings_answer_problem(std::string_view body) {
+  namespace od = simdjson::ondemand;
+  const simdjson::padded_string padded(body);
+  od::parser parser;
+  od::document doc;
+  od::object top;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(top) != simdjson::SUCCESS) {
+    return "not a JSON object";
+  }
+  od::array data;
+  if (top.find_field_unordered("data").get_array().get(data) != simdjson::SUCCESS) {
+    return "no \"data\" array";
+  }
+  for (auto element : data) {
+    od::object item;
+    if (element.get_object().get(item) != simdjson::SUCCESS) return "a data[] entry is no object";
+    od::value embedding;
+    if (item.find_field_unordered("embedding").get(embedding) != simdjson::SUCCESS) {
+      return "a data[] entry has no \"embedding\"";
+    }
+    od::json_type type;
+    if (embedding.type().get(type) != simdjson::SUCCESS) return "a malformed \"embedding\"";
+    if (type == od::json_type::string) continue;
+    od::array values;
+    if (type != od::json_type::array || embedding.get_array().get(values) != simdjson::SUCCESS) {
+      return "an \"embedding\" that is neither an array nor a base64 string";
+    }
+    for (auto v : values) {
+      double x = 0;
+      if (v.get_double().get(x) != simdjson::SUCCESS) return "an \"embedding\" with a non-number";
+    }
+  }
+  return std::nullopt;
 }
 
 bool Stream::classify_route_request() {

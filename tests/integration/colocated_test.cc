@@ -27,6 +27,16 @@
 namespace cutline::test {
 namespace {
 
+// How many times `needle` occurs in `text`.
+size_t count_of(std::string_view text, std::string_view needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string_view::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
 using proto::Cause;
 
 // The stop record of an SSE body's last chunk (or of a JSON body's error.cutline).
@@ -223,7 +233,9 @@ TEST_F(Colocated, KilledBackendEndsTheStreamLabeledAndIsRestarted) {
   auto rec = record_in(last);
   ASSERT_TRUE(rec) << last;
   EXPECT_EQ(rec->cause, Cause::kUpstreamDisconnect) << last;
-  EXPECT_NE(last.find(R"("finish_reason":"length")"), std::string::npos) << last;
+  // A failed stream's end, not a finish: an error event carrying the record.
+  EXPECT_EQ(last.rfind(R"({"error":{)", 0), 0u) << last;
+  EXPECT_EQ(all.find(R"("finish_reason":"length")"), std::string::npos) << last;
 
   // The gateway starts a new backend and says so on /readyz and in the metrics.
   std::string ready_body;
@@ -268,6 +280,11 @@ TEST_F(Colocated, ResponsesFromTheBackendAreClampedByTheBudgetAndEndIncompleteLa
       << whole->body;
   EXPECT_NE(whole->body.find(R"("output_tokens":4)"), std::string::npos) << whole->body;
   EXPECT_NE(whole->body.find(R"("cause":"gateway_budget")"), std::string::npos) << whole->body;
+  // One record, the gateway's: the backend's own (client_max_tokens, from its point of view) is
+  // replaced, not left beside it for a JSON reader that keeps the last member to pick up.
+  EXPECT_EQ(count_of(whole->body, R"("cutline":)"), 1u) << whole->body;
+  EXPECT_EQ(whole->body.find(R"("cause":"client_max_tokens")"), std::string::npos) << whole->body;
+  EXPECT_NE(whole->body.find(R"("phases":{)"), std::string::npos) << whole->body;
   EXPECT_EQ(whole->headers.get("Cutline-Stop").value_or("").rfind("cause=gateway_budget;", 0), 0u);
 
   auto streamed =
@@ -282,6 +299,8 @@ TEST_F(Colocated, ResponsesFromTheBackendAreClampedByTheBudgetAndEndIncompleteLa
   const std::string last = sse.substr(last_event);
   EXPECT_NE(last.find(R"("reason":"max_output_tokens")"), std::string::npos) << last;
   EXPECT_NE(last.find(R"("cause":"gateway_budget")"), std::string::npos) << last;
+  EXPECT_EQ(count_of(last, R"("cutline":)"), 1u) << last;
+  EXPECT_EQ(last.find(R"("cause":"client_max_tokens")"), std::string::npos) << last;
   EXPECT_NE(last.find(R"("effective_max_tokens":4)"), std::string::npos) << last;
   EXPECT_NE(last.find(R"("phases":{)"), std::string::npos) << last;  // the backend's, merged
   EXPECT_EQ(sse.find("[DONE]"), std::string::npos);

@@ -171,6 +171,18 @@ TEST_F(RoutesTest, EmbeddingsRunUnderTheirRuleWithARecord) {
   EXPECT_NE(err.body.find("context_length_exceeded"), std::string::npos) << err.body;
 }
 
+// An upstream whose 200 answer is no embeddings list (here a chat completion) is an upstream
+// error, not an answer relayed as valid.
+TEST_F(RoutesTest, AnEmbeddingsAnswerOfTheWrongShapeIsAnUpstreamError) {
+  auto r = post("/v1/embeddings", R"({"model":"fake","input":"hello"})", "shape=chat");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.body.find("chat.completion"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("cause":"upstream_error")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("not an embeddings list"), std::string::npos) << r.body;
+  EXPECT_NE(r.headers.get("Cutline-Stop").value_or("").find("cause=upstream_error;"),
+            std::string::npos);
+}
+
 TEST_F(RoutesTest, ModelsMergeEveryUpstreamAndShowOnlyWhatTheRulesAllow) {
   auto r = proto::http_fetch(env->url("/v1/models"));
   ASSERT_TRUE(r.ok());

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "cutline/proto/wire/openai_error.h"
 #include "gateway_harness.h"
 
 namespace cutline::test {
@@ -143,6 +144,32 @@ class GatewayTest : public ::testing::Test {
                              "\""),
               std::string::npos);
   }
+
+  // A streamed answer the upstream broke: it ends as a failed OpenAI stream does, with an error
+  // event carrying the record (then [DONE]), and no chunk ever says it finished.
+  static proto::StopRecord expect_streamed_failure(const proto::HttpResponse& r, Cause cause) {
+    EXPECT_EQ(r.status, 200) << r.body;
+    bool done = false;
+    const auto payloads = sse_payloads(r.body, &done);
+    EXPECT_TRUE(done) << "no [DONE]: " << r.body;
+    EXPECT_NE(r.body.find("event: error\n"), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find("\"finish_reason\":\"length\""), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find("\"finish_reason\":\"stop\""), std::string::npos) << r.body;
+    if (payloads.empty()) return {};
+    auto parsed = proto::parse_error_body(payloads.back());
+    EXPECT_TRUE(parsed.ok() && parsed->cutline.has_value()) << payloads.back();
+    if (!parsed.ok() || !parsed->cutline) return {};
+    const proto::StopRecord rec = *parsed->cutline;
+    EXPECT_EQ(proto::to_string(rec.cause), proto::to_string(cause)) << r.body;
+    EXPECT_NE(r.trailers.get("cutline-stop")
+                  .value_or("")
+                  .find("cause=" + std::string(proto::to_string(cause)) + ";"),
+              std::string::npos);
+    EXPECT_NE(
+        log_line(rec.request_id).find("\"cause\":\"" + std::string(proto::to_string(cause)) + "\""),
+        std::string::npos);
+    return rec;
+  }
 };
 
 TEST_F(GatewayTest, EosIsAModelStopWithFinishReasonStop) {
@@ -209,6 +236,29 @@ TEST_F(GatewayTest, GatewayDeadlineCutsALongStream) {
   EXPECT_LT(rec.output_tokens, 200);
   EXPECT_EQ(rec.limit.value_or(0), 250);
   EXPECT_GE(rec.observed.value_or(0), 250);
+}
+
+// The cut comes before the upstream's usage chunk: a client that asked for include_usage still
+// gets one (after the finish chunk, carrying the record too), with the tokens it received.
+TEST_F(GatewayTest, ADeadlineCutStillGivesTheUsageTheClientAskedFor) {
+  auto r = post(chat(true, R"(,"stream_options":{"include_usage":true})"),
+                "tokens=200,interval_ms=10", "deadline");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto payloads = sse_payloads(r.body);
+  ASSERT_GE(payloads.size(), 3u) << r.body;
+  proto::ChunkParser finish;
+  ASSERT_TRUE(finish.parse(payloads[payloads.size() - 2]).ok());
+  EXPECT_EQ(finish.chunk().finish_reason(), "length") << r.body;
+  proto::ChunkParser usage;
+  ASSERT_TRUE(usage.parse(payloads.back()).ok());
+  ASSERT_TRUE(usage.chunk().usage.has_value()) << payloads.back();
+  ASSERT_TRUE(usage.chunk().cutline.has_value()) << payloads.back();
+  const proto::StopRecord& rec = *usage.chunk().cutline;
+  EXPECT_EQ(rec.cause, Cause::kGatewayDeadline);
+  EXPECT_GT(usage.chunk().usage->completion_tokens, 0);
+  EXPECT_EQ(usage.chunk().usage->completion_tokens, rec.output_tokens);
+  EXPECT_EQ(usage.chunk().usage->total_tokens,
+            usage.chunk().usage->prompt_tokens + usage.chunk().usage->completion_tokens);
 }
 
 TEST_F(GatewayTest, DeadlineOnANonStreamingRequestLabelsBodyAndHeader) {
@@ -344,7 +394,7 @@ TEST_F(GatewayTest, ContextLengthIsALengthStopShortOfEveryLimit) {
 }
 
 TEST_F(GatewayTest, UpstreamErrorEventMidStream) {
-  expect_streamed_cause(post(chat(true), "tokens=5,error_at=2"), Cause::kUpstreamError, "length");
+  expect_streamed_failure(post(chat(true), "tokens=5,error_at=2"), Cause::kUpstreamError);
 }
 
 TEST_F(GatewayTest, UpstreamErrorStatusAndBodyPassThroughLabeled) {
@@ -382,13 +432,28 @@ TEST_F(GatewayTest, UpstreamConnectErrorsDoNotRevealInternalAddresses) {
 
 TEST_F(GatewayTest, UpstreamDisconnectIsNeverACleanEnd) {
   auto r = post(chat(true), "tokens=5,drop_at=2");
-  expect_streamed_cause(r, Cause::kUpstreamDisconnect, "length");
-  EXPECT_EQ(streamed_record(r).output_tokens, 2);
+  EXPECT_EQ(expect_streamed_failure(r, Cause::kUpstreamDisconnect).output_tokens, 2);
+  EXPECT_EQ(sse_payloads(r.body).size(), 3u) << r.body;  // two tokens, then the error event
 }
 
 TEST_F(GatewayTest, DoneWithoutFinishReasonIsUpstreamDisconnect) {
-  expect_streamed_cause(post(chat(true), "tokens=2,finish=none"), Cause::kUpstreamDisconnect,
-                        "length");
+  expect_streamed_failure(post(chat(true), "tokens=2,finish=none"), Cause::kUpstreamDisconnect);
+}
+
+// Not streamed, the same broken answer is a 502 carrying the record, never a 200 whose
+// finish_reason says it reached a limit.
+TEST_F(GatewayTest, AnUnstreamedAnswerTheUpstreamBrokeIsA502) {
+  for (const char* script : {"tokens=5,drop_at=2", "tokens=5,error_at=2"}) {
+    auto r = post(chat(false), script);
+    EXPECT_EQ(r.status, 502) << script << ": " << r.body;
+    EXPECT_EQ(r.body.find("\"finish_reason\":"), std::string::npos) << r.body;
+    auto parsed = proto::parse_error_body(r.body);
+    ASSERT_TRUE(parsed.ok() && parsed->cutline.has_value()) << r.body;
+    EXPECT_TRUE(parsed->cutline->cause == Cause::kUpstreamDisconnect ||
+                parsed->cutline->cause == Cause::kUpstreamError)
+        << r.body;
+    EXPECT_EQ(parsed->error.type, "upstream_error") << r.body;
+  }
 }
 
 TEST_F(GatewayTest, SlowClientIsBoundedByBackPressureAndStillCut) {

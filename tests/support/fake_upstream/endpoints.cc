@@ -115,6 +115,13 @@ void handle(evhttp_request* req, void* arg) {
           req, sc.status,
           error_body("fake upstream status " + std::to_string(sc.status), sc.type, sc.code));
     }
+    if (sc.shape == "chat") {
+      return send_json(req, 200,
+                       R"({"id":"c1","object":"chat.completion","created":1,"model":"fake",)"
+                       R"("choices":[{"index":0,"message":{"role":"assistant","content":"hi"},)"
+                       R"("finish_reason":"stop"}],"usage":{"prompt_tokens":3,)"
+                       R"("completion_tokens":1,"total_tokens":4}})");
+    }
     return send_json(req, 200,
                      R"({"object":"list","data":[{"object":"embedding","index":0,)"
                      R"("embedding":[0.25,-0.5,0.125]}],"model":"fake",)"

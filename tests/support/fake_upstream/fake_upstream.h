@@ -41,6 +41,7 @@ struct Script {
   int tools = 0;
   std::string event;
   std::string require_key;
+  std::string shape;  // "chat": answer /v1/embeddings with a chat completion (a wrong answer)
   bool finish_set = false;
 };
 

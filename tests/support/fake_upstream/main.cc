@@ -33,7 +33,8 @@
 // response.completed (or response.incomplete with incomplete_details.reason max_output_tokens
 // when max_output_tokens capped it), every event with `event:` and a sequence_number, no [DONE];
 // not streaming: the response object. POST /v1/embeddings answers one embedding per request
-// with usage.prompt_tokens 3 (status= applies to both).
+// with usage.prompt_tokens 3 (status= applies to both; shape=chat answers it with a chat
+// completion instead, an upstream that got the route wrong).
 // --resident M1,M2 makes it report load as a backend does: GET /v1/cutline/state answers a
 // Cutline backend's state (queue_depth 0, running = its streams in flight, models M1, M2
 // resident) and GET /metrics vLLM's gauges (vllm:num_requests_waiting 0,

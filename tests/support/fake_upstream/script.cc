@@ -41,6 +41,8 @@ Script parse_script(const std::string& text) {
       s.event = v;
     else if (k == "require_key")
       s.require_key = v;
+    else if (k == "shape")
+      s.shape = v;
     else if (k == "stop_reason")
       s.stop_reason = v;
     else if (k == "usage")

@@ -74,6 +74,40 @@ TEST(Relay, UsageChunkIsKeptAndLabeledWhenAskedFor) {
   EXPECT_NE(out.find("\"cutline\"", out.find("\"finish_reason\":\"stop\"") + 1), std::string::npos);
 }
 
+// A deadline cut comes before the upstream's usage chunk: a client that asked for usage still
+// gets it, from the record's counts, after the finish chunk and before [DONE].
+TEST(Relay, ACutBeforeTheUpstreamsUsageStillGivesTheClientItsUsage) {
+  Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, true, true, "id", "m"});
+  TokenTiming timing;
+  std::string out;
+  const size_t two_chunks = kStream.find("data: {", kStream.find("\"lo\""));
+  ASSERT_TRUE(relay.feed(std::string_view(kStream).substr(0, two_chunks), 1000, timing, out).ok());
+  proto::StopRecord rec;
+  rec.cause = proto::Cause::kGatewayDeadline;
+  rec.output_tokens = relay.output_tokens();
+  rec.input_tokens = 4;
+  relay.write_end(rec, "length", out);
+  const size_t finish = out.find("\"finish_reason\":\"length\"");
+  const size_t usage = out.find(
+      "\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2,"
+      "\"total_tokens\":6}");
+  ASSERT_NE(finish, std::string::npos) << out;
+  ASSERT_NE(usage, std::string::npos) << out;
+  EXPECT_GT(usage, finish);
+  EXPECT_GT(out.find("data: [DONE]"), usage);
+
+  // Not streamed, the completion carries the same counts.
+  Relay whole(RelayOptions{proto::Endpoint::kChatCompletions, false, false, "id", "m"});
+  std::string body;
+  ASSERT_TRUE(whole.feed(std::string_view(kStream).substr(0, two_chunks), 1000, timing, body).ok());
+  rec.input_tokens.reset();
+  whole.write_end(rec, "length", body);
+  EXPECT_NE(body.find("\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":2,"
+                      "\"total_tokens\":2}"),
+            std::string::npos)
+      << body;
+}
+
 TEST(Relay, NonStreamingClientsGetOneAssembledCompletion) {
   Relay relay(RelayOptions{proto::Endpoint::kChatCompletions, false, false, "id", "m"});
   TokenTiming timing;

@@ -168,6 +168,9 @@ TEST_F(StreamRelayPhases, AnUpstreamThatClosesMidStreamIsAnUpstreamDisconnect) {
   ASSERT_TRUE(s.client->answered());
   EXPECT_NE(s.client->body().find("\"content\":\"par\""), std::string::npos);
   EXPECT_EQ(count_of(s.client->body(), "\"cutline\":{"), 1u) << s.client->body();
+  // A failed stream's end (an error event with the record), never a finish_reason.
+  EXPECT_NE(s.client->body().find("event: error\n"), std::string::npos) << s.client->body();
+  EXPECT_EQ(s.client->body().find("\"finish_reason\":\"length\""), std::string::npos);
   auto rec = proto::parse_stop_header(s.client->trailers().get("cutline-stop").value_or(""));
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->cause, Cause::kUpstreamDisconnect);

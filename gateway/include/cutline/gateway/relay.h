@@ -10,7 +10,9 @@
 // At the end (upstream done, failed, or the gateway cut) write_end() produces the last bytes:
 // streaming: the finish chunk carrying finish_reason and the "cutline" record, the usage chunk
 // when asked for (also carrying the record), then `data: [DONE]`; non-streaming: the whole
-// chat.completion / text_completion JSON with the record.
+// chat.completion / text_completion JSON with the record. A cut that came before the upstream's
+// usage still gives the client its usage, from the record's counts (prompt_tokens 0 when no
+// upstream reported them).
 
 #include <cstdint>
 #include <memory>

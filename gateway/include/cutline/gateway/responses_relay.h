@@ -5,7 +5,8 @@
 //   - a streaming client gets every event as it came (types the gateway does not know
 //     included), except the terminal one (response.completed, response.incomplete,
 //     response.failed), which is held until the end and gets the stop record as
-//     response.cutline;
+//     response.cutline (replacing the one a Cutline backend wrote there, whose facts the
+//     gateway's record takes over: one record per answer, always the gateway's);
 //   - a non-streaming client gets the terminal event's response object, with the record.
 // When the gateway cuts (a timer, shutdown) or the upstream ended without a terminal event, the
 // end is the Responses API's own: a response.incomplete event whose response has status
@@ -51,6 +52,10 @@ class ResponsesRelay {
     return usage_output_ ? proto::CountMethod::kUsage : proto::CountMethod::kChunks;
   }
   std::optional<int64_t> input_tokens() const { return usage_input_; }
+  // The record a Cutline backend put in its terminal response object, when it sent one.
+  const proto::StopRecord* backend_record() const {
+    return backend_record_ ? &*backend_record_ : nullptr;
+  }
 
   // The end for the client (appended to `out`). `gateway_cut`: the gateway ended the response
   // (its own response.incomplete); otherwise the upstream's terminal event with the record.
@@ -80,6 +85,7 @@ class ResponsesRelay {
   std::string finish_reason_;  // stop | length | content_filter | the upstream's reason
   std::optional<int64_t> usage_input_;
   std::optional<int64_t> usage_output_;
+  std::optional<proto::StopRecord> backend_record_;
   bool done_ = false;
   bool error_event_ = false;
   std::string error_message_;

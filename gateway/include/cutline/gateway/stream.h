@@ -64,6 +64,8 @@ enum class Route : uint8_t { kChatCompletions, kCompletions, kResponses, kEmbedd
 std::string_view route_path(Route route);
 // usage.prompt_tokens of an embeddings answer, when it has one.
 std::optional<int64_t> embeddings_prompt_tokens(std::string_view body);
+// What makes an upstream's 200 answer on /v1/embeddings no embeddings answer (nullopt: none).
+std::optional<std::string> embeddings_answer_problem(std::string_view body);
 
 class Stream final : public std::enable_shared_from_this<Stream>, public AdmissionWaiter {
  public:
