@@ -144,6 +144,29 @@ TEST_F(ProbeGatewayTest, CommandLineWritesTableAndRecords) {
   EXPECT_NE(read_file(out + "/report.json").find("\"label\":\"cli\""), std::string::npos);
 }
 
+// The base URL as OPENAI_BASE_URL usually has it (ending in /v1) reaches the chat route, not
+// /v1/v1/...; a run in which every request was refused with a 4xx fails (exit 4) and says why.
+TEST_F(ProbeGatewayTest, BaseUrlWithV1WorksAndARunOfRefusalsFails) {
+  const std::string base = "http://127.0.0.1:" + std::to_string(env->port) + "/v1";
+  const std::vector<std::string> common = {
+      CUTLINE_BIN,     "probe", "load",     "--url", base,           "--model", "fake",
+      "--concurrency", "1",     "--repeat", "1",     "--max-tokens", "8",       "--no-progress"};
+  std::vector<std::string> ok = common;
+  ok.insert(ok.end(), {"--header", std::string("X-Fake-Script: ") + kScript});
+  EXPECT_EQ(run_to_exit(ok, env->dir + "/v1.out", env->dir + "/v1.err", 60000), 0)
+      << read_file(env->dir + "/v1.err");
+  EXPECT_NE(read_file(env->dir + "/v1.out").find("client_max_tokens"), std::string::npos)
+      << read_file(env->dir + "/v1.out");
+
+  std::vector<std::string> refused = common;
+  refused.insert(refused.end(), {"--header", "X-Fake-Script: status=403,type=permission_error"});
+  EXPECT_EQ(run_to_exit(refused, env->dir + "/403.out", env->dir + "/403.err", 60000), 4)
+      << read_file(env->dir + "/403.err");
+  EXPECT_NE(read_file(env->dir + "/403.err").find("every request was refused (403 x"),
+            std::string::npos)
+      << read_file(env->dir + "/403.err");
+}
+
 // The report rendered by a real browser: the SVG charts are in the DOM.
 TEST_F(ProbeGatewayTest, HtmlReportRendersInHeadlessChromium) {
   const char* chromium = "/usr/bin/chromium";

@@ -39,8 +39,9 @@ struct RawLists {
 
 void add_common(CLI::App& cmd, ProbeOptions& o, RawLists& raw) {
   cmd.add_option("--url", o.url,
-                 "Base URL of the OpenAI endpoint, e.g. http://127.0.0.1:8080 (the route is "
-                 "appended; default $OPENAI_BASE_URL)")
+                 "Base URL of the OpenAI endpoint, with or without /v1, e.g. "
+                 "http://127.0.0.1:8080/v1 (the route is appended, one /v1 kept; default "
+                 "$OPENAI_BASE_URL)")
       ->required(o.url.empty());
   cmd.add_option("--api-key", o.api_key, "Bearer key (default $OPENAI_API_KEY)");
   cmd.add_option("--prompts", o.prompts_file,
@@ -162,6 +163,7 @@ ProbeCommandLine parse_probe_command_line(int argc, const char* const* argv) {
 const char* const kProbeExitCodes =
     "Exit status: 0 the run completed (whatever the verdict), 1 it could not run or write, 2 "
     "usage error, 3 a serving defect was flagged (equal seeds gave different outputs on a "
-    "batch-invariant endpoint).";
+    "batch-invariant endpoint), 4 every request was refused with a 4xx (a wrong URL, key or "
+    "route: nothing was measured).";
 
 }  // namespace cutline::tools::probe

@@ -2,7 +2,8 @@
 // switch scenarios with a progress bar on a TTY, prints the table and the verdict, and writes
 // the JSON/CSV/HTML records when --out is given. Exit 0 when the run completed (whatever the
 // verdict), 1 when it could not run or write, 2 on usage errors, 3 when a serving defect was
-// flagged (equal seeds, different outputs on a batch-invariant endpoint).
+// flagged (equal seeds, different outputs on a batch-invariant endpoint), 4 when every request
+// was refused with a 4xx (the run measured nothing).
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,11 @@
 #include "terminal_output.h"
 
 namespace cutline::tools {
+namespace {
+
+constexpr int kExitAllRefused = 4;
+
+}  // namespace
 
 int run_probe(int argc, char** argv) {
   using namespace cutline::tools::probe;
@@ -58,6 +64,11 @@ int run_probe(int argc, char** argv) {
     }
     std::printf("\nwrote %s/report.json, %s/requests.csv, %s/report.html\n", o.out_dir.c_str(),
                 o.out_dir.c_str(), o.out_dir.c_str());
+  }
+  if (auto refused = all_refused(*report)) {
+    // Nothing was measured: a wrong URL, key or route, not a verdict about the endpoint.
+    std::fprintf(stderr, "cutline probe: %s\n", refused->c_str());
+    return kExitAllRefused;
   }
   return report->load.serving_defect ? cli::kExitDefect : cli::kExitOk;
 }

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "cutline/base/clock.h"
 #include "cutline/proto/http/http_fetch.h"
@@ -31,8 +32,7 @@ Result<RunnerConfig> runner_config(const ProbeOptions& o) {
   RunnerConfig c;
   c.host = url->host;
   c.port = url->port;
-  std::string base = url->target == "/" ? "" : url->target;
-  c.target = base + o.route;
+  c.target = route_target(url->target, o.route);
   c.api_key = o.api_key;
   c.headers = o.headers;
   c.max_tokens = o.max_tokens;
@@ -72,6 +72,31 @@ Result<std::vector<Prompt>> prompts_of(const ProbeOptions& o) {
 }
 
 }  // namespace
+
+std::string route_target(std::string_view base_path, std::string_view route) {
+  while (!base_path.empty() && base_path.back() == '/') base_path.remove_suffix(1);
+  const bool base_v1 = base_path.size() >= 3 && base_path.substr(base_path.size() - 3) == "/v1";
+  if (base_v1 && route.substr(0, 4) == "/v1/") route.remove_prefix(3);
+  return std::string(base_path).append(route);
+}
+
+std::optional<std::string> all_refused(const ProbeReport& report) {
+  if (report.records.empty()) return std::nullopt;
+  std::map<int, int> statuses;
+  for (const RequestRecord& r : report.records) {
+    if (r.http_status < 400 || r.http_status >= 500) return std::nullopt;
+    ++statuses[r.http_status];
+  }
+  std::string line = "every request was refused (";
+  for (auto it = statuses.begin(); it != statuses.end(); ++it) {
+    if (it != statuses.begin()) line += ", ";
+    line += std::to_string(it->first) + " x" + std::to_string(it->second);
+  }
+  line += ")";
+  const RequestRecord& first = report.records.front();
+  if (!first.error.empty()) line += ": " + first.error;
+  return line;
+}
 
 Result<ProbeReport> run_load(const ProbeOptions& o, const base::Clock& clock,
                              const ProgressFn& progress) {

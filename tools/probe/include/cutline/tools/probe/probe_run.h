@@ -5,7 +5,9 @@
 // report.html into a directory.
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "cutline/base/clock.h"
 #include "cutline/base/result.h"
@@ -26,5 +28,13 @@ Result<ProbeReport> run_switch(const ProbeOptions& options, const base::Clock& c
 
 // Writes report.json, requests.csv, report.html under `dir` (created when missing).
 Status write_outputs(const ProbeReport& report, const std::string& dir);
+
+// The request-target of `route` under the base URL's path `base_path`: a base that already ends
+// in /v1 (as OPENAI_BASE_URL does, "http://host:8080/v1") and a /v1 route give one /v1, not two.
+std::string route_target(std::string_view base_path, std::string_view route);
+
+// When every request was refused with a 4xx (the run measured nothing): a line naming the
+// statuses and the first error, for the command to print before it fails. nullopt otherwise.
+std::optional<std::string> all_refused(const ProbeReport& report);
 
 }  // namespace cutline::tools::probe
