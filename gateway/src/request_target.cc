@@ -99,17 +99,18 @@ std::string percent_decoded(std::string_view s) {
 }
 
 // The path a lenient upstream router could take `canonical` for (see the header): decoded (up to
-// three times, for a router behind another that decodes), cut at a decoded '?' or '#', '\' read as
-// '/', letters folded to lower case (with the four non-ASCII letters that Python's and .NET's
-// case-insensitive matching fold onto ASCII ones), each segment's ";parameters" dropped and its
-// blanks, control characters and trailing dots trimmed, empty segments dropped, and the dot
-// segments resolved last.
-std::string lenient_route_key(std::string_view canonical) {
+// three times, for a router behind another that decodes), cut at a decoded '?' or '#' when
+// `stop_at_decoded_delimiter` (a router that decodes before it splits; one that strips ";params"
+// first does not), '\' read as '/', letters folded to lower case (with the four non-ASCII letters
+// that Python's and .NET's case-insensitive matching fold onto ASCII ones), each segment's
+// ";parameters" dropped and its blanks, control characters and trailing dots trimmed, empty
+// segments dropped, and the dot segments resolved last.
+std::string lenient_route_key(std::string_view canonical, bool stop_at_decoded_delimiter) {
   std::string s(canonical);
   for (int round = 0; round < 3 && s.find('%') != std::string::npos; ++round) {
     s = percent_decoded(s);
   }
-  s.resize(std::min(s.find_first_of("?#"), s.size()));
+  if (stop_at_decoded_delimiter) s.resize(std::min(s.find_first_of("?#"), s.size()));
   static constexpr std::pair<std::string_view, char> kFolded[] = {
       {"\xc4\xb0", 'i'}, {"\xc4\xb1", 'i'}, {"\xc5\xbf", 's'}, {"\xe2\x84\xaa", 'k'}};
   std::string folded;
@@ -155,7 +156,8 @@ std::string lenient_route_key(std::string_view canonical) {
 // one: it would reach the upstream's route without that route's rules.
 Status refuse_core_route_variant(std::string_view canonical) {
   if (is_core_route_path(canonical)) return {};
-  const std::string key = lenient_route_key(canonical);
+  std::string key = lenient_route_key(canonical, true);
+  if (!is_core_route_path(key)) key = lenient_route_key(canonical, false);
   if (!is_core_route_path(key)) return {};
   return refused("not " + key +
                  " but a spelling an upstream router could still serve as it (letter case, "

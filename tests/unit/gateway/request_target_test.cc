@@ -126,6 +126,10 @@ TEST(RequestTarget, VariantsALenientRouterServesAsACoreRouteAreRefused) {
   EXPECT_FALSE(canonical_target(request("POST", "/v1/chat/completion%C5%BF")).ok());
   EXPECT_FALSE(canonical_target(request("POST", "/v1/embedd%C4%B1ngs")).ok());
   EXPECT_FALSE(canonical_target(request("POST", "/v1/embedd%C4%B0ngs")).ok());
+  // An encoded '?' inside ";params": a router that strips parameters before decoding sees the
+  // route, one that decodes first sees "/v1"; either is enough to refuse.
+  EXPECT_FALSE(canonical_target(request("POST", "/v1;%3F/chat/completions")).ok());
+  EXPECT_FALSE(canonical_target(request("POST", "/v1/chat;%23/completions")).ok());
 }
 
 // Paths near a core route that no router maps onto one stay passthrough, forwarded as they are;

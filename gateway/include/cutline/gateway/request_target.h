@@ -23,11 +23,12 @@
 // is passthrough, forwarded as it is. A lenient upstream router may still serve a passthrough
 // path as a core route, so a canonical path that is not exactly a core route but that such a
 // router could map onto one is refused (400 invalid_request), whatever the method. The router
-// modelled: it decodes %-escapes (up to three times over), stops at a decoded '?' or '#', reads
-// '\' as '/', matches case-insensitively (ASCII, and the non-ASCII letters U+0130, U+0131, U+017F
-// and U+212A that Python's and .NET's case folding match to i, s and k), drops each segment's
-// ";parameters", trims blanks and control characters around a segment and dots after it, ignores
-// empty segments (a trailing '/'), and resolves dot segments last. So "/V1/chat/completions",
+// modelled: it decodes %-escapes (up to three times over), stops at a decoded '?' or '#' (or
+// does not, having stripped ";parameters" first: both are checked), reads '\' as '/', matches
+// case-insensitively (ASCII, and the non-ASCII letters U+0130, U+0131, U+017F and U+212A that
+// Python's and .NET's case folding match to i, s and k), drops each segment's ";parameters",
+// trims blanks and control characters around a segment and dots after it, ignores empty
+// segments (a trailing '/'), and resolves dot segments last. So "/V1/chat/completions",
 // "/v1/chat/completions;x=1", "/v1/chat/completions%20", "/v1/chat/completions%0A",
 // "/v1/chat/x/..;/completions" and "/v1/models%3Fx" are refused, while "/v1/models/a;b" or
 // "/v1/chat" stay passthrough. Pure.
