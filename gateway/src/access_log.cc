@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cutline/base/json_writer.h"
+#include "cutline/gateway/printable.h"
 
 namespace cutline::gateway {
 
@@ -15,7 +16,16 @@ std::string access_log_line(const AccessLogEntry& e) {
   base::JsonWriter w(out);
   w.begin_object();
   w.field("ts", e.ts_unix_s).field("request_id", e.request_id);
-  w.field("method", e.method).field("path", e.path);
+  // The method and the target are as the client sent them when the request was refused before
+  // routing (e.g. a target with bytes over 0x7e): escaped, so the line stays valid JSON in UTF-8.
+  std::string escaped;
+  const auto safe = [&escaped](std::string_view v) {
+    if (is_printable(v)) return v;
+    escaped = printable(v, v.size());
+    return std::string_view(escaped);
+  };
+  w.field("method", safe(e.method));
+  w.field("path", safe(e.path));
   w.field("tenant", e.tenant).field("model", e.model).field("upstream", e.upstream);
   w.field("status", e.status).field("stream", e.stream);
   w.field("bytes_in", e.bytes_in).field("bytes_out", e.bytes_out);

@@ -462,7 +462,9 @@ void Gateway::handle(std::shared_ptr<proto::ServerStream> s) {
     return;
   }
   // Routing and the policy see the canonical path, and it is what goes upstream: no spelling of
-  // a route (absolute-form, %-escapes, "//", dot segments, a trailing '/') escapes the policy.
+  // a route (absolute-form, %-escapes, "//", dot segments, a trailing '/', a fragment) escapes
+  // the policy, and a path an upstream router could still serve as a core route (letter case,
+  // ";params", whitespace) is refused. The routes below are kCoreRoutePaths, compared exactly.
   auto canonical = canonical_target(s->request());
   if (!canonical.ok()) {
     proto::HttpHeaders h{{"Content-Type", "application/json"}};

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 
+#include "cutline/gateway/printable.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
@@ -17,25 +18,6 @@ using proto::Cause;
 // llama.cpp take more, so the gateway allows 16 of at most 256 bytes each.
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopStringBytes = 256;
-
-// A client header's value as it may appear in an error message or a log line: printable ASCII
-// kept, every other byte written as \xNN (invalid UTF-8 never reaches a JSON string), at most
-// 64 bytes of it.
-std::string printable(std::string_view v) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < v.size() && i < 64; ++i) {
-    const auto c = static_cast<unsigned char>(v[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.append("\\x").push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  if (v.size() > 64) out.append("...");
-  return out;
-}
 
 bool is_json_content_type(std::optional<std::string_view> ct) {
   if (!ct) return false;

@@ -72,10 +72,11 @@ struct GatewayEnv {
   std::string config_path;
   std::string error;                      // why start() failed
   std::vector<std::string> gateway_args;  // more command-line arguments (e.g. --workers 1)
+  std::vector<std::string> fake_args;     // the fake upstream's (e.g. --lenient-routes)
 
   bool start(const std::function<std::string(uint16_t, const std::string&)>& yaml) {
     dir = make_temp_dir();
-    fake_port = start_fake_upstream(fake, dir, "fake");
+    fake_port = start_fake_upstream(fake, dir, "fake", fake_args);
     if (fake_port == 0) {
       error = "fake upstream did not start: " + read_file(dir + "/fake.err");
       return false;

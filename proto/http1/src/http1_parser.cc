@@ -35,6 +35,7 @@ struct Http1Parser::Impl {
   std::string value;
   size_t header_bytes = 0;  // head (or trailer) bytes counted against max_header_bytes
   size_t header_count = 0;
+  size_t host_count = 0;  // Host fields in the request head
   uint64_t body_bytes = 0;
   size_t chunk_extension_bytes = 0;
   bool in_trailers = false;
@@ -92,6 +93,7 @@ struct Http1Parser::Impl {
     s.value.clear();
     s.header_bytes = 0;
     s.header_count = 0;
+    s.host_count = 0;
     s.body_bytes = 0;
     s.chunk_extension_bytes = 0;
     s.in_trailers = false;
@@ -150,6 +152,7 @@ struct Http1Parser::Impl {
                     std::string(s.in_trailers ? "trailer" : "header") + " fields exceed " +
                         std::to_string(s.owner.limits_.max_header_count));
     }
+    if (!s.in_trailers && iequals(s.field, "host")) ++s.host_count;
     HttpHeaders& target = s.in_trailers ? s.trailers : s.head.headers;
     target.add(s.field, s.value);
     s.field.clear();
@@ -168,6 +171,23 @@ struct Http1Parser::Impl {
     h.chunked = (p->flags & F_CHUNKED) != 0;
     if ((p->flags & F_CONTENT_LENGTH) != 0) h.content_length = p->content_length;
     if (o.type_ == Type::kRequest) {
+      // Only HTTP/1.0 and HTTP/1.1 are read here: llhttp also takes "HTTP/2.0" (and 0.9) on a
+      // request line, which no HTTP/1 proxy in front would frame the same way.
+      if (h.version_major != 1 || h.version_minor > 1) {
+        return s.fail(ErrorKind::kBadRequest,
+                      "malformed HTTP/1.1 message: HTTP/" + std::to_string(h.version_major) + "." +
+                          std::to_string(h.version_minor) + " on an HTTP/1 request line");
+      }
+      // RFC 9112 3.2: 400 for more than one Host, and for an HTTP/1.1 request without one.
+      if (s.host_count > 1) {
+        return s.fail(ErrorKind::kBadRequest,
+                      "malformed HTTP/1.1 message: more than one Host header field");
+      }
+      if (s.host_count == 0 && h.version_minor == 1) {
+        return s.fail(ErrorKind::kBadRequest,
+                      "malformed HTTP/1.1 message: an HTTP/1.1 request without a Host header "
+                      "field");
+      }
       h.expect_continue = h.headers.has_token("expect", "100-continue");
       // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing.
       if ((p->flags & F_TRANSFER_ENCODING) != 0 && h.version_major == 1 && h.version_minor == 0) {

@@ -8,10 +8,13 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cutline/base/json_writer.h"
 #include "fake_upstream.h"
@@ -31,7 +34,8 @@ void handle_admin(Server* srv, evhttp_request* req, const std::string& path) {
   JsonWriter w(out);
   w.begin_array();
   for (const auto& r : srv->requests) {
-    w.begin_object().field("method", r.method).field("path", r.path).field("script", r.script);
+    w.begin_object().field("method", r.method).field("path", r.path).field("target", r.target);
+    w.field("script", r.script);
     w.field("body", r.body).field("authorization", r.authorization);
     w.key("headers").begin_object();
     for (const auto& [name, value] : r.headers) w.field(name, value);
@@ -82,14 +86,52 @@ void set_nodelay(evhttp_request* req) {
   if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// --lenient-routes: the path a lenient web framework routes `target` as. uvicorn and Starlette
+// drop the fragment and decode %-escapes, and Python's `$` also matches before a final newline;
+// other routers strip ";parameters" (Tomcat, Spring), match case-insensitively (ASP.NET), trim
+// blanks and ignore a trailing '/'. This one does all of it, dot segments resolved last.
+std::string lenient_path(const std::string& target) {
+  std::string raw = target.substr(0, target.find_first_of("?#"));
+  std::string decoded;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '%' && i + 2 < raw.size() &&
+        std::isxdigit(static_cast<unsigned char>(raw[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
+      decoded.push_back(static_cast<char>(std::stoi(raw.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else {
+      decoded.push_back(raw[i]);
+    }
+  }
+  std::vector<std::string> segments;
+  size_t at = 0;
+  while (at <= decoded.size()) {
+    const size_t slash = std::min(decoded.find('/', at), decoded.size());
+    std::string seg = decoded.substr(at, slash - at);
+    at = slash + 1;
+    seg = seg.substr(0, seg.find(';'));
+    while (!seg.empty() && std::isspace(static_cast<unsigned char>(seg.back()))) seg.pop_back();
+    for (char& c : seg) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (seg == "..") {
+      if (!segments.empty()) segments.pop_back();
+    } else if (!seg.empty() && seg != ".") {
+      segments.push_back(seg);
+    }
+  }
+  std::string path;
+  for (const auto& seg : segments) path += "/" + seg;
+  return path.empty() ? "/" : path;
+}
+
 }  // namespace
 
 void handle(evhttp_request* req, void* arg) {
   auto* srv = static_cast<Server*>(arg);
   set_nodelay(req);
   const char* uri = evhttp_request_get_uri(req);
-  std::string path = uri ? uri : "/";
-  if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+  const std::string target = uri ? uri : "/";
+  std::string path =
+      srv->lenient_routes ? lenient_path(target) : target.substr(0, target.find('?'));
   if (path.rfind("/fake/", 0) == 0) return handle_admin(srv, req, path);
   if (!srv->resident.empty() && (path == "/v1/cutline/state" || path == "/metrics")) {
     return handle_load_report(srv, req, path);
@@ -100,6 +142,7 @@ void handle(evhttp_request* req, void* arg) {
   }
 
   RecordedRequest rec = record_request(req, path);
+  rec.target = target;
 
   if (path == "/v1/models") {
     srv->requests.push_back(rec);

@@ -51,7 +51,8 @@ Script parse_script(const std::string& text);
 // One request received, as GET /fake/requests reports it.
 struct RecordedRequest {
   std::string method;
-  std::string path;
+  std::string path;    // the path it was routed as
+  std::string target;  // the request-target as received
   std::string script;
   std::string body;
   std::string authorization;  // the Authorization header as received ("" when absent)
@@ -93,6 +94,7 @@ struct Server {
   int min_delay_ms = 0;
   std::vector<std::string> resident;  // --resident: models reported resident
   bool vllm_metrics = false;          // --vllm-metrics: /metrics only, as vLLM
+  bool lenient_routes = false;        // --lenient-routes: paths matched as a lenient router does
 };
 
 // ---- request.cc ----

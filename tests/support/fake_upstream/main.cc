@@ -42,9 +42,14 @@
 // residency routing. --vllm-metrics makes it report as a vLLM server does instead: the same
 // gauges at GET /metrics, and 404 at GET /v1/cutline/state. Without either those paths are
 // echoed like any other.
-// Admin: GET /fake/requests returns every request received ({path, script, body, cancelled,
-// authorization, completed}); POST /fake/reset clears it. Any other path echoes method, path and
-// body as JSON with header X-Fake-Echo: 1 (for passthrough tests).
+// --lenient-routes makes it match paths as a lenient web framework would (uvicorn/Starlette drop
+// the fragment and decode escapes; others also strip ";parameters", trailing blanks and a
+// trailing '/', ignore letter case and resolve dot segments): "/V1/chat/completions;x=1#y" is
+// served as chat. Without it the path is the request-target up to '?', as sent.
+// Admin: GET /fake/requests returns every request received ({path (as routed), target (as
+// received), script, body, cancelled, authorization, completed}); POST /fake/reset clears it. Any
+// other path echoes method, path and body as JSON with header X-Fake-Echo: 1 (for passthrough
+// tests).
 //
 // Usage: cutline-fake-upstream [--port N] (0 = any free port) [--bind IPV4] (default 127.0.0.1;
 // 0.0.0.0 answers on every loopback address too) [--tls-cert FILE --tls-key FILE
@@ -92,6 +97,7 @@ int main(int argc, char** argv) {
   const char* bind_ip = "127.0.0.1";
   std::string resident;
   bool vllm_metrics = false;
+  bool lenient_routes = false;
   cutline::proto::TlsServerConfig tls_config;
   tls_config.alpn = {"http/1.1"};  // evhttp speaks HTTP/1.1 only
   for (int i = 1; i < argc; ++i) {
@@ -99,6 +105,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--bind") == 0 && i + 1 < argc) bind_ip = argv[++i];
     if (std::strcmp(argv[i], "--resident") == 0 && i + 1 < argc) resident = argv[++i];
     if (std::strcmp(argv[i], "--vllm-metrics") == 0) vllm_metrics = true;
+    if (std::strcmp(argv[i], "--lenient-routes") == 0) lenient_routes = true;
     if (std::strcmp(argv[i], "--tls-cert") == 0 && i + 1 < argc) tls_config.cert_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-key") == 0 && i + 1 < argc) tls_config.key_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-client-ca") == 0 && i + 1 < argc) {
@@ -117,6 +124,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   cutline::fake_upstream::Server srv;
   srv.vllm_metrics = vllm_metrics;
+  srv.lenient_routes = lenient_routes;
   for (size_t at = 0; at < resident.size();) {
     const size_t comma = std::min(resident.find(',', at), resident.size());
     if (comma > at) srv.resident.push_back(resident.substr(at, comma - at));

@@ -1,20 +1,63 @@
 // The access log's writer: lines leave on its own thread, so a log destination that stalls (a
 // full pipe here, a slow disk in production) never blocks the caller, and what the bounded queue
-// cannot hold is dropped and counted, not kept.
+// cannot hold is dropped and counted, not kept. And the line: valid JSON in UTF-8 whatever bytes
+// the client put in its request-target.
 #include "cutline/gateway/access_log.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <simdjson.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace cutline::gateway {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A target refused before routing is logged as the client sent it: bytes outside printable ASCII
+// (invalid UTF-8, control characters) are written as \xNN, so the line stays one valid JSON
+// object that a reader (`cutline policy advise`, jq) takes.
+TEST(AccessLogLine, HostileTargetsAreEscapedAndTheLineStaysValidJson) {
+  proto::StopRecord s;
+  s.cause = proto::Cause::kInvalidRequest;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/v1/\xff\xfe\x80models", R"("path":"/v1/\\xff\\xfe\\x80models")"},
+      {"/v1/\xc3(", R"("path":"/v1/\\xc3(")"},
+      {"/a\x1b[31mred\x7f", R"("path":"/a\\x1b[31mred\\x7f")"},
+      {std::string("/nul\0x", 6), R"("path":"/nul\\x00x")"},
+      {"/v1/chat/completions?q=\"x\"", R"("path":"/v1/chat/completions?q=\"x\"")"},
+  };
+  for (const auto& [path, logged] : cases) {
+    AccessLogEntry e;
+    e.request_id = "r1";
+    e.method = "G\xe9T";
+    e.path = path;
+    e.status = 400;
+    e.stop = &s;
+    const std::string line = access_log_line(e);
+    EXPECT_NE(line.find(logged), std::string::npos) << line;
+    EXPECT_NE(line.find(R"("method":"G\\xe9T")"), std::string::npos) << line;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    ASSERT_EQ(parser.parse(line).get(doc), simdjson::SUCCESS) << line;
+    std::string_view parsed_path;
+    ASSERT_EQ(doc["path"].get(parsed_path), simdjson::SUCCESS) << line;
+    for (char c : parsed_path) EXPECT_EQ(c & 0x80, 0) << line;
+  }
+  // A printable target is logged as it is.
+  AccessLogEntry plain;
+  plain.method = "POST";
+  plain.path = "/v1/models/a%2Bb;x";
+  plain.stop = &s;
+  EXPECT_NE(access_log_line(plain).find(R"("path":"/v1/models/a%2Bb;x")"), std::string::npos);
+}
 
 TEST(AccessLogWriter, AStalledDestinationNeitherBlocksTheCallerNorGrowsMemory) {
   int fds[2];

@@ -168,8 +168,8 @@ TEST(Http1ParserTest, KeepAliveFollowsVersionAndConnectionHeader) {
     bool keep_alive;
   };
   const std::vector<Case> cases = {
-      {"GET / HTTP/1.1\r\n\r\n", true},
-      {"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", false},
+      {"GET / HTTP/1.1\r\nHost: a\r\n\r\n", true},
+      {"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", false},
       {"GET / HTTP/1.0\r\n\r\n", false},
       {"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true},
   };
@@ -187,7 +187,8 @@ TEST(Http1ParserTest, HeaderBytesOverLimitIs431) {
   Http1Limits limits;
   limits.max_header_bytes = 100;
   Http1Parser parser(Http1Parser::Type::kRequest, limits, rec);
-  const std::string input = "GET / HTTP/1.1\r\nX-Big: " + std::string(200, 'a') + "\r\n\r\n";
+  const std::string input =
+      "GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(200, 'a') + "\r\n\r\n";
   Result<size_t> n = parser.feed(input);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().kind, ErrorKind::kHeadersTooLarge);
@@ -195,7 +196,7 @@ TEST(Http1ParserTest, HeaderBytesOverLimitIs431) {
   EXPECT_NE(n.error().message.find("100 bytes"), std::string::npos) << n.error().message;
   EXPECT_TRUE(rec.messages.empty());
   // The parser stays failed.
-  EXPECT_FALSE(parser.feed("GET / HTTP/1.1\r\n\r\n").ok());
+  EXPECT_FALSE(parser.feed("GET / HTTP/1.1\r\nHost: a\r\n\r\n").ok());
 }
 
 TEST(Http1ParserTest, HeaderCountOverLimitIs431) {
@@ -203,7 +204,7 @@ TEST(Http1ParserTest, HeaderCountOverLimitIs431) {
   Http1Limits limits;
   limits.max_header_count = 3;
   Http1Parser parser(Http1Parser::Type::kRequest, limits, rec);
-  std::string input = "GET / HTTP/1.1\r\n";
+  std::string input = "GET / HTTP/1.1\r\nHost: a\r\n";
   for (int i = 0; i < 4; ++i) input += "H" + std::to_string(i) + ": v\r\n";
   input += "\r\n";
   Result<size_t> n = parser.feed(input);
@@ -217,7 +218,7 @@ TEST(Http1ParserTest, ContentLengthOverLimitIs413BeforeAnyBodyByte) {
   Http1Limits limits;
   limits.max_body_bytes = 10;
   Http1Parser parser(Http1Parser::Type::kRequest, limits, rec);
-  Result<size_t> n = parser.feed("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n");
+  Result<size_t> n = parser.feed("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n");
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().kind, ErrorKind::kTooLarge);
   EXPECT_EQ(n.error().status(), 413);
@@ -230,7 +231,8 @@ TEST(Http1ParserTest, ChunkedBodyOverLimitIs413) {
   limits.max_body_bytes = 8;
   Http1Parser parser(Http1Parser::Type::kRequest, limits, rec);
   Result<size_t> n = parser.feed(
-      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n");
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n");
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().kind, ErrorKind::kTooLarge);
 }
@@ -251,7 +253,7 @@ TEST(Http1ParserTest, TrailerCountIsLimitedToo) {
 TEST(Http1ParserTest, MalformedRequestIsBadRequestNamingTheProblem) {
   Recorder rec;
   Http1Parser parser(Http1Parser::Type::kRequest, Http1Limits{}, rec);
-  Result<size_t> n = parser.feed("GET / HTTP/1.1\r\nBad Header\r\n\r\n");
+  Result<size_t> n = parser.feed("GET / HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n");
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().kind, ErrorKind::kBadRequest);
   EXPECT_NE(n.error().message.find("malformed"), std::string::npos);
@@ -324,8 +326,8 @@ TEST(Http1ParserTest, UpgradeRequestIsServedAsPlainHttp) {
   rec.pause_at_end = true;
   Http1Parser parser(Http1Parser::Type::kRequest, Http1Limits{}, rec);
   const std::string input =
-      "GET / HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\r\n"
-      "GET /next HTTP/1.1\r\n\r\n";
+      "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\r\n"
+      "GET /next HTTP/1.1\r\nHost: a\r\n\r\n";
   std::string_view rest = input;
   while (!rest.empty()) {
     Result<size_t> n = parser.feed(rest);

@@ -76,6 +76,16 @@ std::vector<Hostile> hostile_requests() {
       {"Transfer-Encoding in HTTP/1.0",
        "POST / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
        "HTTP/1.0"},
+      // RFC 9112 3.2: an HTTP/1.1 request without Host, or any request with two, is 400.
+      {"HTTP/1.1 without Host", "GET /v1/models HTTP/1.1\r\nAccept: */*\r\n\r\n", "Host"},
+      {"two Host fields", "GET /v1/models HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "Host"},
+      {"two Host fields, same value, other case",
+       "POST / HTTP/1.1\r\nHost: a\r\nhost: a\r\nContent-Length: 3\r\n\r\nabc", "Host"},
+      {"two Host fields in HTTP/1.0", "GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", "Host"},
+      // llhttp takes HTTP/2.0 on a request line; an HTTP/1 connection serves 1.0 and 1.1 only.
+      {"HTTP/2.0 on the request line", "GET /v1/models HTTP/2.0\r\nHost: a\r\n\r\n", "HTTP/2.0"},
+      {"HTTP/2.0 with a body",
+       "POST /v1/chat/completions HTTP/2.0\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc", "HTTP/2.0"},
       {"long chunk extensions",
        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1;" +
            std::string(5000, 'e') + "\r\nx\r\n0\r\n\r\n",
@@ -115,6 +125,21 @@ TEST(Http1StrictTest, ChunkExtensionsUnderTheBoundAndOrdinaryHeadersStillParse) 
     ASSERT_TRUE(feed_two(parser, ok, split).ok()) << "split " << split;
     EXPECT_EQ(sink.messages, 1);
     EXPECT_EQ(sink.body, "abc");
+  }
+}
+
+// Host is required in HTTP/1.1 only, counted in the head only (a trailer named Host is not a
+// second one), and matched whatever its case.
+TEST(Http1StrictTest, HostRulesFollowTheVersion) {
+  for (const char* ok : {"GET / HTTP/1.0\r\n\r\n", "GET / HTTP/1.0\r\nHost: a\r\n\r\n",
+                         "GET / HTTP/1.1\r\nHOST: a\r\n\r\n",
+                         "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "1\r\nx\r\n0\r\nHost: b\r\n\r\n"}) {
+    Counter sink;
+    Http1Parser parser(Http1Parser::Type::kRequest, Http1Limits{}, sink);
+    const Status status = feed_two(parser, ok, 0);
+    EXPECT_TRUE(status.ok()) << ok << ": " << status.error().message;
+    EXPECT_EQ(sink.messages, 1) << ok;
   }
 }
 

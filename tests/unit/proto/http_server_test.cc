@@ -295,8 +295,9 @@ TEST(HttpServerTest, OversizedHeadIs431AndBodyIs413WithJsonError) {
     std::string code;
   };
   const std::vector<Case> cases = {
-      {"GET / HTTP/1.1\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n", 431, "headers_too_large"},
-      {"POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'b'), 413,
+      {"GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n", 431,
+       "headers_too_large"},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'b'), 413,
        "too_large"},
       {"GARBAGE\r\n\r\n", 400, "bad_request"},
   };
@@ -397,7 +398,7 @@ TEST(HttpServerTest, StopClosesOpenStreamsWithOnClose) {
   });
   ASSERT_TRUE(server.start().ok());
   const int fd = testing::connect_raw(server.port());
-  testing::send_all(fd, "GET / HTTP/1.1\r\n\r\n");
+  testing::send_all(fd, "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
   ASSERT_TRUE(notes.wait_for([&] { return head_seen; }));
   server.stop();
   EXPECT_EQ(closes, 1);
@@ -425,7 +426,7 @@ TEST(HttpServerHooksTest, ProtocolErrorHookAddsHeadersAndReplacesTheBody) {
   HttpServer server(options, [](std::shared_ptr<ServerStream> s) { s->send_simple(200, {}, ""); });
   ASSERT_TRUE(server.start().ok());
   const int fd = testing::connect_raw(server.port());
-  testing::send_all(fd, "GET /x HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
+  testing::send_all(fd, "GET /x HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
   const std::string got = testing::recv_all(fd);
   close(fd);
   EXPECT_EQ(got.rfind("HTTP/1.1 431 ", 0), 0u) << got;
@@ -443,7 +444,7 @@ TEST(HttpServerHooksTest, StopAcceptingRefusesNewConnectionsAndKeepsOpenOnes) {
   });
   ASSERT_TRUE(server.start().ok());
   const int fd = testing::connect_raw(server.port());
-  testing::send_all(fd, "GET / HTTP/1.1\r\n\r\n");
+  testing::send_all(fd, "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
   ASSERT_TRUE(notes.wait_for([&] { return held != nullptr; }));
   server.stop_accepting();
   EXPECT_LT(testing::connect_raw(server.port()), 0);  // refused

@@ -28,6 +28,8 @@ namespace cutline::gateway {
 struct AccessLogEntry {
   double ts_unix_s = 0;  // wall-clock arrival time
   std::string_view request_id;
+  // As received (a request refused before routing) or as routed; a byte outside printable
+  // ASCII is logged as \xNN (printable.h), so the line stays valid UTF-8.
   std::string_view method;
   std::string_view path;
   std::string_view tenant;
