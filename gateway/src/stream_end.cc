@@ -114,6 +114,26 @@ void Stream::on_queue_timeout() {
   finish(std::move(e));
 }
 
+// Another tenant's arrival took this waiter's place in the full queue (AdmissionQueue "Room"):
+// refused as a full queue is, with a record that says why.
+void Stream::on_displaced() {
+  if (!queued_ || life_.phase() != Phase::kAdmit) return;
+  queued_ = false;  // the queue has let it go already
+  host_.admission().unregister_waiter(life_.id());
+  const auto& a = decision_.admission;
+  Ending e;
+  e.cause = Cause::kAdmissionRejected;
+  e.rule = std::string(a.queue_depth_source.path);
+  e.limit = static_cast<double>(a.queue_depth);
+  e.observed = static_cast<double>(queue_->depth());
+  e.message = "admission queue full: place given to another tenant (fair share)";
+  e.error = make_error(ErrorKind::kRateLimited,
+                       "admission queue of \"" + std::string(a.group) +
+                           "\" is full: this tenant holds more than its share of it");
+  e.retry_after_s = 1;
+  finish(std::move(e));
+}
+
 void Stream::on_client_close() {
   if (life_.finishing()) return;
   Ending e;

@@ -1,6 +1,7 @@
 // What one tenant's requests can do to the others, through the real gateway (in-memory token
 // pools): an absurd n is refused as invalid_request before it touches a pool, so the global pool
-// stays whole for everyone.
+// stays whole for everyone; and a burst that fills the admission queue gives up places to
+// another tenant instead of keeping it out.
 
 #include <gtest/gtest.h>
 
@@ -102,6 +103,63 @@ TEST_F(GatewayTenantLimits, AnAbsurdNIsInvalidAndLeavesThePoolsWhole) {
     auto ok = post(key, "/v1/chat/completions", chat_with_n("2"), "tokens=3");
     EXPECT_EQ(ok.status, 200) << key << ": " << ok.body;
   }
+}
+
+// max_concurrent 1, queue_depth 4: alice's six requests take the slot and the four places (the
+// sixth is refused). Bob is not refused at once: his arrival displaces alice's newest waiter
+// (429 admission_rejected, its record naming the queue), and he is served in turn.
+TEST_F(GatewayTenantLimits, AFullQueueMakesRoomForAnotherTenant) {
+  const std::string alice = "Authorization: Bearer sk-alice-example\r\nX-Policy: queue\r\n";
+  const std::string chat = R"({"model":"fake","messages":[{"role":"user","content":"hi"}]})";
+  RawClient first(env->port);
+  first.post("/v1/chat/completions",
+             R"({"model":"fake","stream":true,"messages":[{"role":"user","content":"hi"}]})",
+             alice + "X-Fake-Script: tokens=2,stall_at=1,stall_ms=1500\r\n");
+  ASSERT_NE(first.read_until("\"content\":\"", 10000).find("\"content\":\""), std::string::npos);
+
+  std::vector<std::unique_ptr<RawClient>> queued;
+  for (int i = 0; i < 4; ++i) {
+    queued.push_back(std::make_unique<RawClient>(env->port));
+    queued.back()->post("/v1/chat/completions", chat, alice + "X-Fake-Script: tokens=1\r\n");
+  }
+  ASSERT_TRUE(wait_for(
+      [] { return metrics().find("cutline_queue_depth{policy=\"queue\"} 4") != std::string::npos; },
+      10000))
+      << metrics();
+  RawClient sixth(env->port);
+  sixth.post("/v1/chat/completions", chat, alice);
+  EXPECT_EQ(sixth.read_until("\r\n", 10000).rfind("HTTP/1.1 429", 0), 0u);
+
+  RawClient bob(env->port);
+  bob.post("/v1/chat/completions", chat,
+           "Authorization: Bearer sk-bob-example\r\nX-Policy: queue\r\n"
+           "X-Fake-Script: tokens=1\r\n");
+  // One of alice's waiters (her newest) gives up its place.
+  std::string displaced;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (auto& c : queued) {
+          const std::string got = c->read_until("HTTP/1.1 429", 20);
+          if (got.rfind("HTTP/1.1 429", 0) == 0) {
+            displaced = c->read_until("\x01", 500);  // all it has
+            return true;
+          }
+        }
+        return false;
+      },
+      10000));
+  EXPECT_NE(displaced.find("\"cause\":\"admission_rejected\""), std::string::npos) << displaced;
+  EXPECT_NE(displaced.find("admission.queue_depth"), std::string::npos) << displaced;
+  EXPECT_NE(displaced.find("Retry-After"), std::string::npos) << displaced;
+
+  // Bob waits his turn and is served.
+  const std::string got = bob.read_until("\"cause\":\"", 20000);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  int served = 0;
+  for (auto& c : queued) {
+    if (c->read_until("\"cause\":\"", 20000).rfind("HTTP/1.1 200", 0) == 0) ++served;
+  }
+  EXPECT_EQ(served, 3);
 }
 
 }  // namespace

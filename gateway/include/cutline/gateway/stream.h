@@ -76,6 +76,7 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   // The admission queue gave this stream a slot (posted onto its loop). Returns false when the
   // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
   bool on_admitted() override;
+  void on_displaced() override;
 
   // The gateway is shutting down and its drain timeout has passed: ends the stream now with
   // cause gateway_deadline, rule "shutdown.drain_timeout", limit = the drain timeout, observed =
