@@ -162,6 +162,16 @@ void Stream::cut_for_shutdown(int64_t drain_timeout_ms, double drained_ms) {
 
 // ---- finish --------------------------------------------------------------------------------
 
+// What the token pools are charged at finish: the output tokens, or for embeddings the input
+// tokens — as the upstream counted them (usage.prompt_tokens), else the estimate reserved when
+// the upstream answered without counting, else nothing (it never answered 200).
+int64_t Stream::pool_used_tokens(const proto::StopRecord& record) const {
+  if (route_ != Route::kEmbeddings) return record.output_tokens;
+  if (embed_input_tokens_) return std::max<int64_t>(0, *embed_input_tokens_);
+  if (hot_.upstream_status == 200 && route_req_) return route_req_->input_tokens_estimate;
+  return 0;
+}
+
 proto::StopRecord Stream::build_record(const Ending& e) const {
   proto::StopRecord r = life_.record_for(e);
   r.policy = std::string(decision_.policy_name);
@@ -253,7 +263,7 @@ void Stream::finish(Ending e) {
                    e.message.empty() ? std::string(proto::to_string(e.cause)) : e.message);
   }
   proto::StopRecord record = build_record(e);
-  grant_.settle(record.output_tokens);
+  grant_.settle(pool_used_tokens(record));
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
   // /metrics or reads the log right after its answer must find its request counted. The

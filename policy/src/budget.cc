@@ -43,6 +43,11 @@ int64_t budget_want(const Decision& decision) {
                         std::max<int64_t>(1, decision.choices));
 }
 
+int64_t input_budget_want(const Decision& decision, int64_t input_tokens) {
+  if (!decision.matched || (!decision.tenant_pool && !decision.global_pool)) return 0;
+  return std::max<int64_t>(1, input_tokens);
+}
+
 PoolAsk pool_ask(const Decision& d, const PoolRef& pool, int64_t want) {
   const bool clamp = d.on_pool_exhausted == PoolExhausted::kClamp;
   const int64_t choices = std::max<int64_t>(1, d.choices);

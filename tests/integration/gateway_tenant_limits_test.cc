@@ -1,7 +1,7 @@
 // What one tenant's requests can do to the others, through the real gateway (in-memory token
 // pools): an absurd n is refused as invalid_request before it touches a pool, so the global pool
-// stays whole for everyone; and a burst that fills the admission queue gives up places to
-// another tenant instead of keeping it out.
+// stays whole for everyone; a burst that fills the admission queue gives up places to another
+// tenant instead of keeping it out; and /v1/embeddings requests are charged their input tokens.
 
 #include <gtest/gtest.h>
 
@@ -160,6 +160,32 @@ TEST_F(GatewayTenantLimits, AFullQueueMakesRoomForAnotherTenant) {
     if (c->read_until("\"cause\":\"", 20000).rfind("HTTP/1.1 200", 0) == 0) ++served;
   }
   EXPECT_EQ(served, 3);
+}
+
+// A tenant pool of 20 tokens a minute: a 20 KB input (about 5000 tokens) can never fit and is
+// refused before it goes upstream, six times in a row; small inputs are charged what the
+// upstream counted (the fake answers usage.prompt_tokens 3), so about seven pass.
+TEST_F(GatewayTenantLimits, EmbeddingsAreChargedTheirInputTokens) {
+  const std::string big = R"({"model":"fake","input":")" + std::string(20000, 'a') + R"("})";
+  for (int i = 0; i < 6; ++i) {
+    auto r = post("sk-bob-example", "/v1/embeddings", big);
+    EXPECT_EQ(r.status, 429) << i << ": " << r.body;
+    EXPECT_NE(r.body.find("tenant_tokens_per_minute"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("\"cause\":\"admission_rejected\""), std::string::npos) << r.body;
+  }
+  int admitted = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto r = post("sk-alice-example", "/v1/embeddings", R"({"model":"fake","input":"hello"})");
+    if (r.status != 200) {
+      EXPECT_EQ(r.status, 429) << r.body;
+      break;
+    }
+    ++admitted;
+  }
+  // 20 tokens at 3 each, the last one admitted on its estimate of 2 (and a token or two of
+  // refill on a slow machine). Charged the estimate instead it would be 10; uncharged, all 12.
+  EXPECT_GE(admitted, 6);
+  EXPECT_LE(admitted, 8);
 }
 
 }  // namespace

@@ -143,6 +143,7 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
 
   // ---- helpers -----------------------------------------------------------------------------
   proto::StopRecord build_record(const Ending& ending) const;
+  int64_t pool_used_tokens(const proto::StopRecord& record) const;
   std::optional<std::string> client_finish_reason(const Ending& ending) const;
   // Sends `out` to the client (emptying it); pauses the upstream when the client is slow.
   void send_client_bytes(std::string& out);
