@@ -38,13 +38,41 @@ policy::AdmissionQueue& AdmissionDispatch::queue_for(const policy::AdmissionGrou
 
 void AdmissionDispatch::register_waiter(uint64_t id, proto::EventLoop* loop,
                                         std::weak_ptr<AdmissionWaiter> waiter) {
-  std::lock_guard lock(waiters_mu_);
-  waiters_[id] = Waiter{loop, std::move(waiter)};
+  {
+    std::lock_guard lock(waiters_mu_);
+    if (displaced_unregistered_.erase(id) == 0) {
+      waiters_[id] = Waiter{loop, std::move(waiter)};
+      return;
+    }
+  }
+  tell_displaced(Waiter{loop, std::move(waiter)});
 }
 
 void AdmissionDispatch::unregister_waiter(uint64_t id) {
   std::lock_guard lock(waiters_mu_);
   waiters_.erase(id);
+}
+
+void AdmissionDispatch::dispatch_displaced(policy::Dequeued displaced) {
+  Waiter w{};
+  {
+    std::lock_guard lock(waiters_mu_);
+    auto it = waiters_.find(displaced.waiter_id);
+    if (it == waiters_.end()) {
+      displaced_unregistered_.insert(displaced.waiter_id);
+      return;
+    }
+    w = it->second;
+    waiters_.erase(it);
+  }
+  tell_displaced(std::move(w));
+}
+
+void AdmissionDispatch::tell_displaced(Waiter w) {
+  if (!w.loop) return;
+  w.loop->post([waiter = std::move(w.waiter)] {
+    if (auto s = waiter.lock()) s->on_displaced();
+  });
 }
 
 void AdmissionDispatch::dispatch_admitted(policy::AdmissionQueue& queue,

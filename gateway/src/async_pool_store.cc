@@ -1,6 +1,8 @@
 // The asynchronous token-pool interface and its in-process implementation (async_pool_store.h).
 #include "cutline/gateway/async_pool_store.h"
 
+#include <algorithm>
+
 #include "cutline/proto/net/event_loop.h"
 
 namespace cutline::gateway {
@@ -62,7 +64,7 @@ void AsyncMemoryStore::reserve(const policy::PoolSpec& spec, int64_t want_tokens
 }
 
 void AsyncMemoryStore::settle(const AsyncReservation& r, int64_t used_tokens) {
-  pools_.refund(r.spec(), r.tokens() - used_tokens);
+  pools_.refund(r.spec(), r.tokens() - std::max<int64_t>(0, used_tokens));
 }
 
 }  // namespace cutline::gateway

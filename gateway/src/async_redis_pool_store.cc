@@ -5,6 +5,7 @@
 #include <openssl/sha.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string_view>
@@ -52,6 +53,9 @@ constexpr std::string_view kSave =
     "end\n";
 
 // ARGV: rate, want, min, reservation id, ttl ms -> {granted, whole tokens before, retry ms}.
+// The caller sends 1 <= min <= want (checked in C++: Lua's numbers are doubles, and a count that
+// wrapped must never reach here). A refusal's retry is at most two minutes (from the deepest
+// debt, one minute's rate, to full), as in MemoryPoolStore.
 constexpr std::string_view kReserve =
     "local want = tonumber(ARGV[2])\n"
     "local min = tonumber(ARGV[3])\n"
@@ -65,6 +69,7 @@ constexpr std::string_view kReserve =
     "else\n"
     "  retry = math.ceil((min - tokens) * 60000 / cap)\n"
     "  if retry < 1 then retry = 1 end\n"
+    "  if retry > 120000 then retry = 120000 end\n"
     "end\n"
     "tokens = tokens - granted\n"
     "if granted > 0 then\n"
@@ -74,12 +79,14 @@ constexpr std::string_view kReserve =
     "end\n";
 
 // ARGV: rate, member ("id:tokens"), reserved, used -> {whole tokens after, 1 if it was held}.
+// Debt stops at one minute's rate, as in MemoryPoolStore.
 constexpr std::string_view kSettle =
     "local removed = redis.call('ZREM', KEYS[2], ARGV[2])\n"
     "local delta = -tonumber(ARGV[4])\n"
     "if removed == 1 then delta = tonumber(ARGV[3]) - tonumber(ARGV[4]) end\n"
     "tokens = tokens + delta\n"
-    "if tokens > cap then tokens = cap end\n";
+    "if tokens > cap then tokens = cap end\n"
+    "if tokens < -cap then tokens = -cap end\n";
 
 struct Script {
   std::string source;
@@ -401,6 +408,16 @@ void AsyncRedisPoolStore::eval(int which, const std::string& key, std::vector<st
 
 void AsyncRedisPoolStore::reserve(const policy::PoolSpec& spec, int64_t want_tokens,
                                   int64_t min_tokens, ReserveDone done) {
+  if (want_tokens < 1) {  // nothing sane to ask Redis for (MemoryPoolStore::take's contract)
+    policy::PoolTake refused;
+    refused.retry_after_ms = 60000;
+    loop_.post([alive = std::weak_ptr<bool>(alive_), this, spec, refused, done = std::move(done)] {
+      if (alive.expired() || !*alive.lock()) return;
+      done(AsyncReservation(this, spec, refused, "", ReservationSource::kShared));
+    });
+    return;
+  }
+  min_tokens = std::clamp<int64_t>(min_tokens, 1, want_tokens);
   const std::string id = options_.instance_id + "-" + std::to_string(++next_id_);
   const std::string key = options_.key_prefix + spec.key;
   auto on_done = [this, spec, want_tokens, min_tokens, id, done = std::move(done)](
@@ -435,6 +452,7 @@ void AsyncRedisPoolStore::reserve(const policy::PoolSpec& spec, int64_t want_tok
 }
 
 void AsyncRedisPoolStore::settle(const AsyncReservation& r, int64_t used_tokens) {
+  used_tokens = std::max<int64_t>(0, used_tokens);
   if (r.source() == ReservationSource::kLocal) {
     fallback_.refund(r.spec(), r.tokens() - used_tokens);
     return;

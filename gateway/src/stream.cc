@@ -76,8 +76,12 @@ void Stream::admit() {
   life_.enter(Phase::kAdmit);
   if (observe()) return admit_observed();
   const auto& a = decision_.admission;
-  const policy::Arrival arrival =
+  const policy::ArrivalResult result =
       queue_->arrive(life_.id(), life_.tenant(), a.priority, a.queue_timeout_ms);
+  const policy::Arrival arrival = result.arrival;
+  // This arrival took the place of another tenant's newest waiter (its fair share of the queue):
+  // that one ends refused, on its own loop.
+  if (result.displaced) host_.admission().dispatch_displaced(*result.displaced);
   host_.metrics().set_queue_depth(decision_.policy_name, static_cast<double>(queue_->depth()));
   if (arrival == policy::Arrival::kRejectedQueueFull) {
     Ending e;

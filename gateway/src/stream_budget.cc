@@ -14,7 +14,10 @@
 namespace cutline::gateway {
 
 void Stream::reserve_pools() {
-  pool_want_ = policy::budget_want(decision_);
+  // Embeddings produce no output tokens: their input is what they cost.
+  pool_want_ = route_ == Route::kEmbeddings
+                   ? policy::input_budget_want(decision_, route_req_->input_tokens_estimate)
+                   : policy::budget_want(decision_);
   if (pool_want_ == 0 || !worker_.pools) {
     route();
     return;
@@ -25,6 +28,7 @@ void Stream::reserve_pools() {
 void Stream::reserve_pool(bool tenant) {
   const policy::PoolRef& pool = tenant ? *decision_.tenant_pool : *decision_.global_pool;
   policy::PoolAsk ask = policy::pool_ask(decision_, pool, pool_want_);
+  if (route_ == Route::kEmbeddings) ask.min_tokens = ask.want_tokens;  // an input is not clamped
   worker_.pools->reserve(ask.spec, ask.want_tokens, ask.min_tokens,
                          [weak = weak_from_this(), tenant, ask](AsyncReservation r) {
                            auto self = weak.lock();

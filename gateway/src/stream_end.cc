@@ -114,6 +114,26 @@ void Stream::on_queue_timeout() {
   finish(std::move(e));
 }
 
+// Another tenant's arrival took this waiter's place in the full queue (AdmissionQueue "Room"):
+// refused as a full queue is, with a record that says why.
+void Stream::on_displaced() {
+  if (!queued_ || life_.phase() != Phase::kAdmit) return;
+  queued_ = false;  // the queue has let it go already
+  host_.admission().unregister_waiter(life_.id());
+  const auto& a = decision_.admission;
+  Ending e;
+  e.cause = Cause::kAdmissionRejected;
+  e.rule = std::string(a.queue_depth_source.path);
+  e.limit = static_cast<double>(a.queue_depth);
+  e.observed = static_cast<double>(queue_->depth());
+  e.message = "admission queue full: place given to another tenant (fair share)";
+  e.error = make_error(ErrorKind::kRateLimited,
+                       "admission queue of \"" + std::string(a.group) +
+                           "\" is full: this tenant holds more than its share of it");
+  e.retry_after_s = 1;
+  finish(std::move(e));
+}
+
 void Stream::on_client_close() {
   if (life_.finishing()) return;
   Ending e;
@@ -141,6 +161,16 @@ void Stream::cut_for_shutdown(int64_t drain_timeout_ms, double drained_ms) {
 }
 
 // ---- finish --------------------------------------------------------------------------------
+
+// What the token pools are charged at finish: the output tokens, or for embeddings the input
+// tokens — as the upstream counted them (usage.prompt_tokens), else the estimate reserved when
+// the upstream answered without counting, else nothing (it never answered 200).
+int64_t Stream::pool_used_tokens(const proto::StopRecord& record) const {
+  if (route_ != Route::kEmbeddings) return record.output_tokens;
+  if (embed_input_tokens_) return std::max<int64_t>(0, *embed_input_tokens_);
+  if (hot_.upstream_status == 200 && route_req_) return route_req_->input_tokens_estimate;
+  return 0;
+}
 
 proto::StopRecord Stream::build_record(const Ending& e) const {
   proto::StopRecord r = life_.record_for(e);
@@ -235,7 +265,7 @@ void Stream::finish(Ending e) {
                    e.message.empty() ? std::string(proto::to_string(e.cause)) : e.message);
   }
   proto::StopRecord record = build_record(e);
-  grant_.settle(record.output_tokens);
+  grant_.settle(pool_used_tokens(record));
   // The client's last bytes are prepared first (their size is logged), then the stream is
   // recorded (access-log line and metrics), and only then are they sent: a client that scrapes
   // /metrics or reads the log right after its answer must find its request counted. The

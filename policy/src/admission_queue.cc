@@ -21,17 +21,20 @@ bool AdmissionQueue::has_free_slot_locked() const {
   return !limits_.max_concurrent || in_flight_ < *limits_.max_concurrent;
 }
 
-Arrival AdmissionQueue::arrive(uint64_t waiter_id, std::string_view tenant, Priority priority,
-                               int64_t queue_timeout_ms) {
+ArrivalResult AdmissionQueue::arrive(uint64_t waiter_id, std::string_view tenant, Priority priority,
+                                     int64_t queue_timeout_ms) {
   const int64_t now_ns = clock_.now_ns();
   std::lock_guard<std::mutex> lock(mu_);
+  ArrivalResult result;
   if (waiters_.empty() && has_free_slot_locked()) {
     ++in_flight_;
-    return Arrival::kAdmitted;
+    result.arrival = Arrival::kAdmitted;
+    return result;
   }
-  if (static_cast<int64_t>(waiters_.size()) >= limits_.queue_depth ||
-      waiters_.count(waiter_id) != 0) {
-    return Arrival::kRejectedQueueFull;
+  if (waiters_.count(waiter_id) != 0 || limits_.queue_depth <= 0) return result;
+  if (static_cast<int64_t>(waiters_.size()) >= limits_.queue_depth) {
+    result.displaced = displace_for_locked(std::string(tenant));
+    if (!result.displaced) return result;
   }
   ClassQueue& cq = classes_[static_cast<int>(priority)];
   auto [fifo_it, new_tenant] = cq.by_tenant.try_emplace(std::string(tenant));
@@ -42,10 +45,52 @@ Arrival AdmissionQueue::arrive(uint64_t waiter_id, std::string_view tenant, Prio
   w.tenant = fifo_it->first;
   w.priority = priority;
   w.expires_ns = now_ns + queue_timeout_ms * kNsPerMs;
+  w.seq = next_seq_++;
   w.pos = std::prev(fifo.end());
   by_expiry_.emplace(w.expires_ns, waiter_id);
   waiters_.emplace(waiter_id, std::move(w));
-  return Arrival::kQueued;
+  ++queued_by_tenant_[fifo_it->first];
+  result.arrival = Arrival::kQueued;
+  return result;
+}
+
+std::optional<Dequeued> AdmissionQueue::displace_for_locked(const std::string& tenant) {
+  auto mine = queued_by_tenant_.find(tenant);
+  const int64_t have = mine == queued_by_tenant_.end() ? 0 : mine->second;
+  const std::string* victim = nullptr;
+  int64_t most = 0;
+  for (const auto& [name, count] : queued_by_tenant_) {
+    if (count > most || (count == most && victim != nullptr && name < *victim)) {
+      victim = &name;
+      most = count;
+    }
+  }
+  // Moving one place must leave the victim with at least as many as the arrival: no ping-pong.
+  if (victim == nullptr || most < have + 2) return std::nullopt;
+  // Its newest waiter, in whichever class it waits.
+  std::optional<uint64_t> newest;
+  uint64_t newest_seq = 0;
+  for (const ClassQueue& cq : classes_) {
+    auto it = cq.by_tenant.find(*victim);
+    if (it == cq.by_tenant.end() || it->second.empty()) continue;
+    const uint64_t id = it->second.back();
+    const uint64_t seq = waiters_.at(id).seq;
+    if (!newest || seq > newest_seq) {
+      newest = id;
+      newest_seq = seq;
+    }
+  }
+  assert(newest);
+  if (!newest) return std::nullopt;
+  remove_locked(*newest);
+  return Dequeued{*newest};
+}
+
+void AdmissionQueue::count_out_locked(const std::string& tenant) {
+  auto it = queued_by_tenant_.find(tenant);
+  assert(it != queued_by_tenant_.end());
+  if (it == queued_by_tenant_.end()) return;
+  if (--it->second <= 0) queued_by_tenant_.erase(it);
 }
 
 void AdmissionQueue::remove_locked(uint64_t waiter_id) {
@@ -66,6 +111,7 @@ void AdmissionQueue::remove_locked(uint64_t waiter_id) {
     cq.by_tenant.erase(fifo_it);
   }
   by_expiry_.erase({w.expires_ns, waiter_id});
+  count_out_locked(w.tenant);
   waiters_.erase(it);
 }
 
@@ -85,6 +131,7 @@ std::optional<Dequeued> AdmissionQueue::admit_next_locked() {
     fifo.pop_front();
     if (fifo.empty()) cq.by_tenant.erase(tenant);
     by_expiry_.erase({w.expires_ns, id});
+    count_out_locked(tenant);
     waiters_.erase(id);
     ++in_flight_;
     return out;

@@ -2,10 +2,20 @@
 #include "cutline/policy/budget.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace cutline::policy {
 
 namespace {
+
+// a * b for the non-negative numbers of a reservation, saturating at INT64_MAX instead of
+// wrapping: a request asking for more than any pool holds is then refused (or clamped), never
+// turned into a small or negative reservation.
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return INT64_MAX;
+  return out;
+}
 
 // Reserves from one pool; on success lowers `want` (tokens for all choices) to what was granted,
 // and the per-choice limit with it.
@@ -29,7 +39,13 @@ int64_t budget_want(const Decision& decision) {
   // The loader guarantees a rule with pools has a max_output_tokens clamp.
   if (!decision.max_output_tokens.tokens) return 0;
   // Every choice (n, best_of) may use the whole limit: reserve for all of them.
-  return *decision.max_output_tokens.tokens * std::max<int64_t>(1, decision.choices);
+  return saturating_mul(std::max<int64_t>(1, *decision.max_output_tokens.tokens),
+                        std::max<int64_t>(1, decision.choices));
+}
+
+int64_t input_budget_want(const Decision& decision, int64_t input_tokens) {
+  if (!decision.matched || (!decision.tenant_pool && !decision.global_pool)) return 0;
+  return std::max<int64_t>(1, input_tokens);
 }
 
 PoolAsk pool_ask(const Decision& d, const PoolRef& pool, int64_t want) {
@@ -38,7 +54,8 @@ PoolAsk pool_ask(const Decision& d, const PoolRef& pool, int64_t want) {
   PoolAsk ask;
   ask.spec = PoolSpec{pool.key, pool.tokens_per_minute};
   ask.want_tokens = want;
-  ask.min_tokens = clamp ? std::min(d.min_output_tokens * choices, want) : want;
+  const int64_t min_per_choice = std::max<int64_t>(1, d.min_output_tokens);
+  ask.min_tokens = clamp ? std::min(saturating_mul(min_per_choice, choices), want) : want;
   return ask;
 }
 

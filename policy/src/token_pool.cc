@@ -10,6 +10,13 @@ namespace {
 
 constexpr uint64_t kPruneEvery = 4096;
 constexpr double kNsPerMinute = 60e9;
+// The deepest debt a bucket can reach, in minutes of its rate: use beyond it (an upstream
+// reporting an absurd count) is not charged, so no report can lock a pool for longer than it
+// takes to refill from there.
+constexpr double kMaxDebtMinutes = 1;
+// Longest Retry-After a refusal names: from the deepest debt to full. A request asking for more
+// than the capacity can never pass; it is told to retry no later than that, not years later.
+constexpr double kMaxRetryNs = (kMaxDebtMinutes + 1) * kNsPerMinute;
 
 }  // namespace
 
@@ -39,6 +46,10 @@ PoolTake MemoryPoolStore::take(const PoolSpec& spec, int64_t want_tokens, int64_
     Bucket& b = bucket_locked(spec, now_ns);
     const int64_t whole = static_cast<int64_t>(std::floor(b.tokens));
     out.available_tokens = whole;
+    // The contract is 0 < min_tokens <= want_tokens; a caller that breaks it gets nothing
+    // rather than a negative take that would fill the bucket.
+    if (want_tokens < 1) want_tokens = min_tokens = INT64_MAX;
+    min_tokens = std::clamp<int64_t>(min_tokens, 1, want_tokens);
     if (whole >= want_tokens) {
       out.granted_tokens = want_tokens;
     } else if (whole >= min_tokens) {
@@ -46,7 +57,8 @@ PoolTake MemoryPoolStore::take(const PoolSpec& spec, int64_t want_tokens, int64_
     } else {
       // Time for the bucket to hold min_tokens at tokens_per_minute / 60e9 per ns.
       const double missing = static_cast<double>(min_tokens) - b.tokens;
-      const double ns = missing * kNsPerMinute / static_cast<double>(spec.tokens_per_minute);
+      const double ns = std::min(
+          kMaxRetryNs, missing * kNsPerMinute / static_cast<double>(spec.tokens_per_minute));
       out.retry_after_ms = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ns / 1e6)));
     }
     b.tokens -= static_cast<double>(out.granted_tokens);
@@ -64,8 +76,9 @@ void MemoryPoolStore::refund(const PoolSpec& spec, int64_t tokens) {
   const int64_t now_ns = clock_.now_ns();
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = bucket_locked(spec, now_ns);
+  const double capacity = static_cast<double>(spec.tokens_per_minute);
   b.tokens =
-      std::min(b.tokens + static_cast<double>(tokens), static_cast<double>(spec.tokens_per_minute));
+      std::clamp(b.tokens + static_cast<double>(tokens), -kMaxDebtMinutes * capacity, capacity);
 }
 
 int64_t MemoryPoolStore::available(const PoolSpec& spec) {
@@ -120,6 +133,7 @@ Reservation::~Reservation() { settle(0); }
 
 void Reservation::settle(int64_t used_tokens) {
   if (store_ == nullptr) return;
+  // Both are >= 0, so the difference cannot overflow.
   const int64_t back = tokens_ - std::max<int64_t>(0, used_tokens);
   if (back != 0) store_->refund(spec_, back);
   store_->held_tokens_.fetch_sub(tokens_, std::memory_order_relaxed);

@@ -110,6 +110,35 @@ std::string* GatewaySharedPool::skip_why_ = nullptr;
 proto::testing::TempDir* GatewaySharedPool::certs_dir_ = nullptr;
 proto::testing::CertFiles GatewaySharedPool::redis_cert_;
 
+// n = 2^60 and 2^61 made max_output_tokens x n wrap (to a negative number, or zero) and a
+// wrapped reservation went to the Redis script as it was. They are refused as invalid_request
+// before any reservation, and the shared pool still serves the whole next request.
+TEST_F(GatewaySharedPool, AnAbsurdNNeverReachesTheSharedPool) {
+  GatewayEnv a;
+  const std::string store = redis_url();
+  ASSERT_TRUE(a.start([&](uint16_t port, const std::string& log) {
+    return policy_yaml(port, log, store);
+  })) << a.error;
+  proto::HttpHeaders h{{"Content-Type", "application/json"},
+                       {"Authorization", "Bearer sk-alice-example"}};
+  for (const char* n : {"1152921504606846976", "2305843009213693952"}) {
+    const std::string body = std::string(R"({"model":"fake","max_tokens":600,"n":)") + n +
+                             R"(,"messages":[{"role":"user","content":"hi"}]})";
+    auto r = proto::http_fetch(a.url("/v1/chat/completions"), "POST", h, body, 10000);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->status, 400) << n << ": " << r->body;
+    EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("invalid_request"),
+              std::string::npos)
+        << n;
+  }
+  // Nothing was taken from (or added to) the pool: the whole 600 is there for one request, and
+  // then nothing is.
+  auto whole = post(a, "tokens=600");
+  EXPECT_EQ(whole.status, 200) << whole.body;
+  auto refused = post(a, "tokens=3");
+  EXPECT_EQ(refused.status, 429) << refused.body;
+}
+
 TEST_F(GatewaySharedPool, ASecondReplicaSeesWhatTheFirstTookAndGaveBack) {
   GatewayEnv a, b;
   const std::string store = redis_url();

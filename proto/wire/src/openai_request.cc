@@ -132,11 +132,19 @@ Status BodyReader::field(std::string_view key, od::value& v) {
     auto n = integer("n", v);
     if (!n) return std::move(n).error();
     if (*n && **n < 1) return bad("n must be a positive integer, got " + std::to_string(**n));
+    if (*n && **n > kMaxChoices) {
+      return bad("n must be at most " + std::to_string(kMaxChoices) + ", got " +
+                 std::to_string(**n));
+    }
     if (*n) r.n = **n;
   } else if (key == "best_of") {
     auto n = integer("best_of", v);
     if (!n) return std::move(n).error();
     if (*n && **n < 1) return bad("best_of must be a positive integer, got " + std::to_string(**n));
+    if (*n && **n > kMaxChoices) {
+      return bad("best_of must be at most " + std::to_string(kMaxChoices) + ", got " +
+                 std::to_string(**n));
+    }
     if (*n) r.best_of = **n;
   } else if (key == "stop") {
     return stop(v);

@@ -18,6 +18,39 @@ ByteRange range_of(std::string_view padded_body, std::string_view token) {
   return ByteRange{begin, begin + token.size()};
 }
 
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return INT64_MAX;
+  return out;
+}
+
+// Adds the tokens of one embeddings input value (a string, a token id, or an array of them, as
+// deep as it goes) to `tokens`, checking every byte on the way (the value is consumed).
+simdjson::error_code add_input_tokens(simdjson::ondemand::value v, int depth, int64_t& tokens) {
+  if (depth > 256) return simdjson::DEPTH_ERROR;
+  simdjson::ondemand::json_type t;
+  if (auto e = v.type().get(t)) return e;
+  if (t == simdjson::ondemand::json_type::string) {
+    std::string_view text;
+    if (auto e = v.get_string().get(text)) return e;
+    tokens = saturating_add(tokens, static_cast<int64_t>((text.size() + 3) / 4));
+    return simdjson::SUCCESS;
+  }
+  if (t == simdjson::ondemand::json_type::array) {
+    simdjson::ondemand::array a;
+    if (auto e = v.get_array().get(a)) return e;
+    for (auto element : a) {
+      simdjson::ondemand::value x;
+      if (auto e = element.get(x)) return e;
+      if (auto e = add_input_tokens(x, depth + 1, tokens)) return e;
+    }
+    return simdjson::SUCCESS;
+  }
+  // A token id (or anything else the upstream will judge): one token.
+  tokens = saturating_add(tokens, 1);
+  return js::validate_value(v);
+}
+
 }  // namespace
 
 Result<RouteRequest> parse_route_request(RouteKind kind, std::string_view body) {
@@ -58,7 +91,13 @@ Result<RouteRequest> parse_route_request(RouteKind kind, std::string_view body) 
       if (type != "string" && type != "array") {
         return bad("input must be a string or an array, got " + std::string(type));
       }
-      if (js::validate_value(v)) return bad("input is not valid JSON");
+      if (kind == RouteKind::kEmbeddings) {
+        int64_t tokens = 0;
+        if (add_input_tokens(v, 0, tokens)) return bad("input is not valid JSON");
+        r.input_tokens_estimate = std::max<int64_t>(1, tokens);
+      } else if (js::validate_value(v)) {
+        return bad("input is not valid JSON");
+      }
     } else if (key == "stream" && kind == RouteKind::kResponses) {
       if (r.stream_token) return bad("\"stream\" appears more than once");
       const std::string_view token = js::token_of(v);

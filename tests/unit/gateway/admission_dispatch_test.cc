@@ -26,10 +26,12 @@ struct FakeWaiter final : AdmissionWaiter {
     offered.fetch_add(1);
     return takes;
   }
+  void on_displaced() override { displaced.fetch_add(1); }
   proto::EventLoop& loop;
   const bool takes;  // false: it ended meanwhile and declines the slot
   std::atomic<int> offered{0};
   std::atomic<int> on_own_loop{0};
+  std::atomic<int> displaced{0};
 };
 
 policy::Policy policy_with(std::optional<int64_t> max_concurrent, int64_t queue_depth) {
@@ -107,6 +109,40 @@ TEST(AdmissionDispatch, AWaiterThatIsGoneGivesItsSlotToTheNext) {
   // 5 finishes with nobody waiting: the slot is free again.
   release_on(workers.loop(1), dispatch, queue);
   ASSERT_TRUE(test::wait_for([&] { return queue.in_flight() == 0; }));
+  workers.stop();
+}
+
+// A waiter displaced by another tenant's arrival is told on its own loop, also when it had not
+// registered yet (it arrived on another worker a moment before).
+TEST(AdmissionDispatch, ADisplacedWaiterIsToldOnItsOwnLoop) {
+  base::ManualClock clock(1'000'000'000);
+  AdmissionDispatch dispatch(clock);
+  const policy::Policy p = policy_with(1, 2);
+  dispatch.set_limits(p);
+  policy::AdmissionQueue& queue = dispatch.queue_for(p.admission_groups[0]);
+  proto::WorkerThreads workers(2);
+  workers.start();
+
+  ASSERT_EQ(queue.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  ASSERT_EQ(queue.arrive(2, "a", Priority::kInteractive, 1000), Arrival::kQueued);
+  ASSERT_EQ(queue.arrive(3, "a", Priority::kInteractive, 1000), Arrival::kQueued);
+  auto registered = std::make_shared<FakeWaiter>(workers.loop(0), true);
+  dispatch.register_waiter(3, &workers.loop(0), registered);
+  policy::ArrivalResult b = queue.arrive(4, "b", Priority::kInteractive, 1000);
+  ASSERT_TRUE(b.displaced);
+  EXPECT_EQ(b.displaced->waiter_id, 3u);
+  dispatch.dispatch_displaced(*b.displaced);
+  ASSERT_TRUE(test::wait_for([&] { return registered->displaced.load() == 1; }));
+
+  // 2 has not registered yet when c displaces it: it is told as it registers.
+  policy::ArrivalResult c = queue.arrive(5, "c", Priority::kInteractive, 1000);
+  ASSERT_FALSE(c.displaced);  // a: 1, b: 1 — c is refused, nobody holds two more
+  EXPECT_EQ(c.arrival, Arrival::kRejectedQueueFull);
+  dispatch.dispatch_displaced(policy::Dequeued{2});
+  auto late = std::make_shared<FakeWaiter>(workers.loop(1), true);
+  dispatch.register_waiter(2, &workers.loop(1), late);
+  ASSERT_TRUE(test::wait_for([&] { return late->displaced.load() == 1; }));
+  EXPECT_EQ(registered->offered.load(), 0);
   workers.stop();
 }
 

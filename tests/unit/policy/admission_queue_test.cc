@@ -254,5 +254,80 @@ TEST(AdmissionQueue, ObservedArrivalsSayWhatEnforcingWouldHaveDone) {
   EXPECT_EQ(q.observe_arrive().would, Arrival::kQueued);  // two enforced running, none observed
 }
 
+// One slot, four places: alice's burst takes the slot and every place. Bob is not refused: he
+// displaces alice's newest waiter, and the places converge to two each; then both are refused.
+TEST(AdmissionQueue, AFullQueueGivesAnotherTenantItsShareByDisplacingTheNewest) {
+  base::ManualClock clock;
+  AdmissionQueue q({1, 4}, clock);
+  EXPECT_EQ(q.arrive(1, "alice", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  for (uint64_t id = 2; id <= 5; ++id) {
+    EXPECT_EQ(q.arrive(id, "alice", Priority::kInteractive, 1000), Arrival::kQueued);
+  }
+  ArrivalResult sixth = q.arrive(6, "alice", Priority::kInteractive, 1000);
+  EXPECT_EQ(sixth.arrival, Arrival::kRejectedQueueFull);
+  EXPECT_FALSE(sixth.displaced);
+
+  ArrivalResult bob = q.arrive(10, "bob", Priority::kInteractive, 1000);
+  EXPECT_EQ(bob.arrival, Arrival::kQueued);
+  ASSERT_TRUE(bob.displaced);
+  EXPECT_EQ(bob.displaced->waiter_id, 5u);  // alice's newest
+  ArrivalResult bob2 = q.arrive(11, "bob", Priority::kInteractive, 1000);
+  EXPECT_EQ(bob2.arrival, Arrival::kQueued);
+  ASSERT_TRUE(bob2.displaced);
+  EXPECT_EQ(bob2.displaced->waiter_id, 4u);
+  EXPECT_EQ(q.depth(), 4);
+  // Two each: an equal split is kept, whoever arrives.
+  ArrivalResult bob3 = q.arrive(12, "bob", Priority::kInteractive, 1000);
+  EXPECT_EQ(bob3.arrival, Arrival::kRejectedQueueFull);
+  EXPECT_FALSE(bob3.displaced);
+  EXPECT_EQ(q.arrive(13, "alice", Priority::kInteractive, 1000), Arrival::kRejectedQueueFull);
+  // A displaced waiter is gone: it neither expires nor can be cancelled.
+  EXPECT_FALSE(q.cancel(5));
+  EXPECT_FALSE(q.cancel(4));
+
+  // The slot goes round-robin: alice (2), bob (10), alice (3), bob (11).
+  std::vector<uint64_t> order;
+  while (auto next = q.release()) order.push_back(next->waiter_id);
+  EXPECT_EQ(order, (std::vector<uint64_t>{2, 10, 3, 11}));
+  EXPECT_EQ(q.depth(), 0);
+}
+
+// A third tenant gets a place too, from whoever holds the most; a tenant holding as many as the
+// largest holder less one is refused (no place moves back and forth).
+TEST(AdmissionQueue, DisplacementTakesFromTheLargestHolderOnly) {
+  base::ManualClock clock;
+  AdmissionQueue q({1, 4}, clock);
+  EXPECT_EQ(q.arrive(1, "a", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  EXPECT_EQ(q.arrive(2, "a", Priority::kBatch, 1000), Arrival::kQueued);
+  EXPECT_EQ(q.arrive(3, "a", Priority::kInteractive, 1000), Arrival::kQueued);
+  EXPECT_EQ(q.arrive(4, "b", Priority::kInteractive, 1000), Arrival::kQueued);
+  EXPECT_EQ(q.arrive(5, "b", Priority::kInteractive, 1000), Arrival::kQueued);
+  // a: 2, b: 2. c holds none: it displaces the newest of a largest holder (ties: by name, a).
+  ArrivalResult c = q.arrive(6, "c", Priority::kInteractive, 1000);
+  EXPECT_EQ(c.arrival, Arrival::kQueued);
+  ASSERT_TRUE(c.displaced);
+  EXPECT_EQ(c.displaced->waiter_id, 3u);  // a's newest, whatever its class
+  // a: 1, b: 2, c: 1. d displaces b's newest; then a fifth tenant finds 1 each and is refused.
+  ArrivalResult d = q.arrive(7, "d", Priority::kBatch, 1000);
+  ASSERT_TRUE(d.displaced);
+  EXPECT_EQ(d.displaced->waiter_id, 5u);
+  ArrivalResult e = q.arrive(8, "e", Priority::kInteractive, 1000);
+  EXPECT_EQ(e.arrival, Arrival::kRejectedQueueFull);
+  EXPECT_FALSE(e.displaced);
+  EXPECT_EQ(q.depth(), 4);
+}
+
+// Without tenants every request is tenant "": a full queue refuses as before.
+TEST(AdmissionQueue, OneTenantIsNeverDisplaced) {
+  base::ManualClock clock;
+  AdmissionQueue q({1, 2}, clock);
+  EXPECT_EQ(q.arrive(1, "", Priority::kInteractive, 1000), Arrival::kAdmitted);
+  EXPECT_EQ(q.arrive(2, "", Priority::kInteractive, 1000), Arrival::kQueued);
+  EXPECT_EQ(q.arrive(3, "", Priority::kInteractive, 1000), Arrival::kQueued);
+  ArrivalResult r = q.arrive(4, "", Priority::kInteractive, 1000);
+  EXPECT_EQ(r.arrival, Arrival::kRejectedQueueFull);
+  EXPECT_FALSE(r.displaced);
+}
+
 }  // namespace
 }  // namespace cutline::policy

@@ -217,6 +217,53 @@ TEST_F(Budget, EveryChoiceIsReservedAndAClampIsShared) {
   EXPECT_EQ(d2.max_output_tokens.source.kind, SourceKind::kGlobalPool);
 }
 
+// max_output_tokens x choices must never wrap: 8 x 2^60 is 2^63 (negative as int64) and
+// 8 x 2^61 is 2^64 (zero). Either would leave the pool drained for everyone or admit a request
+// with nothing reserved; both are refused and the pool is untouched.
+TEST_F(Budget, ChoicesThatWouldOverflowTheReservationAreRefusedNotWrapped) {
+  auto p =
+      load_ok(with_policies("  - name: p\n"
+                            "    budget: {max_output_tokens: 8, global_tokens_per_minute: 1000}\n"));
+  const PoolSpec global{"global/p", 1000};
+  for (int64_t choices : {int64_t{1} << 60, int64_t{1} << 61, INT64_MAX}) {
+    RequestFacts f;
+    f.model = "m";
+    f.route = "/v1/chat/completions";
+    f.choices = choices;
+    Decision d = decide(*p, f, {});
+    PoolGrant g = reserve_budget(d, store_);
+    EXPECT_FALSE(g.admitted) << choices;
+    EXPECT_FALSE(g.global.active()) << choices;
+    EXPECT_GT(g.needed_tokens, 1000) << choices;
+    EXPECT_LE(g.retry_after_s, 120) << choices;
+    EXPECT_EQ(store_.available(global), 1000) << choices;
+  }
+  // Another request still gets its whole reservation.
+  Decision d = decide_for(*p, "", std::nullopt);
+  PoolGrant g = reserve_budget(d, store_);
+  ASSERT_TRUE(g.admitted);
+  EXPECT_EQ(g.global.tokens(), 8);
+}
+
+// Under clamp, min_output_tokens x choices saturates too: the request is refused, not served a
+// wrapped minimum.
+TEST_F(Budget, ClampMinimumThatWouldOverflowIsRefused) {
+  auto p = load_ok(with_policies("  - name: p\n"
+                                 "    budget:\n"
+                                 "      max_output_tokens: 8\n"
+                                 "      global_tokens_per_minute: 1000\n"
+                                 "      on_pool_exhausted: clamp\n"
+                                 "      min_output_tokens: 4\n"));
+  RequestFacts f;
+  f.model = "m";
+  f.route = "/v1/chat/completions";
+  f.choices = int64_t{1} << 62;
+  Decision d = decide(*p, f, {});
+  PoolGrant g = reserve_budget(d, store_);
+  EXPECT_FALSE(g.admitted);
+  EXPECT_EQ(store_.available(PoolSpec{"global/p", 1000}), 1000);
+}
+
 TEST(BudgetChoices, ARuleMayCapTheNumberOfChoices) {
   auto p =
       load_ok(with_policies("  - name: p\n    budget: {max_output_tokens: 10, max_choices: 2}\n"));

@@ -104,6 +104,50 @@ TEST(TokenPool, UseBeyondTheReservationIsChargedAsDebt) {
   EXPECT_EQ(store.take(spec, 10, 10).granted_tokens, 0);
 }
 
+// A count that wrapped (negative or zero) is refused; it never adds tokens to the bucket.
+TEST(TokenPool, TakesOfNoOrNegativeTokensAreRefused) {
+  base::ManualClock clock;
+  MemoryPoolStore store(clock);
+  PoolSpec spec{"k", 1000};
+  ASSERT_EQ(store.take(spec, 400, 400).granted_tokens, 400);
+  for (int64_t n : {int64_t{0}, int64_t{-1}, INT64_MIN}) {
+    PoolTake t = store.take(spec, n, n);
+    EXPECT_EQ(t.granted_tokens, 0) << n;
+    EXPECT_GE(t.retry_after_ms, 1) << n;
+    EXPECT_EQ(store.available(spec), 600) << n;
+  }
+  // A minimum outside [1, want] is brought into it.
+  EXPECT_EQ(store.take(spec, 10, INT64_MIN).granted_tokens, 10);
+  EXPECT_EQ(store.take(spec, 700, INT64_MAX).granted_tokens, 0);
+  EXPECT_EQ(store.available(spec), 590);
+}
+
+// More than the capacity can never pass: the refusal says to retry within two minutes (from the
+// deepest debt to full), not a number of years computed from the request.
+TEST(TokenPool, RetryAfterOfAnImpossibleTakeIsBounded) {
+  base::ManualClock clock;
+  MemoryPoolStore store(clock);
+  PoolSpec spec{"k", 60};
+  PoolTake t = store.take(spec, INT64_MAX, INT64_MAX);
+  EXPECT_EQ(t.granted_tokens, 0);
+  EXPECT_GE(t.retry_after_ms, 1);
+  EXPECT_LE(t.retry_after_ms, 120000);
+  EXPECT_EQ(store.available(spec), 60);
+}
+
+// Debt stops at one minute of the rate: an absurd usage count cannot lock the pool for long.
+TEST(TokenPool, DebtIsBoundedByOneMinuteOfTheRate) {
+  base::ManualClock clock;
+  MemoryPoolStore store(clock);
+  PoolSpec spec{"k", 100};
+  Reservation r(&store, spec, store.take(spec, 100, 100).granted_tokens);
+  r.settle(INT64_MAX);
+  EXPECT_EQ(store.available(spec), -100);
+  EXPECT_EQ(store.held_tokens(), 0);
+  clock.advance_ms(120000);  // two minutes refill it
+  EXPECT_EQ(store.available(spec), 100);
+}
+
 TEST(TokenPool, ShrinkGivesBackTheDifference) {
   base::ManualClock clock;
   MemoryPoolStore store(clock);

@@ -156,6 +156,11 @@ TEST(OpenAiRequestTest, ErrorMessagesNameTheField) {
   EXPECT_EQ(with(R"("top_k":-2)"), "top_k must be -1 (disabled) or >= 0, got -2");
   EXPECT_EQ(with(R"("seed":1.5)"), "seed must be an integer, got 1.5");
   EXPECT_EQ(with(R"("n":0)"), "n must be a positive integer, got 0");
+  // n x max_tokens is what token pools reserve: n = 2^60 would make it wrap.
+  EXPECT_EQ(with(R"("n":129)"), "n must be at most 128, got 129");
+  EXPECT_EQ(with(R"("n":1152921504606846976)"), "n must be at most 128, got 1152921504606846976");
+  EXPECT_EQ(with(R"("best_of":2305843009213693952)"),
+            "best_of must be at most 128, got 2305843009213693952");
   EXPECT_EQ(with(R"("stop":[1])"), "stop[0] must be a string, got number");
   EXPECT_EQ(with(R"("stop":{})"), "stop must be a string or an array of strings, got object");
   EXPECT_EQ(with(R"("user":1)"), "user must be a string, got number");

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ class AdmissionWaiter {
   // The queue gave this waiter a slot. Returns false when it no longer waits (it ended
   // meanwhile): the slot is given back and goes to the next waiter.
   virtual bool on_admitted() = 0;
+  // The queue gave this waiter's place to another tenant's arrival (AdmissionQueue "Room"): it
+  // is no longer queued and ends refused. Ignored when it no longer waits.
+  virtual void on_displaced() = 0;
 };
 
 class AdmissionDispatch {
@@ -60,6 +64,10 @@ class AdmissionDispatch {
   // Hands freed admission slots of `queue` to their waiters (on the waiters' loops); a waiter
   // that is gone gives its slot back and the next one is served.
   void dispatch_admitted(policy::AdmissionQueue& queue, std::vector<policy::Dequeued> admitted);
+  // Tells a waiter that an arrival displaced (ArrivalResult::displaced) on its own loop. One
+  // displaced before it registered (it arrived on another thread a moment before) is told as it
+  // registers.
+  void dispatch_displaced(policy::Dequeued displaced);
   // Registers / unregisters a queued waiter so a slot freed on any worker can find it. `id` is
   // the waiter_id it arrived with.
   void register_waiter(uint64_t id, proto::EventLoop* loop, std::weak_ptr<AdmissionWaiter> waiter);
@@ -76,7 +84,9 @@ class AdmissionDispatch {
     std::weak_ptr<AdmissionWaiter> waiter;
   };
   std::mutex waiters_mu_;
-  std::map<uint64_t, Waiter> waiters_;  // by waiter id
+  std::map<uint64_t, Waiter> waiters_;         // by waiter id
+  std::set<uint64_t> displaced_unregistered_;  // displaced before they registered
+  void tell_displaced(Waiter w);               // posts on_displaced() onto the waiter's loop
 };
 
 }  // namespace cutline::gateway

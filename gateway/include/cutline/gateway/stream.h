@@ -78,6 +78,7 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   // The admission queue gave this stream a slot (posted onto its loop). Returns false when the
   // stream is no longer waiting (it ended meanwhile): the caller must release the slot.
   bool on_admitted() override;
+  void on_displaced() override;
 
   // The gateway is shutting down and its drain timeout has passed: ends the stream now with
   // cause gateway_deadline, rule "shutdown.drain_timeout", limit = the drain timeout, observed =
@@ -144,6 +145,7 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
 
   // ---- helpers -----------------------------------------------------------------------------
   proto::StopRecord build_record(const Ending& ending) const;
+  int64_t pool_used_tokens(const proto::StopRecord& record) const;
   std::optional<std::string> client_finish_reason(const Ending& ending) const;
   // Sends `out` to the client (emptying it); pauses the upstream when the client is slow.
   void send_client_bytes(std::string& out);

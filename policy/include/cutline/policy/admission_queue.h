@@ -14,6 +14,14 @@
 // class, round-robin across tenants, FIFO within a tenant. So a tenant flooding the queue gets
 // one slot in turn like every other waiting tenant and cannot starve them.
 //
+// Room: the queue's places are shared fairly too. When the queue is full, a tenant arriving
+// with at least two waiters fewer than the tenant holding the most displaces that tenant's
+// newest waiter (returned by arrive(); the gateway answers it 429 admission_rejected) and takes
+// its place; otherwise the arrival is rejected. So one tenant's burst cannot keep the others
+// out of a full queue: the places converge to an equal split among the tenants that want them
+// (max-min fair), and a tenant already holding its share is refused as before. Without tenants
+// (one tenant "") nobody is ever displaced.
+//
 // A request arriving while someone waits is queued even if a slot looks free (no overtaking);
 // free slots with waiters only happen briefly after set_limits() raises max_concurrent, which
 // returns the waiters it admits.
@@ -48,9 +56,17 @@ enum class Arrival : uint8_t {
   kRejectedQueueFull,  // nothing held; answer 429 admission_rejected
 };
 
-// A waiter that left the queue (admitted into a slot, or expired).
+// A waiter that left the queue (admitted into a slot, expired, or displaced).
 struct Dequeued {
   uint64_t waiter_id = 0;
+};
+
+// What arrive() did: the arrival, and when it took the place of another tenant's waiter in a
+// full queue (see "Room"), that waiter — no longer queued; its request ends refused.
+struct ArrivalResult {
+  Arrival arrival = Arrival::kRejectedQueueFull;
+  std::optional<Dequeued> displaced;
+  bool operator==(Arrival a) const { return arrival == a; }
 };
 
 class AdmissionQueue {
@@ -61,8 +77,8 @@ class AdmissionQueue {
   static AdmissionLimits limits_of(const AdmissionGroup& group);
 
   // `waiter_id` is the caller's handle (unique among current waiters), e.g. a stream id.
-  Arrival arrive(uint64_t waiter_id, std::string_view tenant, Priority priority,
-                 int64_t queue_timeout_ms);
+  ArrivalResult arrive(uint64_t waiter_id, std::string_view tenant, Priority priority,
+                       int64_t queue_timeout_ms);
 
   // An admitted request finished. Returns the waiter now holding its slot, if any.
   std::optional<Dequeued> release();
@@ -101,6 +117,7 @@ class AdmissionQueue {
     std::string tenant;
     Priority priority;
     int64_t expires_ns;
+    uint64_t seq;                       // arrival order: the newest has the largest
     std::list<uint64_t>::iterator pos;  // in its tenant's FIFO
   };
   // One priority class: per-tenant FIFOs and the round-robin order of tenants with waiters.
@@ -112,6 +129,10 @@ class AdmissionQueue {
   bool has_free_slot_locked() const;
   std::optional<Dequeued> admit_next_locked();
   void remove_locked(uint64_t waiter_id);
+  // The queue is full and `tenant` arrives: removes and returns the newest waiter of the tenant
+  // holding the most waiters when that is at least two more than `tenant` holds.
+  std::optional<Dequeued> displace_for_locked(const std::string& tenant);
+  void count_out_locked(const std::string& tenant);
 
   const base::Clock& clock_;
   mutable std::mutex mu_;
@@ -119,8 +140,10 @@ class AdmissionQueue {
   int64_t in_flight_ = 0;
   int64_t observed_ = 0;  // observe-mode requests running (observe_arrive)
   std::unordered_map<uint64_t, Waiter> waiters_;
-  ClassQueue classes_[2];                             // indexed by Priority
-  std::set<std::pair<int64_t, uint64_t>> by_expiry_;  // (expires_ns, waiter_id)
+  ClassQueue classes_[2];                                      // indexed by Priority
+  std::set<std::pair<int64_t, uint64_t>> by_expiry_;           // (expires_ns, waiter_id)
+  std::unordered_map<std::string, int64_t> queued_by_tenant_;  // waiters per tenant, both classes
+  uint64_t next_seq_ = 0;
 };
 
 }  // namespace cutline::policy

@@ -50,6 +50,10 @@ PoolGrant reserve_budget(Decision& decision, PoolStore& store);
 
 // Tokens to reserve for every choice; 0 when the decision reserves from no pool.
 int64_t budget_want(const Decision& decision);
+// An input-only request (/v1/embeddings: no output tokens) reserves its estimated input tokens
+// instead, all or nothing (an input cannot be clamped; ask with min_tokens == want_tokens) and
+// settles with the input tokens the upstream counted. 0 when the decision reserves from no pool.
+int64_t input_budget_want(const Decision& decision, int64_t input_tokens);
 // What to ask `pool` for, given the tokens still wanted.
 struct PoolAsk {
   PoolSpec spec;

@@ -8,7 +8,10 @@
 // did not use at finish (Reservation::settle). Reservation is RAII: one that is destroyed without
 // settle() refunds everything it holds, so a cancelled, cut or failed request can never leak
 // tokens. Use more than was reserved (an upstream ignoring the clamp) is charged: the bucket may
-// go below zero (debt), delaying the next requests.
+// go below zero (debt), delaying the next requests — down to minus one minute of its rate at
+// most, so that no usage report, however absurd, locks a pool for longer than two minutes.
+// Every count a caller passes is checked: a take of no tokens (or of a negative count, the
+// result of an overflow upstream) is refused, never turned into a refill.
 //
 // PoolStore is the seam for shared pools: MemoryPoolStore serves one gateway process;
 // `budget_store: redis://…` makes the gateway plug in a Redis-backed store with the same
@@ -49,7 +52,8 @@ class PoolStore {
 
   // Takes `want_tokens` if the bucket holds them; otherwise takes all whole tokens it holds if
   // that is at least `min_tokens` (clamp); otherwise takes nothing and says when to retry.
-  // Pass min_tokens == want_tokens for all-or-nothing. Requires 0 < min_tokens <= want_tokens.
+  // Pass min_tokens == want_tokens for all-or-nothing. Requires 0 < min_tokens <= want_tokens:
+  // want_tokens < 1 is refused, min_tokens is clamped into [1, want_tokens].
   virtual PoolTake take(const PoolSpec& spec, int64_t want_tokens, int64_t min_tokens) = 0;
 
   // Adds `tokens` back (capped at capacity); a negative value charges extra (debt allowed).

@@ -45,6 +45,10 @@ struct ByteRange {
 
 // Largest max_tokens / max_completion_tokens accepted; anything above is a client error.
 inline constexpr int64_t kMaxTokensLimit = 1'000'000;
+// Largest n / best_of accepted (OpenAI's own limit on n); anything above is a client error. With
+// kMaxTokensLimit it bounds what one request can ask a token pool for (1.28e8 tokens), far from
+// any overflow of the arithmetic that multiplies them.
+inline constexpr int64_t kMaxChoices = 128;
 
 // One element of "messages".
 struct ChatMessage {

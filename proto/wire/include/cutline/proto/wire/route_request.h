@@ -27,6 +27,11 @@ struct RouteRequest {
   std::string model;
   bool stream = false;
   std::optional<int64_t> max_output_tokens;  // responses only
+  // Embeddings: the input's tokens as estimated before any tokenizer saw them, for the token
+  // pools: a string counts ceil(bytes / 4) of its text (English averages about 4 bytes a
+  // token), a token id one token, and an array the sum of its elements. At least 1; saturates
+  // rather than wraps (it cannot come near: the body is bounded).
+  int64_t input_tokens_estimate = 0;
   // Byte ranges (into the parsed body) of the values the rewriter may replace.
   size_t object_open = 0;
   bool object_empty = false;
