@@ -144,6 +144,12 @@ constexpr KeySpec kOutlierKeys[] = {
      .type = Type::kDuration,
      .description = "Longest ejection.",
      .default_value = "5m"},
+    {.name = "max_ejection_percent",
+     .type = Type::kInteger,
+     .description = "Most of the pool ejected at once, in percent of its endpoints rounded down "
+                    "(at most 100); past it a failing endpoint stays in service.",
+     .default_value = "50",
+     .min = 0},
 };
 
 constexpr KeySpec kLoadReportKeys[] = {

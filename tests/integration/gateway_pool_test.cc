@@ -239,5 +239,47 @@ TEST(GatewayPool, NeverRetriesAfterTokensWentOut) {
   second.stop();
 }
 
+// A request whose own content makes the upstream answer 500 is answered 500 by every endpoint it
+// is retried on. Three of them, with consecutive_failures: 3, used to eject both endpoints of a
+// pool of two (each request counted on both), and every client got 503 for the ejection time.
+// Now a request counts one such failure, and max_ejection_percent (50 by default) keeps one
+// endpoint of the two in service: the next good request is served.
+TEST(GatewayPool, ClientProvokedServerErrorsLeaveAnEndpointInService) {
+  const std::string dir = make_temp_dir();
+  Process second;
+  const uint16_t second_port = start_fake_upstream(second, dir, "second");
+  ASSERT_NE(second_port, 0) << read_file(dir + "/second.err");
+  GatewayEnv env;
+  ASSERT_TRUE(env.start([&](uint16_t port, const std::string& log) {
+    return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
+           "access_log: " +
+           log + "\nupstreams:\n  - name: pool\n    endpoints: [\"http://127.0.0.1:" +
+           std::to_string(port) + "\", \"http://127.0.0.1:" + std::to_string(second_port) +
+           "\"]\n    health: off\n"
+           "    outlier: {consecutive_failures: 3, base_ejection: 1m}\n"
+           "policies:\n  - name: default\n";
+  })) << env.error;
+  for (int i = 0; i < 3; ++i) {
+    auto r = proto::http_fetch(
+        env.url("/v1/chat/completions"), "POST", {{"Content-Type", "application/json"}},
+        R"({"model":"fake-status=500","messages":[{"role":"user","content":"hi"}]})", 10000);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->status, 500) << r->body;
+  }
+  int status = 0;
+  const std::string body = chat(env, &status);
+  EXPECT_EQ(status, 200) << body;
+  auto live = proto::http_fetch(env.admin_url("/v1/cutline/upstreams"), "GET", {}, "", 5000);
+  ASSERT_TRUE(live.ok());
+  size_t ejected = 0;
+  for (size_t at = live->body.find("\"ejected\":true"); at != std::string::npos;
+       at = live->body.find("\"ejected\":true", at + 1)) {
+    ++ejected;
+  }
+  EXPECT_LE(ejected, 1u) << live->body;
+  env.stop();
+  second.stop();
+}
+
 }  // namespace
 }  // namespace cutline::test

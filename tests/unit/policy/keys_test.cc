@@ -197,6 +197,8 @@ TEST(PolicyKeys, TheTableDefaultsAreTheLoadersDefaults) {
   EXPECT_EQ(pool.outlier->base_ejection_ms, default_ms(keys::kOutlier, "base_ejection"));
   EXPECT_EQ(pool.outlier->max_ejection_ms, default_ms(keys::kOutlier, "max_ejection"));
   EXPECT_EQ(pool.load_report.interval_ms, default_ms(keys::kLoadReport, "interval"));
+  EXPECT_EQ(pool.outlier->max_ejection_percent,
+            default_int(keys::kOutlier, "max_ejection_percent"));
   EXPECT_EQ(std::to_string(pool.prefix_affinity->max_load_factor).substr(0, 4),
             keys::kPrefixAffinity.find("max_load_factor")->default_value);
 

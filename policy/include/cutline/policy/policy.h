@@ -155,11 +155,13 @@ struct HealthCheck {
 
 // upstreams[i].outlier: passive ejection. `consecutive_failures` connect failures or 5xx
 // answers in a row eject the endpoint for base_ejection_ms * 2^(ejections so far), at most
-// max_ejection_ms.
+// max_ejection_ms — unless max_ejection_percent of the pool's endpoints (rounded down) are
+// ejected already: then it stays in service (a pool of two keeps one at the default 50).
 struct OutlierDetection {
   int64_t consecutive_failures = 5;
   int64_t base_ejection_ms = 30000;
   int64_t max_ejection_ms = 300000;
+  int64_t max_ejection_percent = 50;  // 0..100
   YamlRef ref;
 };
 
