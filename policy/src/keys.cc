@@ -178,6 +178,10 @@ constexpr KeySpec kHealthOff = {
     .name = "health", .type = Type::kEnum, .description = "No active checks.", .choices = kOff};
 constexpr KeySpec kOutlierOff = {
     .name = "outlier", .type = Type::kEnum, .description = "No ejection.", .choices = kOff};
+constexpr KeySpec kResponseHeadTimeoutOff = {.name = "response_head_timeout",
+                                             .type = Type::kEnum,
+                                             .description = "No limit.",
+                                             .choices = kOff};
 constexpr KeySpec kLoadReportMap = {.name = "load_report",
                                     .type = Type::kObject,
                                     .description = "What endpoints report, and how often.",
@@ -215,6 +219,11 @@ constexpr KeySpec kUpstreamKeys[] = {
      .type = Type::kDuration,
      .description = "Longest wait for a connection.",
      .default_value = "5s"},
+    {.name = "response_head_timeout",
+     .type = Type::kDuration,
+     .description = "Longest wait for the response head once a request is sent (504), or off.",
+     .default_value = "60s",
+     .alternative = &kResponseHeadTimeoutOff},
     {.name = "tls",
      .type = Type::kObject,
      .description = "TLS to an https:// upstream.",

@@ -48,7 +48,9 @@ void write_upstreams_and_tenants(JsonWriter& w, const Policy& p) {
   for (const auto& u : p.upstreams) {
     w.begin_object().field("name", u.name).field("url", u.url);
     write_strings(w, "models", u.models);
-    w.field("connect_timeout_ms", u.connect_timeout_ms).field("spawn", u.spawn.has_value());
+    w.field("connect_timeout_ms", u.connect_timeout_ms)
+        .field("response_head_timeout_ms", u.response_head_timeout_ms)
+        .field("spawn", u.spawn.has_value());
     if (u.api_key) w.field("api_key", u.api_key->label);
     w.key("headers").begin_object();
     for (const auto& h : u.headers) w.field(h.name, h.value.label);

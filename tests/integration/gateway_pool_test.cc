@@ -281,5 +281,40 @@ TEST(GatewayPool, ClientProvokedServerErrorsLeaveAnEndpointInService) {
   second.stop();
 }
 
+// An endpoint that takes the request and never answers (a stopped process) is given up after the
+// upstream's response_head_timeout: 504 with the record (upstream_error, rule
+// upstreams.<name>.response_head_timeout), streamed or not, and on a passed-through route.
+TEST(GatewayPool, AnUpstreamThatNeverAnswersIsCutAfterTheResponseHeadTimeout) {
+  GatewayEnv env;
+  ASSERT_TRUE(env.start([&](uint16_t port, const std::string& log) {
+    return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
+           "access_log: " +
+           log + "\nupstreams:\n  - name: fake\n    url: http://127.0.0.1:" + std::to_string(port) +
+           "\n    response_head_timeout: 300ms\npolicies:\n  - name: default\n";
+  })) << env.error;
+  const proto::HttpHeaders hang{{"Content-Type", "application/json"}, {"X-Fake-Script", "hang=1"}};
+  for (const char* stream : {"false", "true"}) {
+    auto r = proto::http_fetch(env.url("/v1/chat/completions"), "POST", hang,
+                               std::string(R"({"model":"fake","stream":)") + stream +
+                                   R"(,"messages":[{"role":"user","content":"hi"}]})",
+                               20000);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->status, 504) << r->body;
+    EXPECT_NE(r->body.find("\"cause\":\"upstream_error\""), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("\"rule\":\"upstreams.fake.response_head_timeout\""), std::string::npos)
+        << r->body;
+    EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("cause=upstream_error"),
+              std::string::npos);
+  }
+  auto r = proto::http_fetch(env.url("/v1/files"), "GET", hang, "", 20000);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->status, 504) << r->body;
+  EXPECT_NE(r->body.find("\"rule\":\"upstreams.fake.response_head_timeout\""), std::string::npos)
+      << r->body;
+  // The upstream did get each request: they were sent, then waited for.
+  EXPECT_EQ(requests_seen(env.fake_port), 3);
+  env.stop();
+}
+
 }  // namespace
 }  // namespace cutline::test

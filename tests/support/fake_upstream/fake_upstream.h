@@ -42,6 +42,7 @@ struct Script {
   std::string event;
   std::string require_key;
   bool finish_set = false;
+  bool hang = false;
 };
 
 // Parses "key=value,key=value"; unknown keys are ignored.

@@ -12,6 +12,10 @@
 //   passthrough: deny) -> route (pick the upstream and its endpoint, send) -> relay (the body,
 //   back-pressure included) -> finish
 //
+// An upstream that sends no response head within its response_head_timeout (default 60s) of the
+// request counts as failed there (a connect failure, for outlier detection); the request is
+// retried elsewhere where that is safe (as after a 5xx), else answered 504 (upstream_error).
+//
 // Every end — 401, 403, no endpoint, an upstream failure, the client going away mid-relay, the
 // answer relayed whole — goes through finish(Ending), which runs once (a later end event, such as
 // an upstream error arriving after the client left, is a no-op): it cancels the upstream call and
@@ -39,6 +43,7 @@
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http/http_client.h"
 #include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/net/timer.h"
 #include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
@@ -71,6 +76,7 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   void on_error(const proto::ClientError& error);
   void on_client_close();
   void on_client_writable();
+  void on_head_timeout();
 
   void send_upstream(proto::ClientRequest up);
   bool retry_elsewhere(EndpointOutcome failure, std::optional<proto::ClientErrorKind> error);
@@ -100,6 +106,11 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   int64_t bytes_in_ = 0;
   int64_t bytes_out_ = 0;
   bool paused_ = false;  // the upstream is held back for a slow client
+  // Armed when the request goes to an endpoint (route, and each retry) for the upstream's
+  // response_head_timeout (unless off); disarmed when the response head arrives, when the
+  // exchange fails, and in finish. `head_armed_ns_` is when it was armed.
+  proto::Timer head_timer_;
+  int64_t head_armed_ns_ = 0;
 };
 
 }  // namespace cutline::gateway

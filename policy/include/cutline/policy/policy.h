@@ -192,6 +192,9 @@ struct Upstream {
   ClientTls tls;
   std::optional<Spawn> spawn;
   int64_t connect_timeout_ms = 5000;  // default 5s
+  // The longest wait for an attempt's response head once the request is sent (default 60s);
+  // 0 = off (`response_head_timeout: off`).
+  int64_t response_head_timeout_ms = 60000;
   // Sent on every request to this upstream: api_key as `Authorization: Bearer <key>` (it
   // replaces any Authorization the request had), then each header (replacing one of that name).
   std::optional<Secret> api_key;
