@@ -9,6 +9,7 @@
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/decision.h"
+#include "cutline/policy/glob.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/wire/openai_error.h"
 #include "cutline/proto/wire/stop_record.h"
@@ -35,7 +36,30 @@ std::string model_of(const proto::HttpRequest& req) {
   return std::string(model);
 }
 
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+// The operational paths: a Cutline backend's /healthz, /metrics and /v1/cutline/state (model
+// file paths), vLLM's and TGI's /health and /metrics, the usual /readyz.
+constexpr std::string_view kOperationalPaths[] = {"/metrics", "/healthz", "/health", "/readyz",
+                                                  "/v1/cutline"};
+
 }  // namespace
+
+bool is_operational_path(std::string_view path) {
+  for (std::string_view p : kOperationalPaths) {
+    if (equals_ignoring_case(path, p)) return true;
+  }
+  constexpr std::string_view kCutline = "/v1/cutline/";
+  return path.size() >= kCutline.size() &&
+         equals_ignoring_case(path.substr(0, kCutline.size()), kCutline);
+}
 
 Passthrough::Passthrough(StreamHost& host, Worker& worker,
                          std::shared_ptr<proto::ServerStream> client, uint64_t id)
@@ -75,7 +99,8 @@ bool Passthrough::authenticate() {
   return true;
 }
 
-// decide: a rule must match the route (or passthrough: allow); the rule decides the upstream and
+// decide: an upstream's operational path is refused (404) unless passthrough_operational lists
+// it; then a rule must match the route (or passthrough: allow); the rule decides the upstream and
 // forward_client_key.
 bool Passthrough::decide() {
   life_.enter(Phase::kDecide);
@@ -85,8 +110,22 @@ bool Passthrough::decide() {
     finish(upstream_failure(make_error(ErrorKind::kNotFound, "no upstream configured")));
     return false;
   }
-  model_ = model_of(req);
   const std::string path(req.path());
+  if (is_operational_path(path) &&
+      std::none_of(policy.passthrough_operational.begin(), policy.passthrough_operational.end(),
+                   [&](const std::string& glob) { return policy::glob_match(glob, path); })) {
+    // The upstreams' own operational answers (model file paths, metrics) are not the clients'.
+    Ending e;
+    e.cause = proto::Cause::kAdmissionRejected;
+    e.rule = "passthrough_operational";
+    e.error = make_error(ErrorKind::kNotFound,
+                         "no route for " + req.method + " " + path +
+                             " (an upstream's operational path; passthrough_operational)");
+    e.message = e.error->message;
+    finish(std::move(e));
+    return false;
+  }
+  model_ = model_of(req);
   rule_ = life_.match(path, model_, req.headers);
   if (rule_) policy_name_ = rule_->name;
   if (!rule_ && policy.passthrough != policy::PassthroughMode::kAllow) {

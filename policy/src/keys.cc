@@ -550,6 +550,12 @@ constexpr KeySpec kDocumentKeys[] = {
                     "(403) or allow.",
      .default_value = "deny",
      .choices = kPassthroughModes},
+    {.name = "passthrough_operational",
+     .description = "Globs of the upstreams' operational paths (/metrics, /healthz, /health, "
+                    "/readyz, /v1/cutline/*) passthrough may forward; others get 404.",
+     .list = true,
+     .min_items = 1,
+     .pattern = kRoutePattern},
     {.name = "trusted_proxies",
      .description = "Peer IPs whose X-Forwarded-For / Forwarded headers are kept.",
      .list = true,

@@ -140,6 +140,7 @@ void write_policy_json(JsonWriter& w, const Policy& p) {
       .field("max_header_bytes", p.limits.max_header_bytes)
       .end_object();
   w.field("passthrough", p.passthrough == PassthroughMode::kAllow ? "allow" : "deny");
+  write_strings(w, "passthrough_operational", p.passthrough_operational);
   write_strings(w, "trusted_proxies", p.trusted_proxies);
   w.end_object();
 }

@@ -16,7 +16,12 @@
 // request counts as failed there (a connect failure, for outlier detection); the request is
 // retried elsewhere where that is safe (as after a 5xx), else answered 504 (upstream_error).
 //
-// Every end — 401, 403, no endpoint, an upstream failure, the client going away mid-relay, the
+// The upstreams' operational paths (/metrics, /healthz, /health, /readyz, /v1/cutline/*: what a
+// Cutline backend, vLLM or llama.cpp serve to their operators) are not forwarded unless the
+// policy's passthrough_operational lists them: a client gets 404 (admission_rejected, rule
+// passthrough_operational) whatever rule matches.
+//
+// Every end — 401, 403, 404, no endpoint, an upstream failure, the client going away mid-relay, the
 // answer relayed whole — goes through finish(Ending), which runs once (a later end event, such as
 // an upstream error arriving after the client left, is a no-op): it cancels the upstream call and
 // ends its endpoint attempt, writes the one stop record (eos for an answer relayed whole, also
@@ -50,6 +55,11 @@ namespace cutline::gateway {
 
 class StreamHost;
 struct Worker;
+
+// Whether `path` (canonical, without the query) is one of the upstreams' operational paths that
+// passthrough keeps from clients unless the policy's passthrough_operational allows it: /metrics,
+// /healthz, /health, /readyz, /v1/cutline and everything under it (ASCII case ignored).
+bool is_operational_path(std::string_view path);
 
 class Passthrough : public std::enable_shared_from_this<Passthrough> {
  public:

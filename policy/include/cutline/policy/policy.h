@@ -403,6 +403,9 @@ struct Policy {
   AccessLog access_log;
   Limits limits;
   PassthroughMode passthrough = PassthroughMode::kDeny;
+  // Globs of the upstreams' operational paths (/metrics, /healthz, /health, /readyz,
+  // /v1/cutline/*) that passthrough may forward; every other one is answered 404 by the gateway.
+  std::vector<std::string> passthrough_operational;
   // Peer IPs whose X-Forwarded-For / Forwarded headers are kept (a load balancer in front);
   // from anyone else they are dropped and replaced by the peer's own address.
   std::vector<std::string> trusted_proxies;
