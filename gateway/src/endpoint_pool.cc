@@ -80,7 +80,7 @@ EndpointLease::~EndpointLease() { report(EndpointOutcome::kCancelled); }
 
 bool EndpointLease::report(EndpointOutcome outcome) {
   if (!pool_ || !endpoint_) return false;
-  const bool ejected = endpoint_->end(outcome, pool_->clock().now_ns(), pool_->outlier());
+  const bool ejected = pool_->end_attempt(*endpoint_, outcome);
   pool_.reset();  // the endpoint stays readable (endpoint(), endpoint_id()) after the report
   return ejected;
 }
@@ -250,6 +250,29 @@ int EndpointPool::balance(const Set& set, const std::vector<uint32_t>& candidate
     }
   }
   return static_cast<int>(candidates[0]);
+}
+
+bool EndpointPool::end_attempt(PoolEndpoint& endpoint, EndpointOutcome outcome) const {
+  const int64_t now = clock_.now_ns();
+  const policy::OutlierDetection* o = outlier();
+  const bool failure = outcome == EndpointOutcome::kConnectFailure ||
+                       outcome == EndpointOutcome::kServerError ||
+                       outcome == EndpointOutcome::kDisconnect;
+  if (!o || !failure) return endpoint.end(outcome, now, o, false);
+  std::lock_guard<std::mutex> lock(eject_mu_);
+  return endpoint.end(outcome, now, o, ejection_room(now));
+}
+
+bool EndpointPool::ejection_room(int64_t now_ns) const {
+  std::shared_ptr<const Set> set = snapshot();
+  if (!set || !upstream_.outlier) return false;
+  size_t ejected = 0;
+  for (const auto& e : set->endpoints) {
+    if (e->ejected(now_ns)) ++ejected;
+  }
+  const size_t allowed =
+      set->endpoints.size() * static_cast<size_t>(upstream_.outlier->max_ejection_percent) / 100;
+  return ejected < allowed;
 }
 
 EndpointLease EndpointPool::pick(const PickRequest& request) const {

@@ -136,6 +136,7 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
   cb.on_head = [weak, index](int status, proto::HttpHeaders&) {
     auto self = weak.lock();
     if (!self || self->life_.finishing()) return;  // ended: nothing of it counts
+    self->pending_[index].head_timer->cancel();
     if (status >= 500 && self->retry_elsewhere(index, EndpointOutcome::kServerError)) return;
     self->pending_[index].status = status;
   };
@@ -157,6 +158,7 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
   cb.on_error = [weak, index](const proto::ClientError& error) {
     auto self = weak.lock();
     if (!self || self->life_.finishing()) return;  // ended: nothing of it counts
+    self->pending_[index].head_timer->cancel();
     self->host_.metrics().upstream_error(self->life_.policy().upstreams[index].name,
                                          proto::to_string(error.kind));
     self->pending_[index].attempts.report_error(error.kind);
@@ -166,7 +168,23 @@ void ModelsList::ask(size_t index, proto::ClientRequest up) {
     }
     self->on_upstream_done(index, 0, "");
   };
+  if (!p.head_timer) {
+    p.head_timer =
+        std::make_unique<proto::Timer>(worker_.loop, [this, index] { on_head_timeout(index); });
+  }
+  const int64_t head_timeout_ms = life_.policy().upstreams[index].response_head_timeout_ms;
+  if (head_timeout_ms > 0) p.head_timer->arm(head_timeout_ms);
   p.call = worker_.upstream->start(std::move(up), std::move(cb));
+}
+
+void ModelsList::on_head_timeout(size_t index) {
+  Pending& p = pending_[index];
+  if (p.done || p.status != 0 || life_.finishing()) return;
+  host_.metrics().upstream_error(life_.policy().upstreams[index].name, "response_head_timeout");
+  p.attempts.report(EndpointOutcome::kConnectFailure);
+  if (retry_elsewhere(index, EndpointOutcome::kConnectFailure)) return;
+  p.call.cancel();
+  on_upstream_done(index, 0, "");
 }
 
 bool ModelsList::retry_elsewhere(size_t index, EndpointOutcome failure) {
@@ -246,6 +264,7 @@ void ModelsList::finish(Ending e) {
   if (!life_.begin_finish()) return;  // ended already: a later end event changes nothing
   for (Pending& p : pending_) {
     p.call.cancel();  // no upstream callback runs after this
+    if (p.head_timer) p.head_timer->cancel();
     p.retry_req.reset();
     p.attempts.report(EndpointOutcome::kCancelled);  // unless its outcome was reported already
   }

@@ -2,11 +2,14 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+
 #include "cutline/gateway/response_end.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/upstream_headers.h"
 #include "cutline/gateway/worker.h"
 #include "cutline/policy/decision.h"
+#include "cutline/policy/glob.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/wire/openai_error.h"
 #include "cutline/proto/wire/stop_record.h"
@@ -33,11 +36,38 @@ std::string model_of(const proto::HttpRequest& req) {
   return std::string(model);
 }
 
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+// The operational paths: a Cutline backend's /healthz, /metrics and /v1/cutline/state (model
+// file paths), vLLM's and TGI's /health and /metrics, the usual /readyz.
+constexpr std::string_view kOperationalPaths[] = {"/metrics", "/healthz", "/health", "/readyz",
+                                                  "/v1/cutline"};
+
 }  // namespace
+
+bool is_operational_path(std::string_view path) {
+  for (std::string_view p : kOperationalPaths) {
+    if (equals_ignoring_case(path, p)) return true;
+  }
+  constexpr std::string_view kCutline = "/v1/cutline/";
+  return path.size() >= kCutline.size() &&
+         equals_ignoring_case(path.substr(0, kCutline.size()), kCutline);
+}
 
 Passthrough::Passthrough(StreamHost& host, Worker& worker,
                          std::shared_ptr<proto::ServerStream> client, uint64_t id)
-    : host_(host), worker_(worker), client_(std::move(client)), life_(host, id) {}
+    : host_(host),
+      worker_(worker),
+      client_(std::move(client)),
+      life_(host, id),
+      head_timer_(worker.loop, [this] { on_head_timeout(); }) {}
 
 void Passthrough::start() {
   accept();
@@ -69,7 +99,8 @@ bool Passthrough::authenticate() {
   return true;
 }
 
-// decide: a rule must match the route (or passthrough: allow); the rule decides the upstream and
+// decide: an upstream's operational path is refused (404) unless passthrough_operational lists
+// it; then a rule must match the route (or passthrough: allow); the rule decides the upstream and
 // forward_client_key.
 bool Passthrough::decide() {
   life_.enter(Phase::kDecide);
@@ -79,8 +110,22 @@ bool Passthrough::decide() {
     finish(upstream_failure(make_error(ErrorKind::kNotFound, "no upstream configured")));
     return false;
   }
-  model_ = model_of(req);
   const std::string path(req.path());
+  if (is_operational_path(path) &&
+      std::none_of(policy.passthrough_operational.begin(), policy.passthrough_operational.end(),
+                   [&](const std::string& glob) { return policy::glob_match(glob, path); })) {
+    // The upstreams' own operational answers (model file paths, metrics) are not the clients'.
+    Ending e;
+    e.cause = proto::Cause::kAdmissionRejected;
+    e.rule = "passthrough_operational";
+    e.error = make_error(ErrorKind::kNotFound,
+                         "no route for " + req.method + " " + path +
+                             " (an upstream's operational path; passthrough_operational)");
+    e.message = e.error->message;
+    finish(std::move(e));
+    return false;
+  }
+  model_ = model_of(req);
   rule_ = life_.match(path, model_, req.headers);
   if (rule_) policy_name_ = rule_->name;
   if (!rule_ && policy.passthrough != policy::PassthroughMode::kAllow) {
@@ -156,7 +201,36 @@ void Passthrough::send_upstream(proto::ClientRequest up) {
   cb.on_body = [this](std::string_view d) { on_body(d); };
   cb.on_complete = [this](proto::HttpHeaders& t) { on_complete(t); };
   cb.on_error = [this](const proto::ClientError& e) { on_error(e); };
+  if (upstream_->response_head_timeout_ms > 0) {
+    head_armed_ns_ = host_.clock().now_ns();
+    head_timer_.arm(upstream_->response_head_timeout_ms);
+  }
   call_ = worker_.upstream->start(std::move(up), std::move(cb));
+}
+
+// No response head within the upstream's response_head_timeout: the endpoint is silent. It
+// counts there as a connect failure; the request goes elsewhere where a retry is safe (as after
+// a 5xx: GET, HEAD, OPTIONS), else ends 504 (upstream_error).
+void Passthrough::on_head_timeout() {
+  if (life_.finishing() || life_.phase() != Phase::kRoute) return;
+  const int64_t limit_ms = upstream_->response_head_timeout_ms;
+  const double waited_ms = static_cast<double>(host_.clock().now_ns() - head_armed_ns_) / 1e6;
+  if (waited_ms < static_cast<double>(limit_ms)) {  // libevent's clock ran ahead of ours
+    head_timer_.arm(std::max<int64_t>(1, limit_ms - static_cast<int64_t>(waited_ms)));
+    return;
+  }
+  host_.metrics().upstream_error(upstream_->name, "response_head_timeout");
+  attempts_.report(EndpointOutcome::kConnectFailure);
+  if (retry_elsewhere(EndpointOutcome::kConnectFailure, std::nullopt)) return;
+  call_.cancel();
+  Ending e = upstream_failure(make_error(
+      ErrorKind::kTimeout, "upstream \"" + upstream_->name + "\" sent no response head within " +
+                               std::to_string(limit_ms) + " ms"));
+  e.rule = "upstreams." + upstream_->name + ".response_head_timeout";
+  e.limit = static_cast<double>(limit_ms);
+  e.observed = waited_ms;
+  e.unit = "ms";
+  finish(std::move(e));
 }
 
 // Before anything went to the client, an exchange that failed where a retry is safe
@@ -185,6 +259,7 @@ bool Passthrough::retry_elsewhere(EndpointOutcome failure,
 // id in), then its body.
 void Passthrough::on_head(int status, proto::HttpHeaders& headers) {
   if (life_.finishing()) return;
+  head_timer_.cancel();
   if (status >= 500 && retry_elsewhere(EndpointOutcome::kServerError, std::nullopt)) return;
   life_.enter(Phase::kRelay);
   retry_req_.reset();  // the answer has begun: no retry from here on
@@ -233,6 +308,7 @@ void Passthrough::on_complete(proto::HttpHeaders& trailers) {
 
 void Passthrough::on_error(const proto::ClientError& error) {
   if (life_.finishing()) return;
+  head_timer_.cancel();
   host_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
   attempts_.report_error(error.kind);
   if (error.kind != proto::ClientErrorKind::kParse &&
@@ -267,6 +343,7 @@ Ending Passthrough::upstream_failure(std::optional<Error> error, std::string ope
 void Passthrough::finish(Ending e) {
   if (!life_.begin_finish()) return;  // ended already: a later end event changes nothing
   call_.cancel();                     // no upstream callback runs after this
+  head_timer_.cancel();
   retry_req_.reset();
   attempts_.report(EndpointOutcome::kCancelled);  // unless its outcome was reported already
   proto::StopRecord record = life_.record_for(e);

@@ -14,6 +14,8 @@ std::string_view to_string(EndpointOutcome outcome) {
       return "connect_failure";
     case EndpointOutcome::kServerError:
       return "server_error";
+    case EndpointOutcome::kServerErrorAgain:
+      return "server_error_again";
     case EndpointOutcome::kDisconnect:
       return "disconnect";
     case EndpointOutcome::kCancelled:
@@ -30,7 +32,7 @@ void PoolEndpoint::begin(bool cold, bool affinity_hit) {
 }
 
 bool PoolEndpoint::end(EndpointOutcome outcome, int64_t now_ns,
-                       const policy::OutlierDetection* outlier) {
+                       const policy::OutlierDetection* outlier, bool may_eject) {
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
   switch (outcome) {
     case EndpointOutcome::kCancelled:
@@ -46,6 +48,9 @@ bool PoolEndpoint::end(EndpointOutcome outcome, int64_t now_ns,
       }
       return false;
     }
+    case EndpointOutcome::kServerErrorAgain:
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      return false;
     case EndpointOutcome::kConnectFailure:
     case EndpointOutcome::kServerError:
     case EndpointOutcome::kDisconnect:
@@ -53,7 +58,9 @@ bool PoolEndpoint::end(EndpointOutcome outcome, int64_t now_ns,
   }
   errors_.fetch_add(1, std::memory_order_relaxed);
   const int64_t failures = consecutive_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (!outlier || failures < outlier->consecutive_failures || ejected(now_ns)) return false;
+  if (!outlier || failures < outlier->consecutive_failures || ejected(now_ns) || !may_eject) {
+    return false;
+  }
   const int level = ejection_level_.fetch_add(1, std::memory_order_relaxed);
   int64_t ms = outlier->base_ejection_ms;
   for (int i = 0; i < level && ms < outlier->max_ejection_ms; ++i) ms *= 2;

@@ -55,7 +55,8 @@ Stream::Stream(StreamHost& host, Worker& worker, std::shared_ptr<proto::ServerSt
       deadline_timer_(worker.loop, [this] { on_deadline(); }),
       ttft_timer_(worker.loop, [this] { on_ttft_timeout(); }),
       idle_timer_(worker.loop, [this] { on_idle_timeout(); }),
-      queue_timer_(worker.loop, [this] { on_queue_timeout(); }) {}
+      queue_timer_(worker.loop, [this] { on_queue_timeout(); }),
+      head_timer_(worker.loop, [this] { on_head_timeout(); }) {}
 
 Stream::~Stream() = default;
 
@@ -205,6 +206,10 @@ void Stream::start_upstream(proto::ClientRequest req) {
   cb.prefetch = {proto::PrefetchSpan{&hot_, static_cast<uint32_t>(sizeof hot_)},
                  proto::PrefetchSpan{client_.get(), 64},
                  proto::PrefetchSpan{client_->send_path_hint(), 96}};
+  if (upstream_->response_head_timeout_ms > 0) {
+    head_armed_ns_ = now_ns();
+    head_timer_.arm(upstream_->response_head_timeout_ms);
+  }
   upstream_call_ = worker_.upstream->start(std::move(req), std::move(cb));
 }
 
@@ -229,6 +234,7 @@ void Stream::start_client_head() {
 }
 
 void Stream::on_upstream_head(int status, proto::HttpHeaders& headers) {
+  head_timer_.cancel();
   hot_.upstream_status = status;
   if (status >= 500 && retry_elsewhere(EndpointOutcome::kServerError)) return;
   if (status != 200) {
@@ -315,6 +321,7 @@ void Stream::on_upstream_complete() {
 }
 
 void Stream::on_upstream_error(const proto::ClientError& error) {
+  head_timer_.cancel();
   host_.metrics().upstream_error(upstream_->name, proto::to_string(error.kind));
   report_endpoint_failure(error.kind);
   if (error.kind != proto::ClientErrorKind::kParse &&

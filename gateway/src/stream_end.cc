@@ -254,6 +254,7 @@ void Stream::finish(Ending e) {
   ttft_timer_.cancel();
   idle_timer_.cancel();
   queue_timer_.cancel();
+  head_timer_.cancel();
   upstream_call_.cancel();
   release_admission();
 

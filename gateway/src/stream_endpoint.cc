@@ -59,4 +59,31 @@ bool Stream::retry_elsewhere(EndpointOutcome failure) {
   return true;
 }
 
+// No response head within the upstream's response_head_timeout of sending the request: the
+// endpoint accepted the connection and went silent (stopped, stuck). That counts against it as a
+// connect failure does, and the request goes to another endpoint when one is left; otherwise it
+// ends with upstream_error and, before anything went to the client (always: the client's head
+// waits for the upstream's), a 504 with the record.
+void Stream::on_head_timeout() {
+  if (life_.finishing() || life_.phase() != Phase::kRoute || hot_.upstream_status != 0) return;
+  const int64_t limit_ms = upstream_->response_head_timeout_ms;
+  const double waited_ms = static_cast<double>(now_ns() - head_armed_ns_) / 1e6;
+  if (rearm_if_early(head_timer_, limit_ms, waited_ms)) return;
+  host_.metrics().upstream_error(upstream_->name, "response_head_timeout");
+  attempts_.report(EndpointOutcome::kConnectFailure);
+  if (retry_elsewhere(EndpointOutcome::kConnectFailure)) return;
+  upstream_call_.cancel();
+  Ending e;
+  e.cause = proto::Cause::kUpstreamError;
+  e.rule = "upstreams." + upstream_->name + ".response_head_timeout";
+  e.limit = static_cast<double>(limit_ms);
+  e.observed = waited_ms;
+  e.unit = "ms";
+  e.error = make_error(ErrorKind::kTimeout, "upstream \"" + upstream_->name +
+                                                "\" sent no response head within " +
+                                                std::to_string(limit_ms) + " ms");
+  e.message = e.error->message;
+  finish(std::move(e));
+}
+
 }  // namespace cutline::gateway

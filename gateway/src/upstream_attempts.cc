@@ -28,7 +28,7 @@ bool UpstreamAttempts::retry(const UpstreamPools* pools, EndpointOutcome failure
   if (!lease_ || !upstream_ || endpoints_.size() >= kMaxAttempts) return false;
   EndpointPool* pool = pools ? pools->find(*upstream_) : nullptr;
   if (!pool) return false;
-  lease_.report(failure);  // no-op when the error path reported it already
+  report(failure);  // no-op when the error path reported it already
   tried_.push_back(lease_.endpoint_id());
   EndpointLease next = pool->pick(PickRequest{model_, {}, tried_});
   if (!next) return false;  // every other endpoint is ejected, unhealthy or tried
@@ -59,20 +59,29 @@ void UpstreamAttempts::point(proto::ClientRequest& req) const {
   req.port = a.port;
 }
 
+void UpstreamAttempts::report(EndpointOutcome outcome) {
+  if (!lease_.open()) return;  // reported already (or never picked)
+  if (outcome == EndpointOutcome::kServerError) {
+    if (server_error_counted_) outcome = EndpointOutcome::kServerErrorAgain;
+    server_error_counted_ = true;
+  }
+  lease_.report(outcome);
+}
+
 void UpstreamAttempts::report_error(proto::ClientErrorKind kind) {
   switch (kind) {
     case proto::ClientErrorKind::kClosedMidBody:
-      lease_.report(EndpointOutcome::kDisconnect);
+      report(EndpointOutcome::kDisconnect);
       return;
     case proto::ClientErrorKind::kParse:
-      lease_.report(EndpointOutcome::kServerError);
+      report(EndpointOutcome::kServerError);
       return;
     case proto::ClientErrorKind::kResolve:
     case proto::ClientErrorKind::kConnectRefused:
     case proto::ClientErrorKind::kConnectTimeout:
     case proto::ClientErrorKind::kConnectFailed:
     case proto::ClientErrorKind::kClosedBeforeHead:
-      lease_.report(EndpointOutcome::kConnectFailure);
+      report(EndpointOutcome::kConnectFailure);
       return;
   }
 }

@@ -144,6 +144,12 @@ constexpr KeySpec kOutlierKeys[] = {
      .type = Type::kDuration,
      .description = "Longest ejection.",
      .default_value = "5m"},
+    {.name = "max_ejection_percent",
+     .type = Type::kInteger,
+     .description = "Most of the pool ejected at once, in percent of its endpoints rounded down "
+                    "(at most 100); past it a failing endpoint stays in service.",
+     .default_value = "50",
+     .min = 0},
 };
 
 constexpr KeySpec kLoadReportKeys[] = {
@@ -172,6 +178,10 @@ constexpr KeySpec kHealthOff = {
     .name = "health", .type = Type::kEnum, .description = "No active checks.", .choices = kOff};
 constexpr KeySpec kOutlierOff = {
     .name = "outlier", .type = Type::kEnum, .description = "No ejection.", .choices = kOff};
+constexpr KeySpec kResponseHeadTimeoutOff = {.name = "response_head_timeout",
+                                             .type = Type::kEnum,
+                                             .description = "No limit.",
+                                             .choices = kOff};
 constexpr KeySpec kLoadReportMap = {.name = "load_report",
                                     .type = Type::kObject,
                                     .description = "What endpoints report, and how often.",
@@ -209,6 +219,11 @@ constexpr KeySpec kUpstreamKeys[] = {
      .type = Type::kDuration,
      .description = "Longest wait for a connection.",
      .default_value = "5s"},
+    {.name = "response_head_timeout",
+     .type = Type::kDuration,
+     .description = "Longest wait for the response head once a request is sent (504), or off.",
+     .default_value = "60s",
+     .alternative = &kResponseHeadTimeoutOff},
     {.name = "tls",
      .type = Type::kObject,
      .description = "TLS to an https:// upstream.",
@@ -535,6 +550,12 @@ constexpr KeySpec kDocumentKeys[] = {
                     "(403) or allow.",
      .default_value = "deny",
      .choices = kPassthroughModes},
+    {.name = "passthrough_operational",
+     .description = "Globs of the upstreams' operational paths (/metrics, /healthz, /health, "
+                    "/readyz, /v1/cutline/*) passthrough may forward; others get 404.",
+     .list = true,
+     .min_items = 1,
+     .pattern = kRoutePattern},
     {.name = "trusted_proxies",
      .description = "Peer IPs whose X-Forwarded-For / Forwarded headers are kept.",
      .list = true,

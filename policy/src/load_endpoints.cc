@@ -237,6 +237,19 @@ bool load_outlier(YamlReader& r, const YAML::Node& node, const std::string& path
     else
       ok = false;
   }
+  if (auto* e = f->get("max_ejection_percent")) {
+    const std::string pp = key_path(path, "max_ejection_percent");
+    if (auto v = r.integer(e->value, pp, 0)) {
+      if (*v > 100) {
+        r.error(e->value, pp, "must be at most 100, got " + std::to_string(*v));
+        ok = false;
+      } else {
+        o.max_ejection_percent = *v;
+      }
+    } else {
+      ok = false;
+    }
+  }
   if (ok && o.max_ejection_ms < o.base_ejection_ms) {
     r.error(node, path, "max_ejection must be at least base_ejection");
     ok = false;

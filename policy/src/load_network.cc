@@ -375,6 +375,15 @@ bool load_upstream(YamlReader& r, const YAML::Node& item, const std::string& pat
       ok = false;
     }
   }
+  if (auto* e = f->get("response_head_timeout")) {
+    if (e->value.IsScalar() && e->value.Scalar() == keys::kOff[0]) {
+      u.response_head_timeout_ms = 0;
+    } else if (auto d = r.duration(e->value, key_path(path, "response_head_timeout"))) {
+      u.response_head_timeout_ms = *d;
+    } else {
+      ok = false;
+    }
+  }
   if (auto* e = f->get("tls")) ok = load_upstream_tls(r, e->value, key_path(path, "tls"), u) && ok;
   if (auto* e = f->get("spawn")) ok = load_spawn(r, e->value, key_path(path, "spawn"), u) && ok;
   ok = load_upstream_credentials(r, *f, path, options, u) && ok;

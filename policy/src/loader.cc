@@ -54,6 +54,19 @@ void load_document(YamlReader& r, const YAML::Node& root, const LoadOptions& opt
       p.passthrough = *c == 0 ? PassthroughMode::kDeny : PassthroughMode::kAllow;
     }
   }
+  if (auto* e = fields->get("passthrough_operational")) {
+    if (auto l = r.string_list(e->value, "passthrough_operational")) {
+      bool ok = true;
+      for (size_t i = 0; i < l->size(); ++i) {
+        if ((*l)[i][0] != '/' && (*l)[i][0] != '*') {
+          r.error(e->value[i], detail::index_path("passthrough_operational", i),
+                  "a path starting with '/' (or a glob), got " + detail::quote((*l)[i]));
+          ok = false;
+        }
+      }
+      if (ok) p.passthrough_operational = std::move(*l);
+    }
+  }
   if (auto* e = fields->get("trusted_proxies")) {
     if (auto l = r.string_list(e->value, "trusted_proxies")) p.trusted_proxies = std::move(*l);
   }

@@ -48,7 +48,9 @@ void write_upstreams_and_tenants(JsonWriter& w, const Policy& p) {
   for (const auto& u : p.upstreams) {
     w.begin_object().field("name", u.name).field("url", u.url);
     write_strings(w, "models", u.models);
-    w.field("connect_timeout_ms", u.connect_timeout_ms).field("spawn", u.spawn.has_value());
+    w.field("connect_timeout_ms", u.connect_timeout_ms)
+        .field("response_head_timeout_ms", u.response_head_timeout_ms)
+        .field("spawn", u.spawn.has_value());
     if (u.api_key) w.field("api_key", u.api_key->label);
     w.key("headers").begin_object();
     for (const auto& h : u.headers) w.field(h.name, h.value.label);
@@ -138,6 +140,7 @@ void write_policy_json(JsonWriter& w, const Policy& p) {
       .field("max_header_bytes", p.limits.max_header_bytes)
       .end_object();
   w.field("passthrough", p.passthrough == PassthroughMode::kAllow ? "allow" : "deny");
+  write_strings(w, "passthrough_operational", p.passthrough_operational);
   write_strings(w, "trusted_proxies", p.trusted_proxies);
   w.end_object();
 }

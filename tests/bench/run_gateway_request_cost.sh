@@ -55,6 +55,9 @@ cat >"$WORK/gateway.yaml" <<YAML
 listen:
   - address: 127.0.0.1:0
 access_log: "off"
+# The passthrough route measures GET /health, an operational path the gateway keeps from clients
+# unless allowed.
+passthrough_operational: [/health]
 upstreams:
   - name: fake
     url: http://127.0.0.1:$FAKE_PORT

@@ -80,14 +80,15 @@ std::string metrics(const GatewayEnv& env) {
 }
 
 // One upstream "pool" over `first` and `second`, round robin, no active health checks (a dead
-// endpoint is found by the requests themselves), ejected after one failure for a minute.
+// endpoint is found by the requests themselves), ejected after one failure for a minute — both
+// of them if both fail (max_ejection_percent: 100), so that the pool can run out.
 std::string pool_policy(const std::string& log, uint16_t first, uint16_t second) {
   return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
          "access_log: " +
          log + "\npassthrough: allow\nupstreams:\n  - name: pool\n    endpoints: [\"http://" +
          label(first) + "\", \"http://" + label(second) +
          "\"]\n    balance: round_robin\n    health: off\n"
-         "    outlier: {consecutive_failures: 1, base_ejection: 1m}\n"
+         "    outlier: {consecutive_failures: 1, base_ejection: 1m, max_ejection_percent: 100}\n"
          "policies:\n  - name: default\n    match: {models: [\"fake*\"]}\n";
 }
 
@@ -214,7 +215,8 @@ TEST(GatewayPoolRoutesSpread, ModelsLeaveOutAnUpstreamWithEveryEndpointEjected) 
            "\n    models: [\"fake*\"]\n  - name: gone\n    models: [\"other*\"]\n"
            "    endpoints: [\"http://" +
            label(dead[0]) + "\", \"http://" + label(dead[1]) +
-           "\"]\n    health: off\n    outlier: {consecutive_failures: 1, base_ejection: 1m}\n"
+           "\"]\n    health: off\n"
+           "    outlier: {consecutive_failures: 1, base_ejection: 1m, max_ejection_percent: 100}\n"
            "policies:\n  - name: default\n";
   })) << env.error;
   ASSERT_NE(dead[1], 0);

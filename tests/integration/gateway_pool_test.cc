@@ -239,5 +239,82 @@ TEST(GatewayPool, NeverRetriesAfterTokensWentOut) {
   second.stop();
 }
 
+// A request whose own content makes the upstream answer 500 is answered 500 by every endpoint it
+// is retried on. Three of them, with consecutive_failures: 3, used to eject both endpoints of a
+// pool of two (each request counted on both), and every client got 503 for the ejection time.
+// Now a request counts one such failure, and max_ejection_percent (50 by default) keeps one
+// endpoint of the two in service: the next good request is served.
+TEST(GatewayPool, ClientProvokedServerErrorsLeaveAnEndpointInService) {
+  const std::string dir = make_temp_dir();
+  Process second;
+  const uint16_t second_port = start_fake_upstream(second, dir, "second");
+  ASSERT_NE(second_port, 0) << read_file(dir + "/second.err");
+  GatewayEnv env;
+  ASSERT_TRUE(env.start([&](uint16_t port, const std::string& log) {
+    return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
+           "access_log: " +
+           log + "\nupstreams:\n  - name: pool\n    endpoints: [\"http://127.0.0.1:" +
+           std::to_string(port) + "\", \"http://127.0.0.1:" + std::to_string(second_port) +
+           "\"]\n    health: off\n"
+           "    outlier: {consecutive_failures: 3, base_ejection: 1m}\n"
+           "policies:\n  - name: default\n";
+  })) << env.error;
+  for (int i = 0; i < 3; ++i) {
+    auto r = proto::http_fetch(
+        env.url("/v1/chat/completions"), "POST", {{"Content-Type", "application/json"}},
+        R"({"model":"fake-status=500","messages":[{"role":"user","content":"hi"}]})", 10000);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->status, 500) << r->body;
+  }
+  int status = 0;
+  const std::string body = chat(env, &status);
+  EXPECT_EQ(status, 200) << body;
+  auto live = proto::http_fetch(env.admin_url("/v1/cutline/upstreams"), "GET", {}, "", 5000);
+  ASSERT_TRUE(live.ok());
+  size_t ejected = 0;
+  for (size_t at = live->body.find("\"ejected\":true"); at != std::string::npos;
+       at = live->body.find("\"ejected\":true", at + 1)) {
+    ++ejected;
+  }
+  EXPECT_LE(ejected, 1u) << live->body;
+  env.stop();
+  second.stop();
+}
+
+// An endpoint that takes the request and never answers (a stopped process) is given up after the
+// upstream's response_head_timeout: 504 with the record (upstream_error, rule
+// upstreams.<name>.response_head_timeout), streamed or not, and on a passed-through route.
+TEST(GatewayPool, AnUpstreamThatNeverAnswersIsCutAfterTheResponseHeadTimeout) {
+  GatewayEnv env;
+  ASSERT_TRUE(env.start([&](uint16_t port, const std::string& log) {
+    return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
+           "access_log: " +
+           log + "\nupstreams:\n  - name: fake\n    url: http://127.0.0.1:" + std::to_string(port) +
+           "\n    response_head_timeout: 300ms\npolicies:\n  - name: default\n";
+  })) << env.error;
+  const proto::HttpHeaders hang{{"Content-Type", "application/json"}, {"X-Fake-Script", "hang=1"}};
+  for (const char* stream : {"false", "true"}) {
+    auto r = proto::http_fetch(env.url("/v1/chat/completions"), "POST", hang,
+                               std::string(R"({"model":"fake","stream":)") + stream +
+                                   R"(,"messages":[{"role":"user","content":"hi"}]})",
+                               20000);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->status, 504) << r->body;
+    EXPECT_NE(r->body.find("\"cause\":\"upstream_error\""), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("\"rule\":\"upstreams.fake.response_head_timeout\""), std::string::npos)
+        << r->body;
+    EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("cause=upstream_error"),
+              std::string::npos);
+  }
+  auto r = proto::http_fetch(env.url("/v1/files"), "GET", hang, "", 20000);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->status, 504) << r->body;
+  EXPECT_NE(r->body.find("\"rule\":\"upstreams.fake.response_head_timeout\""), std::string::npos)
+      << r->body;
+  // The upstream did get each request: they were sent, then waited for.
+  EXPECT_EQ(requests_seen(env.fake_port), 3);
+  env.stop();
+}
+
 }  // namespace
 }  // namespace cutline::test

@@ -32,7 +32,9 @@ std::string policy_yaml(uint16_t fake_port, const std::string& log_path) {
          "    deadline: 200ms\n"
          "  - name: embed\n    match: {routes: [/v1/embeddings], models: [fake]}\n"
          "  - name: responses\n    match: {routes: [/v1/responses], models: [fake]}\n"
-         "  - name: models\n    match: {routes: [/v1/models]}\n";
+         "  - name: models\n    match: {routes: [/v1/models]}\n"
+         "  - name: everything\n    match: {headers: {x-policy: everything}}\n"
+         "passthrough_operational: [/health]\n";
 }
 
 class RoutesTest : public ::testing::Test {
@@ -200,6 +202,37 @@ TEST_F(RoutesTest, PassthroughWithoutARuleIsRefused) {
   EXPECT_EQ(r->status, 403) << r->body;
   EXPECT_NE(r->body.find("passthrough"), std::string::npos) << r->body;
   EXPECT_EQ(fake_requests().find("/v1/files"), std::string::npos);
+}
+
+// A catch-all rule does not open the upstream's operational paths to clients: a Cutline
+// backend's /v1/cutline/state (model file paths), /metrics, /healthz, /readyz get 404 in the
+// OpenAI error shape with the record, and never reach the upstream, however the path is spelled;
+// a path passthrough_operational lists (/health) and any other path go through.
+TEST_F(RoutesTest, TheUpstreamsOperationalPathsAreNotPassedThrough) {
+  const proto::HttpHeaders everything{{"X-Policy", "everything"}};
+  for (const char* path : {"/v1/cutline/state", "/metrics", "/healthz", "/readyz",
+                           "/v1/cutline/state/", "/v1/./cutline/state", "/metrics?format=json"}) {
+    auto r = proto::http_fetch(env->url(path), "GET", everything, "", 5000);
+    ASSERT_TRUE(r.ok()) << path;
+    EXPECT_EQ(r->status, 404) << path << ": " << r->body;
+    EXPECT_NE(r->body.find("\"error\":{"), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("\"cause\":\"admission_rejected\""), std::string::npos) << r->body;
+    EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("rule=passthrough_operational"),
+              std::string::npos)
+        << r->headers.get("Cutline-Stop").value_or("");
+  }
+  auto health = proto::http_fetch(env->url("/health"), "GET", everything, "", 5000);
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200) << health->body;
+  EXPECT_EQ(health->headers.get("X-Fake-Echo").value_or(""), "1");
+  auto files = proto::http_fetch(env->url("/v1/files"), "GET", everything, "", 5000);
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->status, 200) << files->body;
+  const std::string seen = fake_requests();
+  EXPECT_NE(seen.find(R"("path":"/health")"), std::string::npos) << seen;
+  for (const char* path : {"/v1/cutline", "/metrics", "/healthz", "/readyz"}) {
+    EXPECT_EQ(seen.find(std::string(R"("path":")") + path), std::string::npos) << seen;
+  }
 }
 
 TEST_F(RoutesTest, OpenaiNpmClientResponsesApi) {

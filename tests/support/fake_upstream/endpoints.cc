@@ -143,6 +143,11 @@ void handle(evhttp_request* req, void* arg) {
 
   RecordedRequest rec = record_request(req, path);
   rec.target = target;
+  if (parse_script(rec.script).hang) {
+    // A stopped server: the request is read and never answered, on any path.
+    srv->requests.push_back(rec);
+    return;
+  }
 
   if (path == "/v1/models") {
     srv->requests.push_back(rec);

@@ -43,6 +43,7 @@ struct Script {
   std::string require_key;
   std::string shape;  // "chat": answer /v1/embeddings with a chat completion (a wrong answer)
   bool finish_set = false;
+  bool hang = false;
 };
 
 // Parses "key=value,key=value"; unknown keys are ignored.

@@ -24,6 +24,8 @@
 //   drop_at=K         after K tokens close the connection (no finish_reason, no [DONE])
 //   stamp=1           each token's text carries its send time: "t<i>@<CLOCK_MONOTONIC ns> "
 //                     (benchmarks measure per-token latency through a proxy with it)
+//   hang=1            read the request and never answer it, on any path (a stopped server; set
+//                     by the X-Fake-Script header only)
 //   cutline=CAUSE     last chunk carries a Cutline backend "cutline" object with this cause,
 //                     preemptions, kv bytes and TTFT phases (e.g. backend_preempted, backend_oom)
 //

@@ -57,6 +57,8 @@ Script parse_script(const std::string& text) {
       s.cutline = v;
     else if (k == "stamp")
       s.stamp = n != 0;
+    else if (k == "hang")
+      s.hang = n != 0;
   }
   return s;
 }

@@ -211,6 +211,60 @@ TEST_F(PoolTest, ConsecutiveFailuresEjectWithADoublingBackOff) {
   EXPECT_EQ(ep(0).ejected_until_ns(), clock_.now_ns() + 25000 * 1000000LL);  // capped
 }
 
+// Failures can be provoked by clients (a request the upstream answers 500): outlier detection
+// may eject at most max_ejection_percent of the pool, rounded down — by default half, so that of
+// two endpoints one stays in service whatever comes back.
+TEST_F(PoolTest, EjectionStopsAtMaxEjectionPercentOfThePool) {
+  make("    outlier: {consecutive_failures: 1, base_ejection: 10s}\n", 2);
+  auto fail_on = [&](size_t i) {
+    std::vector<uint64_t> others;
+    for (size_t k = 0; k < pool_->size(); ++k) {
+      if (k != i) others.push_back(ep(k).id());
+    }
+    EndpointLease l = pool_->pick({{}, {}, others});
+    EXPECT_TRUE(l && l.endpoint_id() == ep(i).id());
+    return l && l.report(EndpointOutcome::kServerError);
+  };
+  EXPECT_TRUE(fail_on(0));
+  EXPECT_FALSE(fail_on(1));  // the last endpoint in service stays
+  EXPECT_FALSE(fail_on(1));
+  EXPECT_FALSE(ep(1).ejected(clock_.now_ns()));
+  EXPECT_EQ(ep(1).counters().errors, 2u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(pick_label(), "10.0.0.2:8081");
+  // Endpoint 0 is back: endpoint 1, still failing, may now take its turn.
+  clock_.advance_ms(10001);
+  EXPECT_TRUE(fail_on(1));
+  EXPECT_FALSE(fail_on(0));
+
+  // Four endpoints at 50: two at most. A pool of one is never ejected below 100.
+  make("    outlier: {consecutive_failures: 1}\n", 4);
+  EXPECT_TRUE(fail_on(0));
+  EXPECT_TRUE(fail_on(1));
+  EXPECT_FALSE(fail_on(2));
+  EXPECT_FALSE(fail_on(3));
+  make("    outlier: {consecutive_failures: 1}\n", 1);
+  EXPECT_FALSE(fail_on(0));
+  EXPECT_TRUE(pool_->pick({}));
+
+  // 100 lets the whole pool go (each endpoint's failures are its own).
+  make("    outlier: {consecutive_failures: 1, max_ejection_percent: 100}\n", 2);
+  EXPECT_TRUE(fail_on(0));
+  EXPECT_TRUE(fail_on(1));
+  EXPECT_FALSE(pool_->pick({}));
+}
+
+// A 5xx a request already got elsewhere (upstream_attempts.h) is an error in the endpoint's
+// counters but not a step towards its ejection.
+TEST_F(PoolTest, ARepeatedServerErrorIsCountedButDoesNotEject) {
+  make("    outlier: {consecutive_failures: 1, max_ejection_percent: 100}\n", 1);
+  for (int i = 0; i < 3; ++i) {
+    EndpointLease l = pool_->pick({});
+    EXPECT_FALSE(l.report(EndpointOutcome::kServerErrorAgain));
+  }
+  EXPECT_FALSE(ep(0).ejected(clock_.now_ns()));
+  EXPECT_EQ(ep(0).counters().errors, 3u);
+}
+
 TEST_F(PoolTest, CancelledAttemptsSayNothingAboutTheEndpoint) {
   make("    outlier: {consecutive_failures: 1}\n", 1);
   for (int i = 0; i < 5; ++i) {

@@ -127,6 +127,39 @@ TEST_F(PassthroughDenied, ARouteNoRuleMatchesIs403) {
   EXPECT_EQ(metric_sum(metrics(), "cutline_stops_total{cause=\"admission_rejected\""), 1.0);
 }
 
+// The upstreams' operational paths are not the clients': even under passthrough: allow (or a
+// catch-all rule) they get 404 with the record, and nothing goes upstream.
+TEST_F(PassthroughPhases, AnUpstreamsOperationalPathIs404) {
+  for (const char* target : {"/v1/cutline/state", "/metrics?x=1", "/healthz", "/health", "/readyz",
+                             "/v1/cutline", "/v1/Cutline/state", "/METRICS"}) {
+    auto c = pass("GET", target, alice());
+    ASSERT_TRUE(c->answered()) << target;
+    EXPECT_EQ(c->status(), 404) << target;
+    EXPECT_NE(c->body().find("\"error\":{"), std::string::npos) << c->body();
+    EXPECT_EQ(count_of(c->body(), "\"cutline\":{"), 1u) << c->body();
+    auto rec = proto::parse_stop_header(c->headers().get("Cutline-Stop").value_or(""));
+    ASSERT_TRUE(rec.ok()) << target;
+    EXPECT_EQ(rec->cause, proto::Cause::kAdmissionRejected);
+    EXPECT_EQ(rec->rule, "passthrough_operational");
+  }
+  EXPECT_TRUE(upstream_->calls.empty());
+  // Paths that only look alike go through.
+  pass("GET", "/v1/cutlines", alice());
+  pass("GET", "/metrics-export", alice());
+  EXPECT_EQ(upstream_->calls.size(), 2u);
+}
+
+TEST(OperationalPath, TheUpstreamsOperationalPathsAndNothingElse) {
+  for (std::string_view p : {"/metrics", "/healthz", "/health", "/readyz", "/v1/cutline",
+                             "/v1/cutline/state", "/v1/cutline/a/b", "/Healthz"}) {
+    EXPECT_TRUE(is_operational_path(p)) << p;
+  }
+  for (std::string_view p : {"/", "/v1/models", "/v1/cutlines", "/v1/cutline-state", "/metric",
+                             "/healthz2", "/v1/files/metrics", "/v2/cutline/state"}) {
+    EXPECT_FALSE(is_operational_path(p)) << p;
+  }
+}
+
 TEST_F(PassthroughPhases, AClientThatLeavesMidRelayIsAClientCancelAndFreesTheEndpoint) {
   host_.use_endpoint_pools();
   auto c = pass("GET", "/v1/files/f-1/content", alice());

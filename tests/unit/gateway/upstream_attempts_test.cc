@@ -15,7 +15,8 @@ std::shared_ptr<const policy::Policy> load() {
       "listen:\n  - address: 127.0.0.1:8080\nupstreams:\n"
       "  - name: pool\n    endpoints: [\"http://10.0.0.1:8081/base\", "
       "\"http://10.0.0.2:8081/base\"]\n"
-      "    balance: round_robin\n    outlier: {consecutive_failures: 1}\n"
+      "    balance: round_robin\n"
+      "    outlier: {consecutive_failures: 1, max_ejection_percent: 100}\n"
       "  - name: single\n    url: http://10.0.0.9:9000\n    models: [other]\n"
       "policies:\n  - name: all\n",
       "cutline.yaml");
@@ -69,6 +70,42 @@ TEST(UpstreamAttempts, PicksRetriesElsewhereAndRecordsEveryEndpoint) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().kind, ErrorKind::kExhausted);
   EXPECT_EQ(late.attempts(), 0u);
+}
+
+// A request every endpoint answers 500 (its own content provokes it) counts one failure, on the
+// first endpoint that answered so: retrying it must not advance a second endpoint towards
+// ejection. A connect failure stays the endpoint's own, retried or not.
+TEST(UpstreamAttempts, ARequestCountsOneServerErrorHoweverManyEndpointsAnswerIt) {
+  base::ManualClock clock(1000000000);
+  auto policy = load();
+  const policy::Upstream& up = policy->upstreams[0];
+  {
+    UpstreamPools pools(policy, clock);
+    UpstreamAttempts attempts;
+    proto::ClientRequest req;
+    std::string base;
+    ASSERT_TRUE(attempts.pick(&pools, up, "m", {}, req, base).ok());
+    ASSERT_TRUE(attempts.retry(&pools, EndpointOutcome::kServerError, req, "/v1/models"));
+    attempts.report(EndpointOutcome::kServerError);  // the other endpoint: 500 too
+    const auto endpoints = pools.find("pool")->endpoints();
+    EXPECT_TRUE(endpoints[0]->ejected(clock.now_ns()));
+    EXPECT_FALSE(endpoints[1]->ejected(clock.now_ns()));  // consecutive_failures: 1, yet not
+    EXPECT_EQ(endpoints[1]->counters().errors, 1u);       // counted as an error all the same
+    UpstreamAttempts next;
+    EXPECT_TRUE(next.pick(&pools, up, "m", {}, req, base).ok());
+  }
+  {
+    UpstreamPools pools(policy, clock);
+    UpstreamAttempts attempts;
+    proto::ClientRequest req;
+    std::string base;
+    ASSERT_TRUE(attempts.pick(&pools, up, "m", {}, req, base).ok());
+    ASSERT_TRUE(attempts.retry(&pools, EndpointOutcome::kConnectFailure, req, "/v1/models"));
+    attempts.report(EndpointOutcome::kServerError);  // the first 5xx of this request
+    const auto endpoints = pools.find("pool")->endpoints();
+    EXPECT_TRUE(endpoints[0]->ejected(clock.now_ns()));
+    EXPECT_TRUE(endpoints[1]->ejected(clock.now_ns()));
+  }
 }
 
 TEST(UpstreamAttempts, WithoutPoolsTheUrlIsUsedAndNothingRecorded) {

@@ -184,6 +184,7 @@ TEST(PolicyKeys, TheTableDefaultsAreTheLoadersDefaults) {
 
   const Upstream& one = p->upstreams[0];
   EXPECT_EQ(one.connect_timeout_ms, default_ms(keys::kUpstream, "connect_timeout"));
+  EXPECT_EQ(one.response_head_timeout_ms, default_ms(keys::kUpstream, "response_head_timeout"));
   ASSERT_TRUE(one.spawn);
   EXPECT_EQ(one.spawn->ready_timeout_ms, default_ms(keys::kSpawn, "ready_timeout"));
   const Upstream& pool = p->upstreams[1];
@@ -196,6 +197,8 @@ TEST(PolicyKeys, TheTableDefaultsAreTheLoadersDefaults) {
             default_int(keys::kOutlier, "consecutive_failures"));
   EXPECT_EQ(pool.outlier->base_ejection_ms, default_ms(keys::kOutlier, "base_ejection"));
   EXPECT_EQ(pool.outlier->max_ejection_ms, default_ms(keys::kOutlier, "max_ejection"));
+  EXPECT_EQ(pool.outlier->max_ejection_percent,
+            default_int(keys::kOutlier, "max_ejection_percent"));
   EXPECT_EQ(pool.load_report.interval_ms, default_ms(keys::kLoadReport, "interval"));
   EXPECT_EQ(std::to_string(pool.prefix_affinity->max_load_factor).substr(0, 4),
             keys::kPrefixAffinity.find("max_load_factor")->default_value);

@@ -22,8 +22,10 @@ TEST(LoadEndpoints, AListOfUrlsWithEveryPoolKey) {
                     "    balance: load_aware\n"
                     "    prefix_affinity: {tokens: 64, max_load_factor: 1.5}\n"
                     "    health: {path: /ready, interval: 2s, timeout: 500ms}\n"
-                    "    outlier: {consecutive_failures: 3, base_ejection: 10s, max_ejection: 1m}\n"
-                    "    load_report: {from: vllm, interval: 250ms}\n"));
+                    "    outlier: {consecutive_failures: 3, base_ejection: 10s, max_ejection: 1m,"
+                    " max_ejection_percent: 100}\n"
+                    "    load_report: {from: vllm, interval: 250ms}\n"
+                    "    response_head_timeout: 2s\n"));
   ASSERT_TRUE(p);
   const Upstream& u = p->upstreams[0];
   ASSERT_EQ(u.endpoints.size(), 2u);
@@ -45,6 +47,8 @@ TEST(LoadEndpoints, AListOfUrlsWithEveryPoolKey) {
   EXPECT_EQ(u.outlier->consecutive_failures, 3);
   EXPECT_EQ(u.outlier->base_ejection_ms, 10000);
   EXPECT_EQ(u.outlier->max_ejection_ms, 60000);
+  EXPECT_EQ(u.outlier->max_ejection_percent, 100);
+  EXPECT_EQ(u.response_head_timeout_ms, 2000);
   EXPECT_EQ(u.load_report.kind, LoadReportKind::kVllm);
   EXPECT_EQ(u.load_report.interval_ms, 250);
   EXPECT_EQ(u.load_report.stale_after_ms, 750);  // three intervals by default
@@ -158,6 +162,17 @@ TEST(LoadEndpoints, ErrorsNameTheKeyLineAndColumn) {
                                 "    prefix_affinity: {bytes: 10, max_load_factor: lots}\n"));
   EXPECT_NE(out.find("upstreams[0].prefix_affinity.max_load_factor: expected a number, got "
                      "\"lots\""),
+            std::string::npos)
+      << out;
+
+  out =
+      load_errors(with_upstream("    endpoints: [\"http://a:1\"]\n"
+                                "    outlier: {max_ejection_percent: 150}\n"
+                                "    response_head_timeout: 0s\n"));
+  EXPECT_NE(out.find("upstreams[0].outlier.max_ejection_percent: must be at most 100, got 150"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("upstreams[0].response_head_timeout: must be a positive duration"),
             std::string::npos)
       << out;
 

@@ -10,6 +10,13 @@
 //   ... send to lease.endpoint().address() ...
 //   lease.report(EndpointOutcome::kSuccess);   // or kConnectFailure / kServerError / ...
 //
+// Passive outlier detection (upstreams[i].outlier) ejects an endpoint after consecutive_failures
+// failures in a row, but never more than max_ejection_percent of the pool at once (rounded down:
+// at the default 50 a pool of two keeps one endpoint in service whatever its answers, a pool of
+// one is never ejected). Clients can provoke 5xx answers with their own requests; the cap keeps
+// them from emptying the pool, and UpstreamAttempts counts one 5xx per request (not one per
+// endpoint it retried on).
+//
 // A lease counts one outstanding request on its endpoint from pick() until report() (or its
 // destruction, which reports kCancelled). Before the first byte went to the client the request
 // path may report a failure and pick again with the failed endpoint's id in `tried`; after
@@ -79,6 +86,8 @@ class EndpointLease {
 
   // Ends the attempt; later calls do nothing. Returns true when it ejected the endpoint.
   bool report(EndpointOutcome outcome);
+  // Picked and not reported yet.
+  bool open() const { return pool_ != nullptr && endpoint_ != nullptr; }
 
  private:
   std::shared_ptr<const EndpointPool> pool_;
@@ -102,6 +111,11 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
                                               std::shared_ptr<const void> owner);
 
   EndpointLease pick(const PickRequest& request) const;
+  // Ends one attempt on `endpoint` (EndpointLease::report): counts the outcome and, when it
+  // completes a run of consecutive_failures, ejects the endpoint if fewer than
+  // max_ejection_percent of the pool's endpoints (rounded down) are ejected. Returns true when
+  // it ejected the endpoint.
+  bool end_attempt(PoolEndpoint& endpoint, EndpointOutcome outcome) const;
 
   // Replaces the endpoint set (DNS answer); endpoints whose address is unchanged are kept.
   void set_addresses(std::vector<EndpointAddress> addresses);
@@ -138,6 +152,8 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   std::shared_ptr<const Set> snapshot() const;
   std::shared_ptr<const Set> make_set(std::vector<std::shared_ptr<PoolEndpoint>> endpoints) const;
   uint64_t next_random() const;
+  // Whether one more endpoint may be ejected at now_ns (max_ejection_percent). Under eject_mu_.
+  bool ejection_room(int64_t now_ns) const;
   int balance(const Set& set, const std::vector<uint32_t>& candidates, int64_t now_ns) const;
   std::string no_candidate_error(const Set& set, int64_t now_ns, size_t tried) const;
 
@@ -147,6 +163,10 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   mutable std::atomic<uint64_t> rng_;
   mutable std::atomic<uint64_t> round_robin_{0};
   mutable std::atomic<uint64_t> no_endpoint_{0};
+
+  // Ejection decisions are taken one at a time, so that two endpoints failing at once cannot
+  // both take the last room under max_ejection_percent.
+  mutable std::mutex eject_mu_;
 
   mutable std::mutex mu_;
   std::shared_ptr<const Set> set_;  // guarded by mu_

@@ -4,7 +4,8 @@
 // serve it), caches the merged list on the worker for kModelsCacheMs, and shows a tenant only the
 // models a rule lets it use (a rule matching the tenant, the model and one of the OpenAI routes,
 // with the request's headers). An upstream that fails or times out is left out of that answer
-// (and not cached). Each upstream is asked through its endpoint pool as the OpenAI routes are
+// (and not cached); one that sends no response head within its response_head_timeout counts as
+// failed. Each upstream is asked through its endpoint pool as the OpenAI routes are
 // (upstream_attempts.h): one endpoint, another one when it fails before answering (a connect
 // failure, a reset, a 5xx); an upstream with no endpoint available is left out at once and
 // counted as an upstream error (no_endpoint).
@@ -32,6 +33,7 @@
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http/http_client.h"
 #include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/net/timer.h"
 #include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
@@ -79,6 +81,9 @@ class ModelsList : public std::enable_shared_from_this<ModelsList> {
 
   void ask(size_t index, proto::ClientRequest up);
   bool retry_elsewhere(size_t index, EndpointOutcome failure);
+  // Upstream `index` sent no response head within its response_head_timeout: counted as a
+  // connect failure there, asked of another endpoint when one is left, else left out.
+  void on_head_timeout(size_t index);
   void on_upstream_done(size_t index, int status, std::string body);
 
   StreamHost& host_;
@@ -91,6 +96,9 @@ class ModelsList : public std::enable_shared_from_this<ModelsList> {
     UpstreamAttempts attempts;                        // its endpoints asked (upstream_attempts.h)
     std::unique_ptr<proto::ClientRequest> retry_req;  // as sent, while a retry may follow
     proto::ClientHandle call;
+    // Armed when the request goes to an endpoint, for the upstream's response_head_timeout
+    // (unless off); disarmed at the response head, a failure, or finish.
+    std::unique_ptr<proto::Timer> head_timer;
     int status = 0;
     std::string body;
     bool done = false;

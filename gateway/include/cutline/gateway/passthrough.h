@@ -12,7 +12,16 @@
 //   passthrough: deny) -> route (pick the upstream and its endpoint, send) -> relay (the body,
 //   back-pressure included) -> finish
 //
-// Every end — 401, 403, no endpoint, an upstream failure, the client going away mid-relay, the
+// An upstream that sends no response head within its response_head_timeout (default 60s) of the
+// request counts as failed there (a connect failure, for outlier detection); the request is
+// retried elsewhere where that is safe (as after a 5xx), else answered 504 (upstream_error).
+//
+// The upstreams' operational paths (/metrics, /healthz, /health, /readyz, /v1/cutline/*: what a
+// Cutline backend, vLLM or llama.cpp serve to their operators) are not forwarded unless the
+// policy's passthrough_operational lists them: a client gets 404 (admission_rejected, rule
+// passthrough_operational) whatever rule matches.
+//
+// Every end — 401, 403, 404, no endpoint, an upstream failure, the client going away mid-relay, the
 // answer relayed whole — goes through finish(Ending), which runs once (a later end event, such as
 // an upstream error arriving after the client left, is a no-op): it cancels the upstream call and
 // ends its endpoint attempt, writes the one stop record (eos for an answer relayed whole, also
@@ -39,12 +48,18 @@
 #include "cutline/policy/policy.h"
 #include "cutline/proto/http/http_client.h"
 #include "cutline/proto/http/server_stream.h"
+#include "cutline/proto/net/timer.h"
 #include "cutline/proto/wire/stop_record.h"
 
 namespace cutline::gateway {
 
 class StreamHost;
 struct Worker;
+
+// Whether `path` (canonical, without the query) is one of the upstreams' operational paths that
+// passthrough keeps from clients unless the policy's passthrough_operational allows it: /metrics,
+// /healthz, /health, /readyz, /v1/cutline and everything under it (ASCII case ignored).
+bool is_operational_path(std::string_view path);
 
 class Passthrough : public std::enable_shared_from_this<Passthrough> {
  public:
@@ -71,6 +86,7 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   void on_error(const proto::ClientError& error);
   void on_client_close();
   void on_client_writable();
+  void on_head_timeout();
 
   void send_upstream(proto::ClientRequest up);
   bool retry_elsewhere(EndpointOutcome failure, std::optional<proto::ClientErrorKind> error);
@@ -100,6 +116,11 @@ class Passthrough : public std::enable_shared_from_this<Passthrough> {
   int64_t bytes_in_ = 0;
   int64_t bytes_out_ = 0;
   bool paused_ = false;  // the upstream is held back for a slow client
+  // Armed when the request goes to an endpoint (route, and each retry) for the upstream's
+  // response_head_timeout (unless off); disarmed when the response head arrives, when the
+  // exchange fails, and in finish. `head_armed_ns_` is when it was armed.
+  proto::Timer head_timer_;
+  int64_t head_armed_ns_ = 0;
 };
 
 }  // namespace cutline::gateway

@@ -29,8 +29,12 @@ enum class EndpointOutcome : uint8_t {
   kSuccess,         // a response head below 500 arrived (whatever the body did after)
   kConnectFailure,  // refused, timed out or reset before a response head
   kServerError,     // a 5xx response head
-  kDisconnect,      // the connection closed mid-body (upstream_disconnect)
-  kCancelled,       // ended by the client or the gateway: says nothing about the endpoint
+  // A 5xx response head to a request an earlier endpoint already answered 5xx: an error, but
+  // not one more in the endpoint's run of failures (the request is the likely cause, not the
+  // endpoint; upstream_attempts.h).
+  kServerErrorAgain,
+  kDisconnect,  // the connection closed mid-body (upstream_disconnect)
+  kCancelled,   // ended by the client or the gateway: says nothing about the endpoint
 };
 std::string_view to_string(EndpointOutcome outcome);
 
@@ -64,8 +68,11 @@ class PoolEndpoint {
   // The request path: one attempt starts (pick) and ends (report).
   void begin(bool cold, bool affinity_hit);
   // Counts the outcome; returns true when it ejected the endpoint (outlier may be null: no
-  // ejection, as for a single-URL upstream).
-  bool end(EndpointOutcome outcome, int64_t now_ns, const policy::OutlierDetection* outlier);
+  // ejection, as for a single-URL upstream). `may_eject`: the pool has room for one more
+  // ejection (max_ejection_percent); without it a run of failures long enough to eject leaves
+  // the endpoint in service, and the next failure asks again.
+  bool end(EndpointOutcome outcome, int64_t now_ns, const policy::OutlierDetection* outlier,
+           bool may_eject);
   // A request failed here before its first byte went to the client and was sent to another
   // endpoint of the pool.
   void retried_away() { retries_.fetch_add(1, std::memory_order_relaxed); }

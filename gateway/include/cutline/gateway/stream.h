@@ -124,6 +124,7 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   void on_ttft_timeout();
   void on_idle_timeout();
   void on_queue_timeout();
+  void on_head_timeout();  // stream_endpoint.cc
   Ending timer_cut(proto::Cause cause, const policy::TimeLimit& limit, double observed_ms);
   bool rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms);
 
@@ -273,6 +274,11 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   // queue: armed in admit when the request is queued, for queue_timeout; disarmed when a slot is
   //   granted or in finish.
   proto::Timer queue_timer_;
+  // head: armed when a request goes to an endpoint (route, and each retry) for the upstream's
+  //   response_head_timeout (unless off); disarmed when the response head arrives, when the
+  //   exchange fails, and in finish. `head_armed_ns_` is when it was armed.
+  proto::Timer head_timer_;
+  int64_t head_armed_ns_ = 0;
 };
 
 }  // namespace cutline::gateway

@@ -13,6 +13,14 @@
 //   attempts.report(EndpointOutcome::kSuccess);                        // when the exchange ends
 //   attempts.fill_record(record);                                      // attempts, endpoints
 //
+// What an attempt's failure counts for against its endpoint (the run of failures that outlier
+// detection ejects on): a connect failure, a reset or a disconnect counts on every endpoint it
+// happens on — those are the endpoint's. A 5xx answer counts once per client request: the first
+// 5xx this request gets counts as kServerError, a later attempt answered 5xx too counts as
+// kServerErrorAgain (an error in the endpoint's counters, not one more in its run). One request
+// whose own content makes every endpoint answer 500 thus advances one endpoint's run, not one
+// per retry — a client cannot eject a pool twice as fast as it sends bad requests.
+//
 // `pools` is the gateway's UpstreamPools of the moment (Gateway::upstream_pools()); the pool is
 // looked up by the upstream's name on each call, so a retry after a policy reload picks from the
 // pool in force. Without a pool (a gateway not started through Gateway::start) the request goes
@@ -60,7 +68,8 @@ class UpstreamAttempts {
              std::string_view path);
 
   // Ends the current attempt (later calls do nothing; an unreported one counts as cancelled).
-  void report(EndpointOutcome outcome) { lease_.report(outcome); }
+  // A kServerError after an earlier one of this request is counted as kServerErrorAgain.
+  void report(EndpointOutcome outcome);
   // Ends the current attempt with a transport error: connect failure, disconnect, ....
   void report_error(proto::ClientErrorKind kind);
 
@@ -83,6 +92,7 @@ class UpstreamAttempts {
   std::vector<uint64_t> tried_;         // endpoint ids it failed on
   std::vector<std::string> endpoints_;  // every endpoint it was sent to, in order
   std::optional<bool> routed_cold_;     // the last pick's (proto's routed_cold)
+  bool server_error_counted_ = false;   // an attempt of this request was reported kServerError
 };
 
 // Whether a failed exchange may be sent again to another endpoint for a request the gateway

@@ -155,11 +155,13 @@ struct HealthCheck {
 
 // upstreams[i].outlier: passive ejection. `consecutive_failures` connect failures or 5xx
 // answers in a row eject the endpoint for base_ejection_ms * 2^(ejections so far), at most
-// max_ejection_ms.
+// max_ejection_ms — unless max_ejection_percent of the pool's endpoints (rounded down) are
+// ejected already: then it stays in service (a pool of two keeps one at the default 50).
 struct OutlierDetection {
   int64_t consecutive_failures = 5;
   int64_t base_ejection_ms = 30000;
   int64_t max_ejection_ms = 300000;
+  int64_t max_ejection_percent = 50;  // 0..100
   YamlRef ref;
 };
 
@@ -190,6 +192,9 @@ struct Upstream {
   ClientTls tls;
   std::optional<Spawn> spawn;
   int64_t connect_timeout_ms = 5000;  // default 5s
+  // The longest wait for an attempt's response head once the request is sent (default 60s);
+  // 0 = off (`response_head_timeout: off`).
+  int64_t response_head_timeout_ms = 60000;
   // Sent on every request to this upstream: api_key as `Authorization: Bearer <key>` (it
   // replaces any Authorization the request had), then each header (replacing one of that name).
   std::optional<Secret> api_key;
@@ -398,6 +403,9 @@ struct Policy {
   AccessLog access_log;
   Limits limits;
   PassthroughMode passthrough = PassthroughMode::kDeny;
+  // Globs of the upstreams' operational paths (/metrics, /healthz, /health, /readyz,
+  // /v1/cutline/*) that passthrough may forward; every other one is answered 404 by the gateway.
+  std::vector<std::string> passthrough_operational;
   // Peer IPs whose X-Forwarded-For / Forwarded headers are kept (a load balancer in front);
   // from anyone else they are dropped and replaced by the peer's own address.
   std::vector<std::string> trusted_proxies;
