@@ -127,8 +127,7 @@ void Stream::route() {
   life_.enter(Phase::kRoute);
   upstream_ = life_.policy().route(*decision_.rule, model_);
   if (!upstream_) {
-    finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
-                     "model"));
+    finish(unserved_model());
     return;
   }
   proto::RewriteOptions rw;

@@ -281,6 +281,8 @@ void Stream::finish(Ending e) {
     last = prepare_last_bytes(e, record);
   }
   if (!e.operator_message.empty()) record.message = e.operator_message;
+  if (e.operator_cause) record.cause = *e.operator_cause;
+  if (!e.operator_rule.empty()) record.rule = e.operator_rule;
   record_outcome(record, last.status);
   send_last_bytes(e, last, stop_header);
 
@@ -313,6 +315,7 @@ Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopR
     last.status = e.status != 0 ? e.status : e.error->status();
     proto::ErrorBodyFields fields;
     fields.param = e.param;
+    fields.code = e.code;
     fields.cutline = &record;
     last.error_body = proto::error_body(*e.error, fields);
     hot_.bytes_out += static_cast<int64_t>(last.error_body.size());

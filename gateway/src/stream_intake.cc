@@ -70,6 +70,24 @@ Ending Stream::bad_input(ErrorKind kind, std::string message, std::string param,
   return e;
 }
 
+Ending Stream::model_not_found() {
+  Ending e;
+  e.cause = Cause::kInvalidRequest;
+  e.rule = "request.model";
+  e.message = "The model `" + model_ + "` does not exist or you do not have access to it.";
+  e.error = make_error(ErrorKind::kNotFound, e.message);
+  e.param = "model";
+  e.code = "model_not_found";
+  return e;
+}
+
+Ending Stream::unserved_model() {
+  host_.metrics().bad_request(to_string(ErrorKind::kNotFound));
+  Ending e = model_not_found();
+  e.operator_message = "model \"" + model_ + "\" is not served by any upstream";
+  return e;
+}
+
 // classify: content type, body parse and validation (the parser names the field), the
 // Cutline-Deadline-Ms header, and whether any upstream serves the model.
 bool Stream::classify() {
@@ -112,8 +130,7 @@ bool Stream::classify() {
   }
   if (!read_deadline_header()) return false;
   if (!life_.policy().upstream_for_model(model_)) {
-    finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
-                     "model"));
+    finish(unserved_model());
     return false;
   }
   hot_.relay = Relay(RelayOptions{endpoint_, client_stream_, parsed_->include_usage,
@@ -156,12 +173,12 @@ bool Stream::decide() {
   decision_ = policy::decide(life_.policy(), facts, live);
   facts.header = nullptr;
   if (!decision_.matched) {
-    Ending e;
-    e.cause = Cause::kAdmissionRejected;
-    e.rule = "policies";
-    e.message = decision_.no_match_message;
-    e.error = make_error(ErrorKind::kUnauthorized, decision_.no_match_message);
-    e.status = 403;
+    // Told as an unknown model (404 model_not_found), so that a tenant cannot learn which models
+    // other tenants' rules name; the log and the metrics keep the refusal and its reason.
+    Ending e = model_not_found();
+    e.operator_cause = Cause::kAdmissionRejected;
+    e.operator_rule = "policies";
+    e.operator_message = decision_.no_match_message;
     finish(std::move(e));
     return false;
   }

@@ -87,8 +87,7 @@ bool Stream::classify_route_request() {
   requested_max_tokens_ = route_req_->max_output_tokens;
   if (!read_deadline_header()) return false;
   if (!life_.policy().upstream_for_model(model_)) {
-    finish(bad_input(ErrorKind::kNotFound, "model \"" + model_ + "\" is not served by any upstream",
-                     "model"));
+    finish(unserved_model());
     return false;
   }
   if (route_ == Route::kResponses) {

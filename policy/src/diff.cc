@@ -183,7 +183,7 @@ std::string diff(const Policy& before, const Policy& after, bool* changed_out) {
   }
   for (const Rule& was : before.rules) {
     if (!find(after, was.name)) {
-      out += header(was) + "  removed: its requests now match a later rule or get 403\n";
+      out += header(was) + "  removed: its requests now match a later rule or get 404\n";
       changed = true;
     }
   }

@@ -53,7 +53,9 @@ std::string explain(const Decision& d, const PoolGrant* grant) {
   std::string out;
   if (!d.matched) {
     out += "no policy matched: " + d.no_match_message + "\n";
-    out += "  the gateway answers 403 (permission_error); add a catch-all rule to serve it\n";
+    out +=
+        "  the gateway answers 404 (model_not_found, as for a model that does not exist); add a "
+        "catch-all rule to serve it\n";
     return out;
   }
   out += "policy \"" + std::string(d.policy_name) + "\"  (" + d.rule->ref.path + ", line " +

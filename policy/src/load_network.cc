@@ -1,5 +1,8 @@
 // Loader sections for the network side: listen, admin, upstreams, budget_store, access_log,
 // limits (load_sections.h).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <charconv>
 
 #include "load_sections.h"
@@ -24,6 +27,17 @@ bool valid_host(std::string_view host) {
     if (u <= 0x20 || u >= 0x7f || c == '/' || c == '@' || c == '?' || c == '#') return false;
   }
   return true;
+}
+
+// 127.0.0.0/8, ::1, an IPv4-mapped 127.x or "localhost": an address only this machine reaches.
+bool loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
 }
 
 // Splits "host:port" / "[v6]:port" / "host" (port optional when allow_no_port).
@@ -181,6 +195,13 @@ void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& option
     auto key = read_api_key(r, t->value, "admin.token", options);
     if (!key) return;
     a.token = std::move(*key);
+  } else if (!loopback_host(a.host)) {
+    // The admin paths show the policy, the upstreams and the metrics, and /v1/cutline/reload
+    // swaps the policy: open to the network only behind a token.
+    r.warn(a.ref, "the admin listener binds " + quote(a.host) +
+                      ", reachable from other machines, without admin.token: anyone who reaches it "
+                      "reads the policy and the metrics and can reload it; set admin.token, bind "
+                      "127.0.0.1, or make sure a firewall lets only the scraper in");
   }
   p.admin = std::move(a);
 }

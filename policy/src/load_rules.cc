@@ -491,7 +491,7 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
   auto items = r.list(node, base);
   if (!items) return;
   if (items->empty()) {
-    r.error(node, base, "must list at least one policy (a request that matches none gets 403)");
+    r.error(node, base, "must list at least one policy (a request that matches none gets 404)");
     return;
   }
   // Per rule, in p.rules order: the queue_depth as written (admission groups are resolved

@@ -1,8 +1,11 @@
 // Tenants: bearer API keys map to tenants (the policy holds only SHA-256 digests); a missing or
 // wrong key gets 401 with a stop record, the right one is served, labeled with its tenant in the
-// access log and metrics, and the gateway's key is not forwarded upstream.
+// access log and metrics, and the gateway's key is not forwarded upstream; another tenant's model
+// is answered as a model that does not exist.
 
 #include <gtest/gtest.h>
+
+#include <regex>
 
 #include "gateway_harness.h"
 
@@ -12,6 +15,9 @@ namespace {
 // printf %s sk-alice-example | sha256sum
 constexpr const char* kAliceDigest =
     "d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd";
+// printf %s sk-bob-example | sha256sum
+constexpr const char* kBobDigest =
+    "9760aba61e770a3b93a0662169442fe51e88c935d1a213ea1f97874ab7116062";
 
 class GatewayAuthTest : public ::testing::Test {
  protected:
@@ -111,6 +117,102 @@ TEST_F(GatewayAuthTest, NoContinueBeforeAuthentication) {
     EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
     EXPECT_NE(got.find("\"cause\":\"eos\""), std::string::npos) << got;
   }
+}
+
+// Two tenants, alice with models of her own: what bob is told about one of them is exactly what
+// he is told about a model that does not exist (404 model_not_found, the same body and stop
+// record but for the name), so he cannot learn that alice's rule names it. The access log keeps
+// why: no rule matched.
+class TwoTenantsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    env = new GatewayEnv;
+    ASSERT_TRUE(env->start([](uint16_t fake_port, const std::string& log) {
+      return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"
+             "access_log: " +
+             log + "\nupstreams:\n  - name: fake\n    url: http://127.0.0.1:" +
+             std::to_string(fake_port) +
+             "\n    models: [\"fake\", \"alice-*\", \"other-*\"]\n"
+             "tenants:\n"
+             "  - name: alice\n    api_keys: [\"sha256:" +
+             kAliceDigest +
+             "\"]\n"
+             "  - name: bob\n    api_keys: [\"sha256:" +
+             kBobDigest +
+             "\"]\n"
+             "policies:\n"
+             "  - name: alice-models\n    match: {tenants: [alice], models: [\"alice-*\"]}\n"
+             "  - name: shared\n    match: {models: [fake]}\n";
+    })) << env->error;
+  }
+  static void TearDownTestSuite() {
+    env->stop();
+    delete env;
+  }
+  static proto::HttpResponse post(const std::string& key, const std::string& model) {
+    proto::HttpHeaders h{{"Content-Type", "application/json"},
+                         {"X-Fake-Script", "tokens=2"},
+                         {"Authorization", "Bearer " + key}};
+    auto r = proto::http_fetch(
+        env->url("/v1/chat/completions"), "POST", h,
+        R"({"model":")" + model + R"(","messages":[{"role":"user","content":"hi"}]})", 5000);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? std::move(r).value() : proto::HttpResponse{};
+  }
+  // The answer with what differs between any two requests (id, timing) and the model's name
+  // taken out.
+  static std::string shape(const proto::HttpResponse& r, const std::string& model) {
+    std::string text = std::to_string(r.status) + "\n" +
+                       std::string(r.headers.get("Cutline-Stop").value_or("")) + "\n" + r.body;
+    text = std::regex_replace(text, std::regex(R"("request_id":"[^"]*")"), "ID");
+    text = std::regex_replace(text, std::regex(R"(request_id=[^;]*)"), "ID");
+    text = std::regex_replace(text, std::regex(R"("duration_ms":[0-9.e+-]+)"), "DURATION");
+    text = std::regex_replace(text, std::regex(R"(duration_ms=[^;]*)"), "DURATION");
+    for (size_t at; (at = text.find(model)) != std::string::npos;)
+      text.replace(at, model.size(), "M");
+    return text;
+  }
+  static GatewayEnv* env;
+};
+GatewayEnv* TwoTenantsTest::env = nullptr;
+
+TEST_F(TwoTenantsTest, AnotherTenantsModelIsAnsweredAsAnUnknownModel) {
+  auto own = post("sk-alice-example", "alice-secret");
+  EXPECT_EQ(own.status, 200) << own.body;
+
+  auto others = post("sk-bob-example", "alice-secret");    // alice's rule names it
+  auto unnamed = post("sk-bob-example", "other-model");    // served, but no rule names it
+  auto unknown = post("sk-bob-example", "no-such-model");  // no upstream serves it
+  EXPECT_EQ(others.status, 404) << others.body;
+  EXPECT_NE(others.body.find(R"("type":"invalid_request_error")"), std::string::npos)
+      << others.body;
+  EXPECT_NE(others.body.find(R"("code":"model_not_found")"), std::string::npos) << others.body;
+  EXPECT_NE(others.body.find(R"("param":"model")"), std::string::npos) << others.body;
+  EXPECT_NE(
+      others.body.find("The model `alice-secret` does not exist or you do not have access to it."),
+      std::string::npos)
+      << others.body;
+  EXPECT_EQ(others.body.find("alice-models"), std::string::npos) << others.body;
+  EXPECT_EQ(others.body.find("tenant"), std::string::npos) << others.body;
+  EXPECT_EQ(shape(others, "alice-secret"), shape(unknown, "no-such-model"));
+  EXPECT_EQ(shape(unnamed, "other-model"), shape(unknown, "no-such-model"));
+
+  // Internally the refusal says why.
+  std::string line;
+  ASSERT_TRUE(wait_for([&] {
+    const std::string log = read_file(env->log_path);
+    for (size_t begin = 0, end; begin < log.size(); begin = end + 1) {
+      end = log.find('\n', begin);
+      if (end == std::string::npos) end = log.size();
+      line = log.substr(begin, end - begin);
+      if (line.find(R"("tenant":"bob","model":"alice-secret")") != std::string::npos) return true;
+    }
+    return false;
+  })) << read_file(env->log_path);
+  EXPECT_NE(line.find(R"("tenant":"bob")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("status":404)"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("cause":"admission_rejected")"), std::string::npos) << line;
+  EXPECT_NE(line.find("no policy matches this request"), std::string::npos) << line;
 }
 
 }  // namespace

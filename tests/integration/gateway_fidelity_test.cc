@@ -253,6 +253,20 @@ TEST_F(FidelityTest, AClientRequestIdIsHonouredForwardedAndLoggedTraceContextPas
   EXPECT_NE(other.headers.get("X-Request-Id").value_or(""), id);
 }
 
+TEST_F(FidelityTest, InvalidTraceContextAndAClaimedRealIpDoNotReachTheUpstream) {
+  reset_fake();
+  proto::HttpHeaders h{{"traceparent", "00-" + std::string(4997, 'a')},  // 5,000 bytes
+                       {"tracestate", "k=v"},
+                       {"X-Real-IP", "6.6.6.6"}};
+  auto r = post(chat(false), "tokens=1", h);
+  EXPECT_EQ(r.status, 200) << r.body;
+  const std::string seen = fake_requests();
+  EXPECT_EQ(seen.find("\"traceparent\""), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("\"tracestate\""), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("6.6.6.6"), std::string::npos) << seen;
+  EXPECT_NE(seen.find(R"("x-real-ip":"127.0.0.1")"), std::string::npos) << seen;
+}
+
 // ---- the request-target forms of the policy-bypass report ---------------------------------------
 
 TEST_F(FidelityTest, EverySpellingOfTheChatRouteRunsThePolicy) {

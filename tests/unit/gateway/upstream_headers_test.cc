@@ -71,5 +71,88 @@ TEST(UpstreamHeaders, ATrustedProxysForwardingHeadersAreAppendedTo) {
   EXPECT_EQ(peer_ip("127.0.0.1:80"), "127.0.0.1");
 }
 
+TEST(UpstreamHeaders, XRealIpIsTheClientsAddressNotItsClaim) {
+  proto::HttpHeaders h = client_headers();
+  h.add("X-Real-IP", "6.6.6.6");
+  build_upstream_headers(policy::Upstream{},
+                         upstream_header_options(policy::Policy{}, nullptr, "10.0.0.7:5", "i"), h);
+  EXPECT_EQ(h.get("X-Real-IP").value_or(""), "10.0.0.7");
+  int count = 0;
+  for (const auto& e : h) count += proto::iequals(e.name, "X-Real-IP") ? 1 : 0;
+  EXPECT_EQ(count, 1);
+
+  policy::Policy p;  // a trusted proxy says who its client was
+  p.trusted_proxies = {"10.0.0.1"};
+  h = client_headers();
+  h.add("X-Real-IP", "6.6.6.6");
+  build_upstream_headers(policy::Upstream{}, upstream_header_options(p, nullptr, "10.0.0.1:5", "i"),
+                         h);
+  EXPECT_EQ(h.get("X-Real-IP").value_or(""), "6.6.6.6");
+}
+
+TEST(UpstreamHeaders, TraceparentFollowsTheW3cGrammar) {
+  const std::string ok = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  EXPECT_TRUE(valid_traceparent(ok));
+  EXPECT_TRUE(valid_traceparent("cc-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-later"));
+  EXPECT_FALSE(valid_traceparent(ok + "-extra"));  // version 00 is exactly 55 bytes
+  EXPECT_FALSE(valid_traceparent("ff" + ok.substr(2)));
+  EXPECT_FALSE(valid_traceparent("00-00000000000000000000000000000000-b7ad6b7169203331-01"));
+  EXPECT_FALSE(valid_traceparent("00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01"));
+  EXPECT_FALSE(valid_traceparent("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"));
+  EXPECT_FALSE(valid_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0g"));
+  EXPECT_FALSE(valid_traceparent("00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
+  EXPECT_FALSE(valid_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01"));
+  EXPECT_FALSE(valid_traceparent("cc-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" +
+                                 std::string(5000, 'a')));
+  EXPECT_FALSE(valid_traceparent(""));
+}
+
+TEST(UpstreamHeaders, TracestateFollowsTheW3cGrammarAndLimits) {
+  EXPECT_TRUE(valid_tracestate("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+  EXPECT_TRUE(valid_tracestate("tenant1@vendor=a b, , x=1"));
+  EXPECT_TRUE(valid_tracestate(""));
+  EXPECT_FALSE(valid_tracestate("Rojo=1"));                            // keys are lower case
+  EXPECT_FALSE(valid_tracestate("rojo"));                              // no value
+  EXPECT_FALSE(valid_tracestate("rojo="));                             // empty value
+  EXPECT_FALSE(valid_tracestate("rojo=a=b"));                          // '=' in a value
+  EXPECT_FALSE(valid_tracestate("rojo=a\tb"));                         // control character
+  EXPECT_FALSE(valid_tracestate("t@" + std::string(15, 'v') + "=1"));  // system-id over 14
+  std::string many;
+  for (int i = 0; i < 33; ++i) many += (i ? ",k" : "k") + std::to_string(i) + "=v";
+  EXPECT_FALSE(valid_tracestate(many));
+  EXPECT_TRUE(valid_tracestate(many.substr(0, many.rfind(','))));  // 32 members
+  EXPECT_FALSE(valid_tracestate("k=" + std::string(600, 'v')));
+}
+
+TEST(UpstreamHeaders, AnInvalidTraceparentIsDroppedWithItsTracestate) {
+  proto::HttpHeaders h = client_headers();
+  h.set("traceparent", "00-" + std::string(4997, 'a'));  // 5,000 bytes
+  build_upstream_headers(policy::Upstream{},
+                         upstream_header_options(policy::Policy{}, nullptr, "10.0.0.7:5", "i"), h);
+  EXPECT_FALSE(h.has("traceparent"));
+  EXPECT_FALSE(h.has("tracestate"));
+  EXPECT_EQ(h.get("X-Other").value_or(""), "kept");
+
+  h = client_headers();  // a valid traceparent with an invalid tracestate keeps the former
+  h.set("tracestate", "Not Valid");
+  build_upstream_headers(policy::Upstream{},
+                         upstream_header_options(policy::Policy{}, nullptr, "10.0.0.7:5", "i"), h);
+  EXPECT_EQ(h.get("traceparent").value_or(""),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+  EXPECT_FALSE(h.has("tracestate"));
+
+  h = client_headers();  // two traceparents: which is meant is unknown
+  h.add("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203332-01");
+  build_upstream_headers(policy::Upstream{},
+                         upstream_header_options(policy::Policy{}, nullptr, "10.0.0.7:5", "i"), h);
+  EXPECT_FALSE(h.has("traceparent"));
+  EXPECT_FALSE(h.has("tracestate"));
+
+  h = client_headers();  // valid ones pass unchanged
+  build_upstream_headers(policy::Upstream{},
+                         upstream_header_options(policy::Policy{}, nullptr, "10.0.0.7:5", "i"), h);
+  EXPECT_EQ(h.get("tracestate").value_or(""), "vendor=x");
+}
+
 }  // namespace
 }  // namespace cutline::gateway

@@ -47,6 +47,30 @@ TEST(AdminListener, AnExplicitAddressIsKept) {
   EXPECT_EQ(p->admin->host, "0.0.0.0");
 }
 
+TEST(AdminListener, ANetworkAddressWithoutATokenIsWarnedAbout) {
+  for (const char* address :
+       {"0.0.0.0:9090", "10.1.2.3:9090", "\"[::]:9090\"", "admin.internal:9090"}) {
+    LoadResult r =
+        load_policy_text(with_admin(std::string("  address: ") + address + "\n"), "c.yaml");
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    ASSERT_EQ(r.warnings.size(), 1u) << address << ": " << r.warning_text();
+    EXPECT_EQ(r.warnings[0].line, 4) << r.warning_text();
+    EXPECT_EQ(r.warnings[0].path, "admin.address") << r.warning_text();
+    EXPECT_NE(r.warnings[0].message.find("without admin.token"), std::string::npos)
+        << r.warning_text();
+  }
+  // Loopback, or a token: nothing to say.
+  for (const std::string& admin :
+       {std::string("  {}\n"), std::string("  address: \":9191\"\n"),
+        std::string("  address: 127.0.0.2:9090\n"), std::string("  address: \"[::1]:9090\"\n"),
+        std::string("  address: localhost:9090\n"),
+        std::string("  address: 0.0.0.0:9090\n  token: env:ADMIN_TOKEN\n")}) {
+    LoadResult r = load_policy_text(with_admin(admin), "c.yaml", env());
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    EXPECT_TRUE(r.warnings.empty()) << admin << ": " << r.warning_text();
+  }
+}
+
 TEST(AdminListener, TokenFromTheEnvironmentIsHashed) {
   auto p = load_ok(with_admin("  address: 127.0.0.1:9090\n  token: env:ADMIN_TOKEN\n"), env());
   ASSERT_TRUE(p && p->admin && p->admin->token);

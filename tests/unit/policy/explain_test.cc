@@ -50,7 +50,8 @@ TEST(Explain, NoMatchSaysWhatTheGatewayDoes) {
   RequestFacts f;
   f.model = "m";
   f.route = "/v1/embeddings";
-  EXPECT_NE(explain(decide(*p, f, {})).find("the gateway answers 403"), std::string::npos);
+  EXPECT_NE(explain(decide(*p, f, {})).find("the gateway answers 404 (model_not_found"),
+            std::string::npos);
 }
 
 TEST(Explain, PoolRejectionShowsRetryAfter) {

@@ -20,8 +20,45 @@ Error log_error(int64_t line, const std::string& what) {
   return make_error(ErrorKind::kBadRequest, "line " + std::to_string(line) + ": " + what);
 }
 
+// The largest number a line may carry in a measured field: the longest duration a policy can
+// state (2^31 - 1 ms, about 24.8 days), also far beyond any token count.
+constexpr double kMaxSaneValue = 2147483647.0;
+// Unix time in seconds before the year 5138: larger `ts` values are not timestamps.
+constexpr double kMaxSaneTs = 1e11;
+
+// A limit is at least 10 ms and at most kMaxSaneValue rounded down to 10 ms.
 int64_t round_up_ms(double ms) {
-  return static_cast<int64_t>(std::ceil(std::max(ms, 1.0) / 10.0 - 1e-9)) * 10;
+  const double clamped = std::clamp(std::isfinite(ms) ? ms : 1.0, 1.0, kMaxSaneValue - 10);
+  return static_cast<int64_t>(std::ceil(clamped / 10.0 - 1e-9)) * 10;
+}
+
+// A byte of a UTF-8 sequence starting at `s[i]`: its length, 0 when not well formed.
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = 0;
+  uint32_t cp = 0;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+    cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3f);
+  }
+  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  if (cp >= 0x80 && cp <= 0x9f) return 0;  // C1 controls (U+0080..U+009F) are escaped too
+  return n;
 }
 
 // In flight at each arrival (the request itself included), for spans sorted by start.
@@ -69,6 +106,29 @@ void line(std::string& out, const char* name, const std::string& value, const st
 
 }  // namespace
 
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (size_t n = c >= 0x80 ? utf8_length(text, i) : 0; n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::optional<double> quantile(std::vector<double>& values, double q) {
   if (values.empty()) return std::nullopt;
   std::sort(values.begin(), values.end());
@@ -92,7 +152,15 @@ Result<AdviceInput> read_access_log(std::string_view text) {
     ++number;
     if (raw.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     simdjson::dom::element doc;
-    if (parser.parse(raw.data(), raw.size()).get(doc) != simdjson::SUCCESS || !doc.is_object()) {
+    const simdjson::error_code parsed = parser.parse(raw.data(), raw.size()).get(doc);
+    const bool number_error =
+        parsed == simdjson::NUMBER_ERROR || parsed == simdjson::NUMBER_OUT_OF_RANGE;
+    if (number_error && raw.find_last_not_of(" \t\r") == raw.rfind('}')) {
+      ++in.lines;  // a number beyond a double's range (1e400): skipped as absurd
+      ++in.absurd;
+      continue;
+    }
+    if (parsed != simdjson::SUCCESS || !doc.is_object()) {
       if (last_without_newline && !raw.empty() && raw.front() == '{') {
         return log_error(number,
                          "truncated: the last line ends before its JSON object does (copy the "
@@ -116,14 +184,27 @@ Result<AdviceInput> read_access_log(std::string_view text) {
     std::string_view model;
     if (doc["policy"].get_string().get(policy) != simdjson::SUCCESS) policy = {};
     if (doc["model"].get_string().get(model) != simdjson::SUCCESS) model = {};
-    Observed& o = in.groups[{std::string(policy), std::string(model)}];
     auto number_of = [&](const char* key) -> std::optional<double> {
       double v = 0;
       if (doc[key].get_double().get(v) == simdjson::SUCCESS) return v;
       int64_t i = 0;
       if (doc[key].get_int64().get(i) == simdjson::SUCCESS) return static_cast<double>(i);
+      uint64_t u = 0;
+      if (doc[key].get_uint64().get(u) == simdjson::SUCCESS) return static_cast<double>(u);
       return std::nullopt;
     };
+    // A line with a measured number no gateway writes (negative, not finite, beyond any
+    // duration a policy can state) is left out whole: one such value would set a limit.
+    bool absurd = false;
+    for (const char* key : {"output_tokens", "duration_ms", "ttft_ms", "itl_max_ms", "queue_ms"}) {
+      if (auto v = number_of(key); v && !(*v >= 0 && *v <= kMaxSaneValue)) absurd = true;
+    }
+    if (auto ts = number_of("ts"); ts && !(*ts >= 0 && *ts <= kMaxSaneTs)) absurd = true;
+    if (absurd) {
+      ++in.absurd;
+      continue;
+    }
+    Observed& o = in.groups[{std::string(policy), std::string(model)}];
     if (auto v = number_of("output_tokens")) o.output_tokens.push_back(*v);
     if (auto v = number_of("duration_ms")) {
       o.duration_ms.push_back(*v);
@@ -137,6 +218,13 @@ Result<AdviceInput> read_access_log(std::string_view text) {
     return make_error(ErrorKind::kBadRequest,
                       "empty: no access-log lines (is access_log set in the policy, and has "
                       "traffic passed?)");
+  }
+  if (in.groups.empty() && in.absurd > 0) {
+    return make_error(ErrorKind::kBadRequest,
+                      std::to_string(in.absurd) +
+                          " lines carry numbers no gateway writes (negative, not finite, or "
+                          "beyond 24.8 days) and the rest were refused before an upstream: "
+                          "nothing to measure");
   }
   if (in.groups.empty()) {
     return make_error(ErrorKind::kBadRequest,
@@ -169,10 +257,17 @@ std::string render_advice(AdviceInput& in, double target) {
                 static_cast<long long>(in.lines), static_cast<long long>(in.skipped),
                 num(target * 100).c_str());
   out += head;
+  if (in.absurd > 0) {
+    out += "warning: " + std::to_string(in.absurd) +
+           " lines skipped: a measured number no gateway writes (negative, not finite, or "
+           "beyond 24.8 days)\n";
+  }
   for (auto& [key, o] : in.groups) {
     const Proposal l = propose(o, target);
-    out += "\npolicy \"" + (key.first.empty() ? std::string("(none matched)") : key.first) +
-           "\"  model \"" + key.second + "\"  (" + std::to_string(o.duration_ms.size()) +
+    // The log's names are the clients' (model) or may be forged: escaped for the terminal.
+    out += "\npolicy \"" +
+           (key.first.empty() ? std::string("(none matched)") : printable(key.first)) +
+           "\"  model \"" + printable(key.second) + "\"  (" + std::to_string(o.duration_ms.size()) +
            " requests)\n";
     auto show = [&](const char* name, const std::optional<int64_t>& v, bool ms,
                     std::vector<double>& samples, const char* unit, const char* what) {

@@ -71,11 +71,16 @@ struct Ending {
   std::string unit;
   std::string message;
   // The message for the access log when it says more than the client may read (an upstream
-  // error's addresses); empty: `message` everywhere.
+  // error's addresses, the rules a model's refusal came from); empty: `message` everywhere.
   std::string operator_message;
+  // The cause and rule for the access log and the metrics when the client is told another
+  // (a model no rule lets the tenant use is answered as an unknown model); unset: the same.
+  std::optional<proto::Cause> operator_cause;
+  std::string operator_rule;
   std::optional<Error> error;  // send an OpenAI-style error instead of an answer
   int status = 0;              // overrides error->status() when set (403, 415, upstream 4xx)
   std::string param;           // the request field an error is about
+  std::string code;            // the error's "code" when not the kind's ("model_not_found")
   int64_t retry_after_s = 0;   // Retry-After on 429
   // The upstream answered an error status before anything was sent: pass its status (`status`)
   // and body on unchanged, the record in the Cutline-Stop header.

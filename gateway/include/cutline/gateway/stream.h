@@ -161,6 +161,11 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   int64_t now_ns() const;
   double elapsed_ms() const;
   Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
+  // 404 model_not_found for model_, worded as OpenAI's unknown-model answer: what a client is
+  // told both when no upstream serves the model and when no rule lets it use the model.
+  Ending model_not_found();
+  // model_not_found for a model no upstream serves (a bad request; the log says so).
+  Ending unserved_model();
 
   StreamHost& host_;
   const base::Clock& clock_;  // host_.clock(), read per chunk without a virtual call

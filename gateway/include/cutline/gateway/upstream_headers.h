@@ -6,10 +6,13 @@
 //   - the client's Authorization goes upstream only when the matched rule says
 //     forward_client_key: true (it is the gateway's tenant key, or a key meant for the gateway);
 //   - X-Request-Id is the gateway's request id (the client's own when it was valid);
-//     traceparent / tracestate pass unchanged;
-//   - X-Forwarded-For gets the client's address appended and Forwarded a `for=` element; what
-//     the client sent in either is dropped unless its peer address is trusted
-//     (limits.trusted_proxies), so a client cannot claim another address;
+//   - traceparent / tracestate pass unchanged when valid (W3C Trace Context: one traceparent
+//     by valid_traceparent, tracestate by valid_tracestate); an invalid traceparent drops both,
+//     an invalid tracestate drops itself;
+//   - X-Forwarded-For gets the client's address appended and Forwarded a `for=` element, and
+//     X-Real-IP is the client's address; what the client sent in any of them is dropped unless
+//     its peer address is trusted (limits.trusted_proxies), so a client cannot claim another
+//     address (a trusted proxy's X-Real-IP is kept);
 //   - last, the upstream's own credentials: api_key as `Authorization: Bearer <key>` and every
 //     upstreams[i].headers entry, each replacing a header of that name.
 // Pure: no I/O. Callers: Stream::route, Passthrough::start, the /v1/models merge.
@@ -34,6 +37,12 @@ struct UpstreamHeaderOptions {
 // `headers` holds the client's headers on entry and the upstream request's on return.
 void build_upstream_headers(const policy::Upstream& upstream, const UpstreamHeaderOptions& options,
                             proto::HttpHeaders& headers);
+
+// W3C Trace Context (version 00 grammar): "VV-<32 hex>-<16 hex>-FF", lower-case hex, neither id
+// all zeros, version ff invalid; a later version may be longer (up to 512 bytes) after a '-'.
+bool valid_traceparent(std::string_view value);
+// At most 32 list members and 512 bytes; each member empty or key=value by the spec's grammar.
+bool valid_tracestate(std::string_view value);
 
 // The IP of an "ip:port" / "[v6]:port" peer address (brackets removed).
 std::string_view peer_ip(std::string_view peer_address);

@@ -4,9 +4,11 @@
 // Decision is held for the stream's life together with the Policy snapshot it points into.
 //
 // Rules are tried in file order and the first whose match holds wins. When none matches, the
-// Decision says so (matched == false): the gateway answers 403 with an OpenAI-style error
-// carrying no_match_message. A policy that wants to pass everything through ends with a
-// catch-all rule (see deploy/policies/passthrough.yaml) — nothing is unlimited by accident.
+// Decision says so (matched == false): the gateway answers 404 model_not_found, as for a model
+// that does not exist (a tenant cannot tell another tenant's model from an unknown one), and
+// writes no_match_message to its access log. A policy that wants to pass everything through
+// ends with a catch-all rule (see deploy/policies/passthrough.yaml) — nothing is unlimited by
+// accident.
 //
 // A client may tighten, never loosen: its max_tokens and its Cutline-Deadline-Ms header are
 // used when smaller than the rule's values (or when the rule sets none).
@@ -88,7 +90,7 @@ struct CutPresentation {
 
 struct Decision {
   bool matched = false;
-  // When !matched: a one-line reason naming tenant, model and route, for the 403 body.
+  // When !matched: a one-line reason naming tenant, model and route, for the access log.
   std::string no_match_message;
 
   // The matched rule; points into the Policy snapshot (hold the snapshot as long as this).

@@ -26,7 +26,8 @@ struct Diagnostic {
   std::string path;  // key path, "" for syntax errors
   std::string message;
   // A warning: the file loads and the gateway uses it, but part of it can never apply (a route
-  // no request path can equal, a rule earlier rules shadow). See LoadResult::warnings.
+  // no request path can equal, a rule earlier rules shadow) or is open to others (an admin
+  // listener off loopback without a token). See LoadResult::warnings.
   bool warning = false;
 
   // "FILE:LINE:COLUMN: PATH: message", or "FILE:LINE:COLUMN: warning: PATH: message" (parts

@@ -321,6 +321,59 @@ TEST(PolicyAdvise, AnEmptyTruncatedOrForeignLogSaysSoAndExits2) {
   EXPECT_NE(err.find("--target-cut-rate"), std::string::npos) << err;
 }
 
+TEST(PolicyAdvise, PrintableEscapesWhatATerminalWouldActOn) {
+  EXPECT_EQ(cutline::tools::printable("gpt-4o mini/é✓"), "gpt-4o mini/é✓");
+  EXPECT_EQ(cutline::tools::printable("a\x1b]0;t\x07\r\n\x7f"), "a\\x1b]0;t\\x07\\x0d\\x0a\\x7f");
+  EXPECT_EQ(cutline::tools::printable("\xc2\x9b"
+                                      "2J"),
+            "\\xc2\\x9b2J");  // C1 CSI
+  EXPECT_EQ(cutline::tools::printable("\xff\xc3(\xe0\x80\x80\xed\xa0\x80"),
+            "\\xff\\xc3(\\xe0\\x80\\x80\\xed\\xa0\\x80");  // invalid, overlong, surrogate
+  EXPECT_EQ(cutline::tools::printable("q\"\\"), "q\\\"\\\\");
+}
+
+TEST(PolicyAdvise, AHostileLogCannotReachTheTerminalOrSetAbsurdLimits) {
+  std::string log;
+  // Names with ESC, BEL, CR and a C1 CSI (JSON-escaped, as a log line may carry them).
+  for (int i = 0; i < 10; ++i) {
+    log += R"({"ts":1000,"model":"m\u001b]0;pwned\u0007\r\u009b2J","policy":"p\u001bx",)"
+           R"("cause":"eos","output_tokens":5,"ttft_ms":0,"itl_max_ms":0,"duration_ms":0})"
+           "\n";
+  }
+  // Numbers no gateway writes: each line is skipped whole.
+  log += R"({"ts":1000,"model":"m","policy":"chat","cause":"eos","duration_ms":1e300})"
+         "\n";
+  log += R"({"ts":1000,"model":"m","policy":"chat","cause":"eos","duration_ms":9300000000000000})"
+         "\n";
+  log += R"({"ts":1000,"model":"m","policy":"chat","cause":"eos","duration_ms":-5})"
+         "\n";
+  log += R"({"ts":1000,"model":"m","policy":"chat","cause":"eos","ttft_ms":1e400})"
+         "\n";
+  log += R"({"ts":1e300,"model":"m","policy":"chat","cause":"eos","duration_ms":10})"
+         "\n";
+  log += R"({"ts":1000,"model":"m","policy":"chat","cause":"eos","output_tokens":-1})"
+         "\n";
+  log += R"({"ts":1000,"model":"m","policy":"chat","cause":"eos","duration_ms":120})"
+         "\n";
+  Outcome r = run({"advise", write_temp("hostile.log", log)});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (char c : r.out) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(c == '\n' || (u >= 0x20 && u < 0x7f)) << "raw byte " << int(u) << " in " << r.out;
+  }
+  EXPECT_NE(
+      r.out.find(R"(policy "p\x1bx"  model "m\x1b]0;pwned\x07\x0d\xc2\x9b2J"  (10 requests))"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("warning: 6 lines skipped"), std::string::npos) << r.out;
+  // Only the sane line of "chat" counts; no deadline is 0 ms, none is absurdly long.
+  EXPECT_NE(r.out.find("policy \"chat\"  model \"m\"  (1 requests)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  deadline                   120ms "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  deadline                   10ms "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("  deadline                   0ms"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("155000000000m"), std::string::npos) << r.out;
+}
+
 TEST(PolicyCommand, SchemaPrintsTheCheckedInFile) {
   Outcome r = run({"schema"});
   ASSERT_EQ(r.rc, 0);

@@ -15,12 +15,15 @@
 // with the percentiles behind each (p50, p90, p99, max) and the queue wait seen (queue_ms).
 // What the log shows was already shaped by the limits in force: an answer cut at a deadline
 // says nothing about how long it would have run (rule in observe mode for that).
-// Deterministic: the same log gives the same report.
+// Deterministic: the same log gives the same report. The names the log carries (model, policy)
+// are printed escaped (printable); a line with an absurd number is skipped and counted in a
+// warning line; no proposed duration is under 10 ms.
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +54,9 @@ struct AdviceInput {
   std::map<std::pair<std::string, std::string>, Observed> groups;
   int64_t lines = 0;
   int64_t skipped = 0;  // refused before an upstream (invalid_request, admission_rejected)
+  // Left out: a measured number negative, not finite or over 2^31 - 1 (ms or tokens), or a
+  // `ts` that is no Unix time. The report says how many.
+  int64_t absurd = 0;
 };
 
 // Reads the log text. An empty log, a line that is not complete JSON (truncated), or lines
@@ -62,6 +68,10 @@ std::optional<double> quantile(std::vector<double>& values, double q);
 
 // The proposed limits of one group at `target` (0 < target < 1).
 Proposal propose(Observed& observed, double target);
+
+// `text` with what a terminal would act on escaped: control characters (C0, DEL, C1), bytes
+// that are not well-formed UTF-8 as \xHH, and '"' and '\' with a backslash.
+std::string printable(std::string_view text);
 
 // The report: per policy and model, each proposed limit and the numbers behind it.
 std::string render_advice(AdviceInput& input, double target);
