@@ -1,5 +1,8 @@
 #include "cutline/gateway/access_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -9,6 +12,24 @@
 #include "cutline/gateway/printable.h"
 
 namespace cutline::gateway {
+namespace {
+
+// The file at `path` for appending, created 0640 (owner read-write, group read: the package's
+// log directory gives new files the `adm` group) rather than fopen's 0666 less umask, since
+// requests' targets and clients' addresses are not for every local user.
+std::FILE* open_for_append(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) return nullptr;
+  std::FILE* f = ::fdopen(fd, "a");
+  if (!f) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+  }
+  return f;
+}
+
+}  // namespace
 
 std::string access_log_line(const AccessLogEntry& e) {
   std::string out;
@@ -58,7 +79,7 @@ std::string access_log_line(const AccessLogEntry& e) {
 Result<std::unique_ptr<AccessLog>> AccessLog::open(const std::string& path,
                                                    size_t max_queued_bytes) {
   if (path.empty() || path == "-") return over(stdout, false, max_queued_bytes);
-  std::FILE* f = std::fopen(path.c_str(), "ae");
+  std::FILE* f = open_for_append(path);
   if (!f) {
     return make_error(ErrorKind::kIo,
                       "access log " + path + ": " + std::string(std::strerror(errno)));
@@ -88,7 +109,7 @@ AccessLog::~AccessLog() {
 
 Status AccessLog::reopen() {
   if (!owned_ || path_.empty()) return {};
-  std::FILE* f = std::fopen(path_.c_str(), "ae");
+  std::FILE* f = open_for_append(path_);
   if (!f) {
     return make_error(ErrorKind::kIo,
                       "access log " + path_ + ": " + std::string(std::strerror(errno)));

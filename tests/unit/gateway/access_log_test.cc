@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <simdjson.h>
@@ -124,6 +125,33 @@ TEST(AccessLogWriter, EveryLineArrivesInOrderWhenTheDestinationKeepsUp) {
   std::fclose(f);
   unlink(path);
   EXPECT_EQ(expect, 1000);
+}
+
+// The file the log creates (first open and after logrotate renamed it) is 0640 whatever the
+// umask: access lines carry clients' addresses and targets, not for every local user to read.
+TEST(AccessLogWriter, CreatesTheFileReadableByOwnerAndGroupOnly) {
+  char dir[] = "/tmp/cutline_access_dir_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/access.log";
+  const mode_t old_umask = umask(022);
+  auto opened = AccessLog::open(path);
+  ASSERT_TRUE(opened.ok());
+  auto log = std::move(opened).value();
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  const std::string rotated = path + ".1";
+  ASSERT_EQ(rename(path.c_str(), rotated.c_str()), 0);
+  ASSERT_TRUE(log->reopen().ok());
+  log->write_line("after rotation");
+  log->flush();
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  umask(old_umask);
+  log.reset();
+  unlink(path.c_str());
+  unlink(rotated.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
