@@ -5,7 +5,8 @@
 # copies the binaries run.sh calls from BUILD (a CUDA build for the GPU's architecture) to
 # DEST/real/, every shared library they load except the CUDA ones (glibc and its loader included)
 # to DEST/lib/, and puts a wrapper at each binary's path under DEST/build/ that starts the real
-# one through the carried loader. On the GPU machine:
+# one through the carried loader, with the CUDA plugin (libcutline_cuda.so, dlopen'd by the
+# device code) carried too and named by CUTLINE_CUDA_PLUGIN. On the GPU machine:
 #   CUDA_LIBS=<dirs of libcudart and libcublas there> CUTLINE_GPU_PREBUILT=1 BUILD=DEST/build \
 #     bash tests/gpu/run.sh
 set -euo pipefail
@@ -18,6 +19,10 @@ bins=(tests/unit/backend/device/device_unit_tests
 rm -rf "$dest"
 mkdir -p "$dest/real" "$dest/lib" "$dest/build"
 dest=$(cd "$dest" && pwd)
+plugin=backend/device/libcutline_cuda.so
+cp "$build/$plugin" "$dest/lib/"
+ldd "$build/$plugin" | awk '/=>/ {print $3}' | grep -vE 'libcuda|libcudart|libcublas|libnvidia' |
+  while read -r lib; do [[ -f "$lib" ]] && cp -L -n "$lib" "$dest/lib/"; done
 for b in "${bins[@]}"; do
   name=$(basename "$b")
   cp "$build/$b" "$dest/real/$name"
@@ -33,6 +38,7 @@ for b in "${bins[@]}"; do
 #!/bin/sh
 here=\$(cd "\$(dirname "\$0")" && pwd)
 root=\${here%/build/$(dirname "$b")}
+export CUTLINE_CUDA_PLUGIN=\${CUTLINE_CUDA_PLUGIN:-\$root/lib/libcutline_cuda.so}
 exec "\$root/lib/$(basename "$(ldd "$build/$b" | awk '/ld-linux/ {print $1}')")" \\
   --library-path "\$root/lib:\${CUDA_LIBS:-/usr/local/cuda/lib64}:\${LD_LIBRARY_PATH:-}" \\
   "\$root/real/$name" "\$@"

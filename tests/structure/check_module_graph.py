@@ -27,6 +27,7 @@ import sys
 # header paths (prefixes) that belong to them.
 EXTERNALS = {
     "threads": (["Threads::Threads"], []),
+    "dl": (["dl"], ["dlfcn.h"]),
     "simdjson": (["simdjson::simdjson"], ["simdjson.h"]),
     "llhttp": (["cutline_llhttp"], ["llhttp.h"]),
     "libevent": (["PkgConfig::LIBEVENT"], ["event2/"]),

@@ -518,3 +518,18 @@ Result<std::unique_ptr<Device>> make_cuda_device() {
 }
 
 }  // namespace cutline::device
+
+// libcutline_cuda.so's entry points (cuda_device.h); every other symbol of the plugin is hidden.
+extern "C" __attribute__((visibility("default"))) int cutline_cuda_plugin_abi() {
+  return cutline::device::kCudaPluginAbi;
+}
+
+extern "C" __attribute__((visibility("default"))) cutline::device::Device* cutline_cuda_make_device(
+    std::string* error) {
+  auto made = cutline::device::make_cuda_device();
+  if (!made.ok()) {
+    *error = made.error().message;
+    return nullptr;
+  }
+  return std::move(made).value().release();
+}
