@@ -25,8 +25,8 @@ if [[ "$selection" == test ]]; then
   packages+=(
     libgtest-dev libgmock-dev libbenchmark-dev
     # tests and benchmarks: redis for shared pools, nginx/wrk/h2load to compare, clang to fuzz,
-    # systemd-analyze to verify the package's units
-    redis-server nginx-light wrk nghttp2-client clang systemd
+    # systemd-analyze to verify the package's units, logrotate to run its logrotate file
+    redis-server nginx-light wrk nghttp2-client clang systemd logrotate
     # tokenizer tests: PCRE2 as the pre-tokenizer oracle, the Unicode data the tables come from
     libpcre2-dev unicode-data python3
     # tool-calling prompt test: the reference-style chat templates rendered with Jinja2
