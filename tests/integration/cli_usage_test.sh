@@ -126,6 +126,15 @@ rc=$?
 grep -qE "^writing $tmp/tiny.gguf +100% .* in [0-9.]+ s$" "$tmp/err" ||
   fail "model synth progress: '$(cat "$tmp/err")'"
 
+# --device cuda where CUDA is not usable (no CUDA plugin here, or a build without CUDA): exit 1
+# with the reason, not a crash.
+CUTLINE_CUDA_PLUGIN=$tmp/absent/libcutline_cuda.so "$backend" --port 0 --device cuda \
+  --cache-dir "$tmp/cache" >"$tmp/cuda.out" 2>"$tmp/cuda.err" </dev/null
+rc=$?
+if [[ $rc != 1 ]]; then fail "backend --device cuda without CUDA -> exit $rc, want 1 ($(cat "$tmp/cuda.err"))"; fi
+grep -qE "^cutline-backend: cuda: (no CUDA plugin|this build has no CUDA)" "$tmp/cuda.err" ||
+  fail "backend --device cuda without CUDA: '$(cat "$tmp/cuda.err")'"
+
 # The backend's model load reports bytes read of the file (a log line: stderr is not a terminal).
 "$backend" --port 0 --device cpu --cache-dir "$tmp/cache" >"$tmp/be.out" 2>"$tmp/be.err" &
 be=$!

@@ -514,6 +514,9 @@ void BackendServer::shutdown(int64_t drain_timeout_ms) {
   size_t cut = 0;
   // Once: a second call (the destructor after main's) returns here.
   if (draining_.exchange(true)) return;
+  // create() failed before the models existed (no usable device, e.g. --device cuda where the
+  // CUDA plugin or libraries are absent): nothing was started.
+  if (!residency_) return;
   // Stop accepting: new connections are refused; open ones may finish (new requests on them
   // get 503 "draining"). Not under active_mu_: this waits for every loop, and a loop may be
   // waiting for active_mu_ (state(), stream_done(), a load's completion) - holding it here
