@@ -120,6 +120,25 @@ if [[ -n "$cuda_deb" ]]; then
     cat "$scratch/both.err"; fail "the backend does not find the installed plugin"
   fi
   echo "with cutline-backend-cuda: $(grep -m1 -E "CUDA not usable|device cuda" "$scratch/both.err")"
+  # Both packages on a host without libcudart: where a private mount namespace is allowed (root),
+  # the directories holding the CUDA libraries are hidden and the backend must still serve on
+  # the CPU, naming the missing library.
+  cudart_dirs=$(ldconfig -p 2>/dev/null | awk '/libcudart\.so|libcublas\.so/ {print $NF}' |
+                xargs -r -n1 dirname | xargs -r -n1 readlink -f | sort -u | tr '\n' ' ')
+  if [[ -n "$cudart_dirs" ]] && unshare -m true 2>/dev/null; then
+    mkdir -p "$scratch/empty"
+    unshare -m sh -c 'for d in $1; do mount --bind "$2" "$d"; done; shift 2; exec "$@"' sh \
+      "$cudart_dirs /usr/local/cuda" "$scratch/empty" env -u LD_LIBRARY_PATH \
+      "$both/usr/bin/cutline-backend" --port 0 --model tiny=builtin --kv-memory 64MiB \
+      --cache-dir "$scratch/cache" >"$scratch/nolib.out" 2>"$scratch/nolib.err" &
+    pids+=($!)
+    for _ in $(seq 1 600); do grep -q "listening on" "$scratch/nolib.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q "listening on" "$scratch/nolib.out" ||
+      { cat "$scratch/nolib.err"; fail "backend with the plugin but no libcudart did not start"; }
+    grep -qE "CUDA not usable \(cuda: cannot load .*libcutline_cuda.so: libcu(dart|blas)" "$scratch/nolib.err" ||
+      { cat "$scratch/nolib.err"; fail "no clear log line for the missing CUDA library"; }
+    echo "plugin without libcudart: $(grep -m1 "CUDA not usable" "$scratch/nolib.err")"
+  fi
 fi
 
 # logrotate: the access log the packaged config writes, compressed, and the gateway told to

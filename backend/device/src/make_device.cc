@@ -46,7 +46,8 @@ Result<std::unique_ptr<Device>> load_cuda_device() {
     void* plugin = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (plugin == nullptr) {
       // Typically a CUDA library it needs is missing: "libcudart.so.13: cannot open ...".
-      return make_error(ErrorKind::kUnsupported, std::string("cuda: cannot load ") + ::dlerror());
+      return make_error(ErrorKind::kUnsupported,
+                        "cuda: cannot load " + path + ": " + std::string(::dlerror()));
     }
     auto abi = reinterpret_cast<CudaPluginAbiFn>(::dlsym(plugin, kCudaPluginAbiSymbol));
     auto make = reinterpret_cast<CudaPluginMakeFn>(::dlsym(plugin, kCudaPluginMakeSymbol));
