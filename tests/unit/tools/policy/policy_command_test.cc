@@ -162,10 +162,10 @@ TEST(PolicyCommand, ExplainJsonCarriesEveryNumberWithItsSource) {
   EXPECT_EQ(std::string(doc["request"]["tenant"].get_string().value()), "alice");
   simdjson::dom::element d = doc["decision"];
   EXPECT_EQ(d["matched"].get_bool().value(), true);
-  // Same numbers as the text form (policy_cli_explain): the adaptive step on line 35.
+  // Same numbers as the text form (policy_cli_explain): the adaptive step on line 39.
   EXPECT_EQ(d["max_output_tokens"]["value"].get_int64().value(), 256);
   EXPECT_EQ(std::string(d["max_output_tokens"]["source"]["kind"].get_string().value()), "adaptive");
-  EXPECT_EQ(d["max_output_tokens"]["source"]["line"].get_int64().value(), 35);
+  EXPECT_EQ(d["max_output_tokens"]["source"]["line"].get_int64().value(), 39);
   EXPECT_EQ(d["live"]["queue_depth"].get_int64().value(), 9);
   EXPECT_TRUE(doc["upstream"].is_object() || doc["upstream"].is_null());
 }
