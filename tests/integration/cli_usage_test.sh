@@ -110,6 +110,27 @@ expect_usage "--layers" "$cutline" model synth --out "$tmp/m.gguf" --layers zero
 expect_usage "--type" "$cutline" model synth --out "$tmp/m.gguf" --type f64
 expect_usage "cannot read" "$cutline" model info "$tmp/missing.gguf"
 
+# The root help names every policy subcommand; --format's help reads as its values, not as
+# the parser's internals (ENUM:value in {json->1,text->0}).
+"$cutline" --help >"$tmp/out" 2>&1
+grep -qF "check, explain, diff, advise, schema" "$tmp/out" ||
+  fail "cutline --help lacks policy's subcommands: '$(grep policy "$tmp/out")'"
+for cmd in check explain; do
+  "$cutline" policy "$cmd" F --help >"$tmp/out" 2>&1
+  grep -qF -- "--format text|json" "$tmp/out" || fail "policy $cmd --help: '$(grep -- --format "$tmp/out")'"
+  grep -qE "ENUM|json->" "$tmp/out" && fail "policy $cmd --help shows '$(grep -E "ENUM|json->" "$tmp/out")'"
+done
+
+# explain infers the route from the body (input -> the Responses API) and exits 4 when no rule
+# matches, as the gateway would refuse the request.
+printf '%s\n' 'listen: [{address: "127.0.0.1:0"}]' 'upstreams: [{name: u, url: "http://127.0.0.1:1"}]' \
+  'policies: [{name: chat, match: {routes: [/v1/chat/completions]}}]' >"$tmp/chat.yaml"
+echo '{"model":"m","input":"hi"}' >"$tmp/input.json"
+"$cutline" policy explain "$tmp/chat.yaml" --request "$tmp/input.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc == 4 ]] || fail "policy explain with no matching rule -> exit $rc, want 4 ($(cat "$tmp/err"))"
+grep -qF "route /v1/responses" "$tmp/out" || fail "policy explain route: '$(cat "$tmp/out")'"
+
 # Environment fallbacks: OPENAI_BASE_URL stands in for --url (nothing listens on port 1: every
 # request ends upstream_disconnect, and the run itself completes).
 OPENAI_BASE_URL=http://127.0.0.1:1 OPENAI_API_KEY=k "$cutline" probe load --concurrency 1 \
