@@ -147,6 +147,11 @@ rc=$?
 grep -qE "^writing $tmp/tiny.gguf +100% .* in [0-9.]+ s$" "$tmp/err" ||
   fail "model synth progress: '$(cat "$tmp/err")'"
 
+# model info at a context beyond the model's: not "serve: yes".
+"$cutline" model info "$tmp/tiny.gguf" --context 1073741824 >"$tmp/out" 2>"$tmp/err"
+grep -q "^serve: no: context 1073741824 is beyond the model's context length" "$tmp/out" ||
+  fail "model info --context beyond the model: '$(grep serve "$tmp/out")'"
+
 # The backend's model load reports bytes read of the file (a log line: stderr is not a terminal).
 "$backend" --port 0 --device cpu --cache-dir "$tmp/cache" >"$tmp/be.out" 2>"$tmp/be.err" &
 be=$!
