@@ -24,7 +24,8 @@ struct Command {
 
 constexpr Command kCommands[] = {
 #ifdef CUTLINE_TOOL_POLICY
-    {"policy", "Validate a policy and explain its decision for a request (check, explain)",
+    {"policy",
+     "Validate, explain, compare and propose policies (check, explain, diff, advise, schema)",
      cutline::tools::run_policy},
 #endif
 #ifdef CUTLINE_TOOL_PROBE
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
   // No command, --help, --version, or something unknown: the root parser answers.
   auto app = cli::make_app("cutline", "Cutline's command-line tool.",
                            "Exit status: 0 ok, 1 runtime failure, 2 usage error, 3 the probe "
-                           "found a serving defect.");
+                           "found a serving defect, 4 policy explain: no rule matches the "
+                           "request.");
   for (const Command* c = kCommands; c->name; ++c) app->add_subcommand(c->name, c->summary);
   app->require_subcommand(1);
   if (auto rc = cli::parse(*app, argc, argv)) return *rc;

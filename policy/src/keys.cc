@@ -48,7 +48,7 @@ constexpr KeySpec kAdminKeys[] = {
     {.name = "address",
      .description = "HOST:PORT of /metrics, /healthz, /readyz and /v1/cutline/*; :PORT binds "
                     "loopback.",
-     .default_value = "127.0.0.1:9090",
+     .default_value = "127.0.0.1:8091",
      .pattern = kAdminAddressPattern},
     {.name = "token",
      .type = Type::kApiKey,

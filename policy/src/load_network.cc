@@ -170,7 +170,7 @@ void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& option
   AdminListener a;
   a.ref = r.ref(node, "admin");
   if (const Entry* addr = f->get("address")) {
-    // ":9090" binds loopback: the admin listener is reachable from elsewhere only when an
+    // ":8091" binds loopback: the admin listener is reachable from elsewhere only when an
     // address says so.
     const std::string& text = addr->value.Scalar();
     std::optional<HostPort> hp;
@@ -187,9 +187,9 @@ void load_admin(YamlReader& r, const YAML::Node& node, const LoadOptions& option
     a.port = hp->port;
     a.ref = r.ref(addr->value, "admin.address");
   } else {
-    a.address = "127.0.0.1:9090";
+    a.address = "127.0.0.1:8091";
     a.host = "127.0.0.1";
-    a.port = 9090;
+    a.port = 8091;
   }
   if (const Entry* t = f->get("token")) {
     auto key = read_api_key(r, t->value, "admin.token", options);

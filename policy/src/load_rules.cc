@@ -516,6 +516,7 @@ void load_rules(YamlReader& r, const YAML::Node& node, const References& refs, P
   // Shadowing the error above cannot prove (several earlier rules, globs within globs) is a
   // warning, not an error: such a file is valid and loads.
   warn_shadowed_rules(r, p, checked);
+  warn_uncovered_core_routes(r, node, p, checked);
   resolve_admission_groups(r, p, written_depth);
 }
 

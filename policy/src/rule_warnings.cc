@@ -228,4 +228,27 @@ void warn_shadowed_rules(YamlReader& r, const Policy& p, const std::vector<bool>
   }
 }
 
+void warn_uncovered_core_routes(YamlReader& r, const YAML::Node& at, const Policy& p,
+                                const std::vector<bool>& checked) {
+  std::vector<std::string_view> uncovered;
+  for (std::string_view route : kCoreRoutes) {
+    bool matched = false;
+    for (size_t i = 0; i < p.rules.size() && !matched; ++i) {
+      matched = checked[i] && any_glob(p.rules[i].match.routes, route);
+    }
+    if (!matched) uncovered.push_back(route);
+  }
+  if (uncovered.empty()) return;
+  std::string message =
+      uncovered.size() == 1 ? "no rule matches route " : "no rule matches routes ";
+  for (size_t k = 0; k < uncovered.size(); ++k) {
+    if (k > 0) message += k + 1 == uncovered.size() ? " and " : ", ";
+    message += quote(uncovered[k]);
+  }
+  message += uncovered.size() == 1 ? ": every request on it is refused"
+                                   : ": every request on them is refused";
+  message += " (name it in a rule's match.routes, or leave match.routes out to match every route)";
+  r.warn(at, "policies", std::move(message));
+}
+
 }  // namespace cutline::policy::detail

@@ -37,4 +37,15 @@ std::vector<std::string> tenant_universe(const Policy& p);
 // loader already refused as unreachable.
 void warn_shadowed_rules(YamlReader& r, const Policy& p, const std::vector<bool>& checked);
 
+// The routes the gateway itself runs (POST /v1/chat/completions, /v1/completions,
+// /v1/responses, /v1/embeddings). GET /v1/models is answered from the rules on these.
+inline constexpr std::string_view kCoreRoutes[] = {"/v1/chat/completions", "/v1/completions",
+                                                   "/v1/responses", "/v1/embeddings"};
+
+// Warns at `policies` (node `at`) when some core route has no rule whose match.routes can
+// match it: every such request is refused (and GET /v1/models lists no model for it).
+// `checked[i]` as above: rules whose match has errors are left out.
+void warn_uncovered_core_routes(YamlReader& r, const YAML::Node& at, const Policy& p,
+                                const std::vector<bool>& checked);
+
 }  // namespace cutline::policy::detail

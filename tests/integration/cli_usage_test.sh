@@ -110,6 +110,27 @@ expect_usage "--layers" "$cutline" model synth --out "$tmp/m.gguf" --layers zero
 expect_usage "--type" "$cutline" model synth --out "$tmp/m.gguf" --type f64
 expect_usage "cannot read" "$cutline" model info "$tmp/missing.gguf"
 
+# The root help names every policy subcommand; --format's help reads as its values, not as
+# the parser's internals (ENUM:value in {json->1,text->0}).
+"$cutline" --help >"$tmp/out" 2>&1
+grep -qF "check, explain, diff, advise, schema" "$tmp/out" ||
+  fail "cutline --help lacks policy's subcommands: '$(grep policy "$tmp/out")'"
+for cmd in check explain; do
+  "$cutline" policy "$cmd" F --help >"$tmp/out" 2>&1
+  grep -qF -- "--format text|json" "$tmp/out" || fail "policy $cmd --help: '$(grep -- --format "$tmp/out")'"
+  grep -qE "ENUM|json->" "$tmp/out" && fail "policy $cmd --help shows '$(grep -E "ENUM|json->" "$tmp/out")'"
+done
+
+# explain infers the route from the body (input -> the Responses API) and exits 4 when no rule
+# matches, as the gateway would refuse the request.
+printf '%s\n' 'listen: [{address: "127.0.0.1:0"}]' 'upstreams: [{name: u, url: "http://127.0.0.1:1"}]' \
+  'policies: [{name: chat, match: {routes: [/v1/chat/completions]}}]' >"$tmp/chat.yaml"
+echo '{"model":"m","input":"hi"}' >"$tmp/input.json"
+"$cutline" policy explain "$tmp/chat.yaml" --request "$tmp/input.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc == 4 ]] || fail "policy explain with no matching rule -> exit $rc, want 4 ($(cat "$tmp/err"))"
+grep -qF "route /v1/responses" "$tmp/out" || fail "policy explain route: '$(cat "$tmp/out")'"
+
 # Environment fallbacks: OPENAI_BASE_URL stands in for --url (nothing listens on port 1: every
 # request ends upstream_disconnect, and the run itself completes).
 OPENAI_BASE_URL=http://127.0.0.1:1 OPENAI_API_KEY=k "$cutline" probe load --concurrency 1 \
@@ -134,6 +155,11 @@ rc=$?
 if [[ $rc != 1 ]]; then fail "backend --device cuda without CUDA -> exit $rc, want 1 ($(cat "$tmp/cuda.err"))"; fi
 grep -qE "^cutline-backend: cuda: (no CUDA plugin|this build has no CUDA)" "$tmp/cuda.err" ||
   fail "backend --device cuda without CUDA: '$(cat "$tmp/cuda.err")'"
+
+# model info at a context beyond the model's: not "serve: yes".
+"$cutline" model info "$tmp/tiny.gguf" --context 1073741824 >"$tmp/out" 2>"$tmp/err"
+grep -q "^serve: no: context 1073741824 is beyond the model's context length" "$tmp/out" ||
+  fail "model info --context beyond the model: '$(grep serve "$tmp/out")'"
 
 # The backend's model load reports bytes read of the file (a log line: stderr is not a terminal).
 "$backend" --port 0 --device cpu --cache-dir "$tmp/cache" >"$tmp/be.out" 2>"$tmp/be.err" &

@@ -94,6 +94,12 @@ ModelSummary summarize_model(const GgufFile& f, int32_t context) {
   s.weight_bytes = s.tensor_bytes;
   if (s.config) {
     s.context = context > 0 ? context : s.config->context_length;
+    if (s.config->context_length > 0 && s.context > s.config->context_length) {
+      add_reason(s, "context " + std::to_string(s.context) +
+                        " is beyond the model's context length " +
+                        std::to_string(s.config->context_length) +
+                        " (the backend refuses positions past it)");
+    }
     if (__builtin_mul_overflow(int64_t{s.context}, s.config->kv_bytes_per_token(), &s.kv_bytes)) {
       add_reason(s, "the KV cache at context " + std::to_string(s.context) + " overflows 64 bits");
     }

@@ -168,9 +168,9 @@ TEST_F(Dockerfile, ExposesTheGatewayPortsAndChecksHealthOnTheAdminListener) {
   const Stage& s = final_stage();
   const std::string expose = s.all("EXPOSE");
   EXPECT_NE(expose.find("8080"), std::string::npos);
-  EXPECT_NE(expose.find("9090"), std::string::npos);
+  EXPECT_NE(expose.find("8091"), std::string::npos);
   const std::string health = s.all("HEALTHCHECK");
-  EXPECT_TRUE(std::regex_search(health, std::regex(":9090/(healthz|readyz)"))) << health;
+  EXPECT_TRUE(std::regex_search(health, std::regex(":8091/(healthz|readyz)"))) << health;
   // The gateway manifest's container ports are the exposed ones.
   const YAML::Node gw = YAML::LoadFile(kDeploy + "/k8s/gateway.yaml");
   for (const auto& p : gw["spec"]["template"]["spec"]["containers"][0]["ports"]) {
@@ -184,7 +184,7 @@ TEST_F(Dockerfile, TheDefaultConfigIsCopiedInAndLoads) {
   ASSERT_TRUE(loaded.ok()) << loaded.error_text();
   const policy::Policy& p = *loaded.policy;
   ASSERT_TRUE(p.admin.has_value());
-  EXPECT_EQ(p.admin->port, 9090);
+  EXPECT_EQ(p.admin->port, 8091);
   ASSERT_EQ(p.upstreams.size(), 1u);
   ASSERT_TRUE(p.upstreams[0].spawn.has_value());
   const auto& cmd = p.upstreams[0].spawn->command;

@@ -277,6 +277,10 @@ TEST_F(K8sManifests, ThePolicyInTheConfigMapLoadsAndMatchesTheServices) {
   auto loaded = policy::load_policy_text(text, "cutline-policy/cutline.yaml", env);
   ASSERT_TRUE(loaded.ok()) << loaded.error_text();
   const policy::Policy& p = *loaded.policy;
+  // Every route the gateway runs has a rule (the Responses API and embeddings included).
+  for (const policy::Diagnostic& w : loaded.warnings) {
+    EXPECT_EQ(w.message.find("no rule matches route"), std::string::npos) << w.message;
+  }
 
   // The gateway mounts it where --config looks.
   const Manifest* gw = find("Deployment", "cutline-gateway");

@@ -25,11 +25,11 @@ LoadOptions env() {
   }};
 }
 
-TEST(AdminListener, WithoutAnAddressItBindsLoopback9090) {
+TEST(AdminListener, WithoutAnAddressItBindsLoopback8091) {
   auto p = load_ok(with_admin("  {}\n"));
   ASSERT_TRUE(p && p->admin);
   EXPECT_EQ(p->admin->host, "127.0.0.1");
-  EXPECT_EQ(p->admin->port, 9090);
+  EXPECT_EQ(p->admin->port, 8091);
   EXPECT_FALSE(p->admin->token);
 }
 
@@ -42,14 +42,14 @@ TEST(AdminListener, APortAloneBindsLoopback) {
 }
 
 TEST(AdminListener, AnExplicitAddressIsKept) {
-  auto p = load_ok(with_admin("  address: 0.0.0.0:9090\n"));
+  auto p = load_ok(with_admin("  address: 0.0.0.0:8091\n"));
   ASSERT_TRUE(p && p->admin);
   EXPECT_EQ(p->admin->host, "0.0.0.0");
 }
 
 TEST(AdminListener, ANetworkAddressWithoutATokenIsWarnedAbout) {
   for (const char* address :
-       {"0.0.0.0:9090", "10.1.2.3:9090", "\"[::]:9090\"", "admin.internal:9090"}) {
+       {"0.0.0.0:8091", "10.1.2.3:8091", "\"[::]:8091\"", "admin.internal:8091"}) {
     LoadResult r =
         load_policy_text(with_admin(std::string("  address: ") + address + "\n"), "c.yaml");
     ASSERT_TRUE(r.ok()) << r.error_text();
@@ -62,9 +62,9 @@ TEST(AdminListener, ANetworkAddressWithoutATokenIsWarnedAbout) {
   // Loopback, or a token: nothing to say.
   for (const std::string& admin :
        {std::string("  {}\n"), std::string("  address: \":9191\"\n"),
-        std::string("  address: 127.0.0.2:9090\n"), std::string("  address: \"[::1]:9090\"\n"),
-        std::string("  address: localhost:9090\n"),
-        std::string("  address: 0.0.0.0:9090\n  token: env:ADMIN_TOKEN\n")}) {
+        std::string("  address: 127.0.0.2:8091\n"), std::string("  address: \"[::1]:8091\"\n"),
+        std::string("  address: localhost:8091\n"),
+        std::string("  address: 0.0.0.0:8091\n  token: env:ADMIN_TOKEN\n")}) {
     LoadResult r = load_policy_text(with_admin(admin), "c.yaml", env());
     ASSERT_TRUE(r.ok()) << r.error_text();
     EXPECT_TRUE(r.warnings.empty()) << admin << ": " << r.warning_text();
@@ -72,7 +72,7 @@ TEST(AdminListener, ANetworkAddressWithoutATokenIsWarnedAbout) {
 }
 
 TEST(AdminListener, TokenFromTheEnvironmentIsHashed) {
-  auto p = load_ok(with_admin("  address: 127.0.0.1:9090\n  token: env:ADMIN_TOKEN\n"), env());
+  auto p = load_ok(with_admin("  address: 127.0.0.1:8091\n  token: env:ADMIN_TOKEN\n"), env());
   ASSERT_TRUE(p && p->admin && p->admin->token);
   EXPECT_EQ(p->admin->token->digest, sha256_digest("tok-123"));
   EXPECT_EQ(p->admin->token->label, "env:ADMIN_TOKEN");

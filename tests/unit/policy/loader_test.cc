@@ -22,7 +22,7 @@ using testing::with_policies;
 const char* kCore = R"(listen:
   - address: 127.0.0.1:8080
 admin:
-  address: 127.0.0.1:9090
+  address: 127.0.0.1:8091
 upstreams:
   - name: local
     url: http://127.0.0.1:8081        # any OpenAI-compatible server
@@ -54,7 +54,7 @@ TEST(Loader, AcceptsTheCoreExampleWithEveryValueAndPosition) {
   EXPECT_EQ(p->listen[0].host, "127.0.0.1");
   EXPECT_EQ(p->listen[0].port, 8080);
   ASSERT_TRUE(p->admin);
-  EXPECT_EQ(p->admin->port, 9090);
+  EXPECT_EQ(p->admin->port, 8091);
   ASSERT_EQ(p->upstreams.size(), 1u);
   EXPECT_EQ(p->upstreams[0].scheme, UpstreamScheme::kHttp);
   EXPECT_EQ(p->upstreams[0].host, "127.0.0.1");

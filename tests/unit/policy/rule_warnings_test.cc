@@ -165,6 +165,34 @@ TEST(RuleWarnings, OverlappingRulesThatDoNotCoverAreQuiet) {
             "");
 }
 
+TEST(RuleWarnings, CoreRoutesNoRuleMatches) {
+  // Only chat and completions: clients of the Responses API and of embeddings are refused.
+  EXPECT_EQ(warnings_of(with_policies(
+                "  - name: chat\n"  // line 7
+                "    match: {routes: [\"/v1/chat/completions\", \"/v1/completions\"]}\n")),
+            "cutline.yaml:7:3: warning: policies: no rule matches routes \"/v1/responses\" and "
+            "\"/v1/embeddings\": every request on them is refused (name it in a rule's "
+            "match.routes, or leave match.routes out to match every route)\n");
+  // One route left out, and a rule whose routes are all covered by globs.
+  EXPECT_EQ(warnings_of(with_policies("  - name: v1\n"
+                                      "    match: {routes: [\"/v1/*completions\"]}\n"
+                                      "  - name: embed\n"
+                                      "    match: {routes: [\"/v1/embeddings\"]}\n")),
+            "cutline.yaml:7:3: warning: policies: no rule matches route \"/v1/responses\": every "
+            "request on it is refused (name it in a rule's match.routes, or leave match.routes "
+            "out to match every route)\n");
+  // Every core route named, or a rule with no routes: no warning.
+  EXPECT_EQ(warnings_of(with_policies(
+                "  - name: all\n"
+                "    match: {routes: [/v1/chat/completions, /v1/completions, /v1/responses, "
+                "/v1/embeddings]}\n")),
+            "");
+  EXPECT_EQ(warnings_of(with_policies("  - name: chat\n"
+                                      "    match: {routes: [\"/v1/chat/completions\"]}\n"
+                                      "  - name: rest\n")),
+            "");
+}
+
 TEST(RuleWarnings, NoWarningsWhenTheFileHasErrors) {
   LoadResult r = load_policy_text(with_policies("  - name: a\n"
                                                 "    match: {routes: [\"/v1/x/\"]}\n"

@@ -75,6 +75,10 @@ std::vector<double> concurrency_at_arrivals(std::vector<std::pair<double, double
   return out;
 }
 
+bool generation_path(std::string_view path) {
+  return path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses";
+}
+
 std::string num(double v) {
   char buf[32];
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
@@ -180,6 +184,16 @@ Result<AdviceInput> read_access_log(std::string_view text) {
       ++in.skipped;
       continue;
     }
+    // Only generation is measured: GET /v1/models, embeddings and passthrough have no output
+    // tokens, TTFT or gaps, and would set deadlines from answers of another kind.
+    std::string_view method;
+    std::string_view path;
+    const bool has_method = doc["method"].get_string().get(method) == simdjson::SUCCESS;
+    const bool has_path = doc["path"].get_string().get(path) == simdjson::SUCCESS;
+    if ((has_method && method != "POST") || (has_path && !generation_path(path))) {
+      ++in.not_generation;
+      continue;
+    }
     std::string_view policy;
     std::string_view model;
     if (doc["policy"].get_string().get(policy) != simdjson::SUCCESS) policy = {};
@@ -226,6 +240,11 @@ Result<AdviceInput> read_access_log(std::string_view text) {
                           "beyond 24.8 days) and the rest were refused before an upstream: "
                           "nothing to measure");
   }
+  if (in.groups.empty() && in.not_generation > 0) {
+    return make_error(ErrorKind::kBadRequest,
+                      "no generation requests (POST /v1/chat/completions, /v1/completions, "
+                      "/v1/responses): nothing to propose limits from");
+  }
   if (in.groups.empty()) {
     return make_error(ErrorKind::kBadRequest,
                       "every request was refused before an upstream (invalid_request or "
@@ -236,15 +255,18 @@ Result<AdviceInput> read_access_log(std::string_view text) {
 
 Proposal propose(Observed& o, double target) {
   const double q = 1.0 - target;
+  // Counts x kCountHeadroom, rounded up, at least 1 and at most kMaxSaneValue.
+  auto count = [](double v) {
+    const double up = std::ceil(v * kCountHeadroom - 1e-9);
+    return static_cast<int64_t>(std::clamp(up, 1.0, kMaxSaneValue));
+  };
   Proposal l;
-  if (auto v = quantile(o.output_tokens, q)) {
-    l.max_output_tokens = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(*v)));
-  }
-  if (auto v = quantile(o.duration_ms, q)) l.deadline_ms = round_up_ms(*v);
-  if (auto v = quantile(o.ttft_ms, q)) l.ttft_timeout_ms = round_up_ms(*v);
-  if (auto v = quantile(o.itl_max_ms, q)) l.idle_timeout_ms = round_up_ms(*v);
+  if (auto v = quantile(o.output_tokens, q)) l.max_output_tokens = count(*v);
+  if (auto v = quantile(o.duration_ms, q)) l.deadline_ms = round_up_ms(*v * kTimeHeadroom);
+  if (auto v = quantile(o.ttft_ms, q)) l.ttft_timeout_ms = round_up_ms(*v * kTimeHeadroom);
+  if (auto v = quantile(o.itl_max_ms, q)) l.idle_timeout_ms = round_up_ms(*v * kTimeHeadroom);
   std::vector<double> c = concurrency_at_arrivals(o.spans_ms);
-  if (auto v = quantile(c, q)) l.max_concurrent = static_cast<int64_t>(*v);
+  if (auto v = quantile(c, q)) l.max_concurrent = count(*v);
   return l;
 }
 
@@ -262,6 +284,16 @@ std::string render_advice(AdviceInput& in, double target) {
            " lines skipped: a measured number no gateway writes (negative, not finite, or "
            "beyond 24.8 days)\n";
   }
+  if (in.not_generation > 0) {
+    out += std::to_string(in.not_generation) +
+           " requests not generation (GET /v1/models, embeddings, passthrough): not measured\n";
+  }
+  char headroom[160];
+  std::snprintf(headroom, sizeof headroom,
+                "headroom: each limit is its quantile x %g for times, x %g for output tokens and "
+                "concurrency, rounded up\n",
+                kTimeHeadroom, kCountHeadroom);
+  out += headroom;
   for (auto& [key, o] : in.groups) {
     const Proposal l = propose(o, target);
     // The log's names are the clients' (model) or may be forged: escaped for the terminal.
@@ -269,6 +301,12 @@ std::string render_advice(AdviceInput& in, double target) {
            (key.first.empty() ? std::string("(none matched)") : printable(key.first)) +
            "\"  model \"" + printable(key.second) + "\"  (" + std::to_string(o.duration_ms.size()) +
            " requests)\n";
+    const auto n = static_cast<int64_t>(o.duration_ms.size());
+    if (n < kMinSample) {
+      out += "  warning: " + std::to_string(n) + " requests, fewer than " +
+             std::to_string(kMinSample) +
+             ": too few to measure a tail, these proposals are noise (gather more traffic)\n";
+    }
     auto show = [&](const char* name, const std::optional<int64_t>& v, bool ms,
                     std::vector<double>& samples, const char* unit, const char* what) {
       line(out, name,

@@ -3,7 +3,9 @@
 //   check:   prints every error (exit 1) or a summary of the policy (exit 0), after its
 //            warnings (parts of the file no request can reach; still exit 0).
 //   explain: prints the Decision for an OpenAI request body, each number with the rule and YAML
-//            line that produced it (exit 0), or the policy's errors (exit 1).
+//            line that produced it (exit 0; exit 4 when no rule matches: the gateway would
+//            refuse it), or the policy's errors (exit 1). The route is inferred from the body
+//            (infer_route) unless --route names it.
 //   schema:  prints the policy file's JSON Schema (json_schema.h) for editors.
 //   diff:    what changes from OLD to NEW for which tenants and routes, in explain's words
 //            (exit 0), or the errors of either file (exit 1).
@@ -18,11 +20,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <simdjson.h>
 
+#include "cutline/base/json_writer.h"
 #include "cutline/cli/cli.h"
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/decision.h"
@@ -31,7 +35,6 @@
 #include "cutline/policy/json_schema.h"
 #include "cutline/policy/loader.h"
 #include "cutline/policy/policy_json.h"
-#include "cutline/base/json_writer.h"
 #include "cutline/tools/policy/advise.h"
 
 namespace cutline::tools {
@@ -42,10 +45,32 @@ using namespace cutline::policy;
 
 enum class Format { kText, kJson };
 
+// `explain`: no rule matches the request, so the gateway would refuse it.
+constexpr int kExitNoRule = 4;
+
 // One JSON document on stdout, with its newline.
 void print_json(const std::string& json) {
   std::fputs(json.c_str(), stdout);
   std::fputc('\n', stdout);
+}
+
+// --format text|json (either case) into `format`; the help reads "--format text|json".
+void add_format_option(CLI::App& cmd, Format& format, const std::string& description) {
+  auto lower = [](std::string v) {
+    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
+  cmd.add_option_function<std::string>(
+         "--format",
+         [&format, lower](const std::string& v) {
+           format = lower(v) == "json" ? Format::kJson : Format::kText;
+         },
+         description)
+      ->type_name("text|json")
+      ->check([lower](const std::string& v) {
+        const std::string l = lower(v);
+        return l == "text" || l == "json" ? std::string() : "want text or json, got '" + v + "'";
+      });
 }
 
 // {"ok": false, "file": F, "errors": [...], "warnings": []}.
@@ -78,7 +103,50 @@ struct RequestBody {
   std::string model;
   std::optional<int64_t> max_tokens;
   bool has_messages = false;
+  bool has_prompt = false;
+  bool has_input = false;
+  // "input" is a list holding objects (Responses API items) / numbers or lists (token ids).
+  bool input_has_items = false;
+  bool input_has_tokens = false;
+  bool embeddings_fields = false;  // encoding_format, dimensions: only embeddings take these
+  bool responses_fields = false;   // instructions, tools, previous_response_id, reasoning, ...
 };
+
+// The route a body was meant for, as the OpenAI SDKs send it, and why; --route overrides.
+//   messages -> /v1/chat/completions; prompt -> /v1/completions; input -> /v1/embeddings when
+//   the body says so (encoding_format or dimensions, token-id input, or a model named *embed*
+//   with none of the Responses API's own fields), else /v1/responses.
+std::pair<std::string, std::string> infer_route(const RequestBody& b) {
+  if (b.has_messages) return {"/v1/chat/completions", "the body has \"messages\""};
+  if (b.has_prompt) return {"/v1/completions", "the body has \"prompt\""};
+  if (!b.has_input) return {"/v1/completions", "the body has no messages, prompt or input"};
+  if (b.embeddings_fields) return {"/v1/embeddings", "\"input\" with encoding_format/dimensions"};
+  if (b.input_has_items || b.responses_fields) {
+    return {"/v1/responses", "\"input\" with Responses API items or fields"};
+  }
+  if (b.input_has_tokens) return {"/v1/embeddings", "\"input\" of token ids"};
+  std::string model = b.model;
+  for (char& c : model) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (model.find("embed") != std::string::npos) {
+    return {"/v1/embeddings", "\"input\" and an embedding model"};
+  }
+  return {"/v1/responses", "the body has \"input\""};
+}
+
+// What the "input" value holds: Responses API items (objects) or token ids (numbers, lists).
+void read_input_kind(simdjson::ondemand::value value, RequestBody& body) {
+  simdjson::ondemand::array items;
+  if (value.get_array().get(items)) return;
+  for (auto item : items) {
+    simdjson::ondemand::json_type type;
+    if (item.type().get(type)) return;
+    if (type == simdjson::ondemand::json_type::object) body.input_has_items = true;
+    if (type == simdjson::ondemand::json_type::number ||
+        type == simdjson::ondemand::json_type::array) {
+      body.input_has_tokens = true;
+    }
+  }
+}
 
 // Reads model and max_tokens / max_completion_tokens from an OpenAI request body.
 std::optional<RequestBody> read_request(const char* path, std::string& error) {
@@ -110,15 +178,28 @@ std::optional<RequestBody> read_request(const char* path, std::string& error) {
       }
       body.model = std::string(model);
       have_model = true;
-    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+    } else if (key == "max_tokens" || key == "max_completion_tokens" ||
+               key == "max_output_tokens") {
       int64_t v = 0;
       if (field.value().get_int64().get(v) || v <= 0) {
         error = std::string(path) + ": \"" + std::string(key) + "\" must be a positive integer";
         return std::nullopt;
       }
       if (!body.max_tokens || v < *body.max_tokens) body.max_tokens = v;
+      if (key == "max_output_tokens") body.responses_fields = true;
     } else if (key == "messages") {
       body.has_messages = true;  // the value is skipped by the iteration
+    } else if (key == "prompt") {
+      body.has_prompt = true;
+    } else if (key == "input") {
+      body.has_input = true;
+      read_input_kind(field.value(), body);
+    } else if (key == "encoding_format" || key == "dimensions") {
+      body.embeddings_fields = true;
+    } else if (key == "instructions" || key == "tools" || key == "previous_response_id" ||
+               key == "reasoning" || key == "text" || key == "store" || key == "stream" ||
+               key == "include" || key == "conversation") {
+      body.responses_fields = true;
     }
   }
   if (!have_model) {
@@ -220,6 +301,15 @@ int run_advise(const std::string& log_file, double target, const std::string& po
     raise(rule->idle_timeout_ms, l.idle_timeout_ms, "idle_timeout");
     raise(rule->admission.max_concurrent, l.max_concurrent, "admission.max_concurrent");
   }
+  int64_t few = 0;
+  for (const auto& [key, observed] : in->groups) {
+    few += static_cast<int64_t>(observed.duration_ms.size()) < kMinSample;
+  }
+  if (few > 0) {
+    std::printf("\nwarning: %lld policy and model group(s) measured fewer than %lld requests: "
+                "their proposals are noise\n",
+                static_cast<long long>(few), static_cast<long long>(kMinSample));
+  }
   std::printf("\n--- %s\n+++ proposed\n", policy_file.c_str());
   std::fputs(diff(*r.policy, proposed).c_str(), stdout);
   return 0;
@@ -311,7 +401,8 @@ int run_explain(const ExplainArgs& args) {
     return 1;
   }
   if (!resolve_tenant(policy, api_key, tenant)) return 1;
-  if (route.empty()) route = body->has_messages ? "/v1/chat/completions" : "/v1/completions";
+  std::string inferred_from;
+  if (route.empty()) std::tie(route, inferred_from) = infer_route(*body);
 
   RequestFacts facts;
   facts.tenant = tenant;
@@ -326,12 +417,16 @@ int run_explain(const ExplainArgs& args) {
     return std::nullopt;
   };
   Decision d = decide(policy, facts, live);
+  // The gateway refuses a request no rule matches: a script sees it in the exit status.
+  const int rc = d.matched ? 0 : kExitNoRule;
   if (args.format == Format::kJson) {
     print_explain_json(file, policy, tenant, body->model, route, d);
-    return 0;
+    return rc;
   }
-  std::printf("request: tenant \"%s\", model \"%s\", route %s\n", tenant.c_str(),
-              body->model.c_str(), route.c_str());
+  std::printf(
+      "request: tenant \"%s\", model \"%s\", route %s%s\n", tenant.c_str(), body->model.c_str(),
+      route.c_str(),
+      inferred_from.empty() ? "" : (" (" + inferred_from + "; --route to override)").c_str());
   std::fputs(explain(d).c_str(), stdout);
   if (d.matched) {
     const Rule& rule = *d.rule;
@@ -339,16 +434,15 @@ int run_explain(const ExplainArgs& args) {
     std::printf("upstream: %s\n", up ? (up->name + " " + up->url).c_str()
                                      : "none serves this model (the gateway answers 404)");
   }
-  return 0;
+  return rc;
 }
 
 // `cutline policy explain` and its options, parsed into `ex` (--header into `header_args`).
-void add_explain_command(CLI::App& app, const std::map<std::string, Format>& formats,
-                         ExplainArgs& ex, std::vector<std::string>& header_args) {
+void add_explain_command(CLI::App& app, ExplainArgs& ex, std::vector<std::string>& header_args) {
   CLI::App* explain = cli::add_command(
       app, "explain",
       "Print the decision for an OpenAI request body, each number with the rule and YAML line "
-      "behind it");
+      "behind it (exit 4 when no rule matches it: the gateway would refuse it)");
   explain->add_option("FILE", ex.file, "Policy file (YAML)")->required()->check(cli::kReadableFile);
   explain->add_option("--request", ex.request_path, "OpenAI request body (JSON)")
       ->required()
@@ -359,12 +453,12 @@ void add_explain_command(CLI::App& app, const std::map<std::string, Format>& for
           "--api-key", [&ex](const std::string& k) { ex.api_key = k; },
           "API key: the tenant it authenticates")
       ->excludes(tenant_opt);
-  explain
-      ->add_option("--format", ex.format,
-                   "text (default) or json: {ok, file, request, decision, upstream}")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+  add_format_option(*explain, ex.format,
+                    "text (default) or json: {ok, file, request, decision, upstream}");
   explain->add_option("--route", ex.route,
-                      "Route (default /v1/chat/completions with messages, else /v1/completions)");
+                      "Route (default: from the body: messages -> /v1/chat/completions, prompt "
+                      "-> /v1/completions, input -> /v1/responses or, with encoding_format, "
+                      "dimensions, token ids or an *embed* model, /v1/embeddings)");
   explain->add_option("--queue-depth", ex.live.queue_depth, "Queue depth to assume")
       ->check(CLI::NonNegativeNumber);
   explain->add_option("--in-flight", ex.live.in_flight, "Requests in flight to assume")
@@ -407,7 +501,6 @@ int run_policy(int argc, char** argv) {
   auto app = cli::make_app("cutline policy", "Validate a policy file and explain its decisions.");
   app->require_subcommand(1);
 
-  const std::map<std::string, Format> formats{{"text", Format::kText}, {"json", Format::kJson}};
   std::string check_file;
   Format check_format = Format::kText;
   CLI::App* check = cli::add_command(
@@ -417,11 +510,9 @@ int run_policy(int argc, char** argv) {
   check->add_option("FILE", check_file, "Policy file (YAML)")
       ->required()
       ->check(cli::kReadableFile);
-  check
-      ->add_option("--format", check_format,
-                   "text (default) or json: {ok, file, policy, warnings} or {ok: false, "
-                   "errors, warnings}, each diagnostic {file, line, column, path, message}")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+  add_format_option(*check, check_format,
+                    "text (default) or json: {ok, file, policy, warnings} or {ok: false, "
+                    "errors, warnings}, each diagnostic {file, line, column, path, message}");
 
   std::string diff_before;
   std::string diff_after;
@@ -459,7 +550,7 @@ int run_policy(int argc, char** argv) {
 
   ExplainArgs ex;
   std::vector<std::string> header_args;
-  add_explain_command(*app, formats, ex, header_args);
+  add_explain_command(*app, ex, header_args);
 
   // Rendered from the table the loader checks keys against (keys.h).
   CLI::App* schema = cli::add_command(

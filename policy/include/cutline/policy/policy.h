@@ -54,7 +54,7 @@ struct ApiKey {
   YamlRef ref;
 };
 
-// admin: the gateway's admin listener. Default address 127.0.0.1:9090 (":PORT" also binds
+// admin: the gateway's admin listener. Default address 127.0.0.1:8091 (":PORT" also binds
 // loopback). With a token, every path but /healthz needs "Authorization: Bearer <token>".
 struct AdminListener {
   std::string address;

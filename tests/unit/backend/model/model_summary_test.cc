@@ -38,6 +38,14 @@ TEST(ModelSummary, SynthesizedQwen3IsServableWithItsMemory) {
   EXPECT_GT(s.types[0].share, 0.9);
   EXPECT_NEAR(s.types[0].share + s.types[1].share, 1.0, 1e-9);
   EXPECT_EQ(s.tokenizer_model, "gpt2");
+
+  // A context beyond the model's 256: not "serve: yes", and the report says why.
+  const ModelSummary beyond = summarize_model(**f, 1024);
+  EXPECT_FALSE(beyond.servable);
+  EXPECT_NE(render_model_summary(beyond).find(
+                "serve: no: context 1024 is beyond the model's context length 256"),
+            std::string::npos)
+      << render_model_summary(beyond);
   EXPECT_EQ(s.tokenizer_tokens, 300);
   EXPECT_TRUE(s.chat_template_present);
   EXPECT_EQ(s.chat_template, "chatml");

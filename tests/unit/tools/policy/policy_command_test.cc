@@ -162,12 +162,76 @@ TEST(PolicyCommand, ExplainJsonCarriesEveryNumberWithItsSource) {
   EXPECT_EQ(std::string(doc["request"]["tenant"].get_string().value()), "alice");
   simdjson::dom::element d = doc["decision"];
   EXPECT_EQ(d["matched"].get_bool().value(), true);
-  // Same numbers as the text form (policy_cli_explain): the adaptive step on line 35.
+  // Same numbers as the text form (policy_cli_explain): the adaptive step on line 39.
   EXPECT_EQ(d["max_output_tokens"]["value"].get_int64().value(), 256);
   EXPECT_EQ(std::string(d["max_output_tokens"]["source"]["kind"].get_string().value()), "adaptive");
-  EXPECT_EQ(d["max_output_tokens"]["source"]["line"].get_int64().value(), 35);
+  EXPECT_EQ(d["max_output_tokens"]["source"]["line"].get_int64().value(), 39);
   EXPECT_EQ(d["live"]["queue_depth"].get_int64().value(), 9);
   EXPECT_TRUE(doc["upstream"].is_object() || doc["upstream"].is_null());
+}
+
+// The route explain assumes for `body` (--format json's request.route), and its exit status.
+std::string explained_route(const std::string& body, int& rc, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"explain",  kExample, "--request", write_temp("req.json", body),
+                                "--tenant", "alice",  "--format",  "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Outcome r = run(args);
+  rc = r.rc;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(r.out).get(doc) != simdjson::SUCCESS) return "unparsed: " + r.out;
+  return std::string(doc["request"]["route"].get_string().value());
+}
+
+TEST(PolicyCommand, ExplainInfersTheRouteFromTheBody) {
+  int rc = -1;
+  EXPECT_EQ(explained_route(R"({"model":"tiny","messages":[]})", rc), "/v1/chat/completions");
+  EXPECT_EQ(explained_route(R"({"model":"tiny","prompt":"hi"})", rc), "/v1/completions");
+  // The Responses API: input as text, as items, or with its own fields.
+  EXPECT_EQ(explained_route(R"({"model":"tiny","input":"hi"})", rc), "/v1/responses");
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(explained_route(R"({"model":"tiny","input":[{"role":"user","content":"hi"}]})", rc),
+            "/v1/responses");
+  EXPECT_EQ(
+      explained_route(R"({"model":"text-embedding-x","input":"hi","instructions":"be brief"})", rc),
+      "/v1/responses");
+  // Embeddings: encoding_format or dimensions, token ids, or an embedding model.
+  EXPECT_EQ(explained_route(R"({"model":"tiny","input":"hi","encoding_format":"float"})", rc),
+            "/v1/embeddings");
+  EXPECT_EQ(explained_route(R"({"model":"tiny","input":[1,2,3]})", rc), "/v1/embeddings");
+  EXPECT_EQ(explained_route(R"({"model":"text-embedding-3-small","input":["a","b"]})", rc),
+            "/v1/embeddings");
+  EXPECT_EQ(rc, 0);
+  // --route overrides.
+  EXPECT_EQ(explained_route(R"({"model":"tiny","input":"hi"})", rc, {"--route", "/v1/embeddings"}),
+            "/v1/embeddings");
+
+  // The text form says where the route came from.
+  Outcome r =
+      run({"explain", kExample, "--request",
+           write_temp("resp.json", R"({"model":"tiny","input":"hi"})"), "--tenant", "alice"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("route /v1/responses (the body has \"input\"; --route to override)"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(PolicyCommand, ExplainExits4WhenNoRuleMatches) {
+  const std::string policy = write_temp("chat-only.yaml",
+                                        "listen:\n  - address: 127.0.0.1:8080\n"
+                                        "upstreams:\n  - name: u\n    url: http://127.0.0.1:1\n"
+                                        "policies:\n"
+                                        "  - name: chat\n"
+                                        "    match: {routes: [/v1/chat/completions]}\n");
+  const std::string body = write_temp("input.json", R"({"model":"m","input":"hi"})");
+  Outcome r = run({"explain", policy, "--request", body});
+  EXPECT_EQ(r.rc, 4) << r.out;
+  EXPECT_NE(r.out.find("route /v1/responses"), std::string::npos) << r.out;
+  r = run({"explain", policy, "--request", body, "--format", "json"});
+  EXPECT_EQ(r.rc, 4) << r.out;
+  EXPECT_NE(r.out.find("\"matched\":false"), std::string::npos) << r.out;
+  // The same body on the route the rule names is matched.
+  EXPECT_EQ(run({"explain", policy, "--request", body, "--route", "/v1/chat/completions"}).rc, 0);
 }
 
 TEST(PolicyCommand, DiffSaysWhatChangesForWhichRequests) {
@@ -245,17 +309,19 @@ TEST(PolicyAdvise, ProposesLimitsThatCutAtMostTheTargetShare) {
   EXPECT_EQ(in->skipped, 2);
   cutline::tools::Observed& chat = in->groups.at({"chat", "m"});
   cutline::tools::Proposal p = cutline::tools::propose(chat, 0.01);
-  EXPECT_EQ(p.max_output_tokens, 198);  // answers 199 and 200 (1%) would be cut
-  EXPECT_EQ(p.deadline_ms, 1980);
-  EXPECT_EQ(p.ttft_timeout_ms, 600);  // 594 ms, rounded up to 10 ms
-  EXPECT_EQ(p.idle_timeout_ms, 500);  // 495 ms, rounded up
-  EXPECT_EQ(p.max_concurrent, 1);
+  // The p99 (answers 199 and 200, 1%, beyond it) with headroom: x 1.25 on counts, x 1.5 on
+  // times, rounded up.
+  EXPECT_EQ(p.max_output_tokens, 248);  // 198 x 1.25 = 247.5
+  EXPECT_EQ(p.deadline_ms, 2970);       // 1980 ms x 1.5
+  EXPECT_EQ(p.ttft_timeout_ms, 900);    // 594 ms x 1.5 = 891, rounded up to 10 ms
+  EXPECT_EQ(p.idle_timeout_ms, 750);    // 495 ms x 1.5 = 742.5, rounded up
+  EXPECT_EQ(p.max_concurrent, 2);       // 1 x 1.25, rounded up
   p = cutline::tools::propose(chat, 0.10);
-  EXPECT_EQ(p.max_output_tokens, 180);
-  EXPECT_EQ(p.deadline_ms, 1800);
+  EXPECT_EQ(p.max_output_tokens, 225);  // 180 x 1.25
+  EXPECT_EQ(p.deadline_ms, 2700);       // 1800 ms x 1.5
   cutline::tools::Observed& batch = in->groups.at({"batch", "m"});
-  EXPECT_EQ(cutline::tools::propose(batch, 0.01).max_concurrent, 4);
-  EXPECT_EQ(cutline::tools::propose(batch, 0.30).max_concurrent, 3);  // a quarter arrive 4th
+  EXPECT_EQ(cutline::tools::propose(batch, 0.01).max_concurrent, 5);  // 4 x 1.25
+  EXPECT_EQ(cutline::tools::propose(batch, 0.30).max_concurrent, 4);  // a quarter arrive 4th
 }
 
 TEST(PolicyAdvise, CommandPrintsTheNumbersBehindEachProposalAndADiff) {
@@ -274,22 +340,76 @@ TEST(PolicyAdvise, CommandPrintsTheNumbersBehindEachProposalAndADiff) {
   EXPECT_NE(r.out.find("302 requests read, 2 refused before an upstream"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("policy \"chat\"  model \"m\"  (200 requests)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("  budget.max_output_tokens   198        output tokens: p50 100  p90 180  "
+  EXPECT_NE(r.out.find("  budget.max_output_tokens   248        output tokens: p50 100  p90 180  "
                        "p99 198  max 200  (n 200)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("  deadline                   1980ms     duration: p50 1000ms"),
+  EXPECT_NE(r.out.find("  deadline                   2970ms     duration: p50 1000ms"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("  admission.max_concurrent   4          in flight at arrival"),
+  EXPECT_NE(r.out.find("  admission.max_concurrent   5          in flight at arrival"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("deadline             30s -> 1980ms            policies[0].deadline "
+  EXPECT_NE(r.out.find("deadline             30s -> 2970ms            policies[0].deadline "
                        "(proposed)"),
             std::string::npos)
       << r.out;
   // Deterministic: the same log gives the same report.
   EXPECT_EQ(run({"advise", log, "--target-cut-rate", "0.01", "--policy", policy}).out, r.out);
+}
+
+// 80 chat answers (too few for a 1% tail) and GET /v1/models, embeddings and passthrough lines,
+// which have no generation to measure.
+TEST(PolicyAdvise, FewRequestsAreFlaggedAndNonGenerationRoutesAreLeftOut) {
+  std::string log;
+  char line[512];
+  for (int i = 1; i <= 80; ++i) {
+    std::snprintf(line, sizeof line,
+                  R"({"ts":%d.0,"method":"POST","path":"/v1/chat/completions","model":"m",)"
+                  R"("policy":"chat","cause":"eos","output_tokens":%d,"ttft_ms":5,)"
+                  R"("itl_max_ms":2,"duration_ms":%d})"
+                  "\n",
+                  1000 + 5 * i, i, 10 * i);
+    log += line;
+  }
+  for (int i = 0; i < 300; ++i) {
+    log += R"({"ts":2000.0,"method":"GET","path":"/v1/models","model":"","policy":"chat",)"
+           R"("cause":"eos","output_tokens":0,"duration_ms":1})"
+           "\n";
+  }
+  log += R"({"ts":2000.0,"method":"POST","path":"/v1/embeddings","model":"e","policy":"chat",)"
+         R"("cause":"eos","output_tokens":0,"duration_ms":3})"
+         "\n";
+  log += R"({"ts":2000.0,"method":"POST","path":"/v1/files","model":"","policy":"chat",)"
+         R"("cause":"eos","output_tokens":0,"duration_ms":3})"
+         "\n";
+  Outcome r = run({"advise", write_temp("few.log", log)});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("302 requests not generation (GET /v1/models, embeddings, passthrough): "
+                       "not measured"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("headroom: each limit is its quantile x 1.5 for times, x 1.25 for output "
+                       "tokens and concurrency"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("policy \"chat\"  model \"m\"  (80 requests)\n  warning: 80 requests, "
+                       "fewer than 200"),
+            std::string::npos)
+      << r.out;
+  // Only the chat group: no proposal for the models list, embeddings or passthrough.
+  EXPECT_EQ(r.out.find("model \"\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("model \"e\""), std::string::npos) << r.out;
+  // p99 of 80 is the 80th: 800 ms x 1.5; 80 tokens x 1.25.
+  EXPECT_NE(r.out.find("  deadline                   1200ms "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  budget.max_output_tokens   100 "), std::string::npos) << r.out;
+
+  // A log of nothing but the models list has nothing to propose from.
+  std::string err;
+  r = run_capturing_stderr(
+      {"advise", write_temp("models.log", log.substr(log.find("{\"ts\":2000")))}, err);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(err.find("no generation requests"), std::string::npos) << err;
 }
 
 TEST(PolicyAdvise, AnEmptyTruncatedOrForeignLogSaysSoAndExits2) {
@@ -368,7 +488,7 @@ TEST(PolicyAdvise, AHostileLogCannotReachTheTerminalOrSetAbsurdLimits) {
   EXPECT_NE(r.out.find("warning: 6 lines skipped"), std::string::npos) << r.out;
   // Only the sane line of "chat" counts; no deadline is 0 ms, none is absurdly long.
   EXPECT_NE(r.out.find("policy \"chat\"  model \"m\"  (1 requests)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("  deadline                   120ms "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  deadline                   180ms "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  deadline                   10ms "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("  deadline                   0ms"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("155000000000m"), std::string::npos) << r.out;

@@ -50,7 +50,8 @@ struct ModelSummary {
   int64_t kv_bytes = 0;
 };
 
-// `context` 0: the model's context length.
+// `context` 0: the model's context length. A context beyond the model's makes it not servable
+// (not_servable says so): the backend refuses positions past the trained context.
 ModelSummary summarize_model(const GgufFile& file, int32_t context = 0);
 
 // The report `cutline model info` prints (several lines, each ending in '\n').

@@ -13,6 +13,15 @@
 //                              (the request itself included), from ts and duration_ms; with
 //                              --policy, a rule's proposal is the largest over its models
 // with the percentiles behind each (p50, p90, p99, max) and the queue wait seen (queue_ms).
+// Each proposal then gets headroom, so that normal variation is not cut the day after: durations
+// x kTimeHeadroom (1.5, then rounded up to 10 ms), output tokens and concurrency x
+// kCountHeadroom (1.25, rounded up).
+// Only generation requests are measured: POST /v1/chat/completions, /v1/completions and
+// /v1/responses (a line without method and path counts as one). GET /v1/models, embeddings and
+// passed-through paths are counted (not_generation) and left out: they have no output tokens,
+// TTFT or inter-token gaps to propose limits from.
+// A group with fewer than kMinSample requests gets a warning line: its tail quantile is close
+// to its largest sample and the proposal is noise.
 // What the log shows was already shaped by the limits in force: an answer cut at a deadline
 // says nothing about how long it would have run (rule in observe mode for that).
 // Deterministic: the same log gives the same report. The names the log carries (model, policy)
@@ -41,6 +50,11 @@ struct Observed {
   std::vector<std::pair<double, double>> spans_ms;  // (start, end) from ts, for concurrency
 };
 
+// Headroom over the measured quantile, and the sample below which a proposal is flagged.
+inline constexpr double kTimeHeadroom = 1.5;
+inline constexpr double kCountHeadroom = 1.25;
+inline constexpr int64_t kMinSample = 200;
+
 struct Proposal {
   std::optional<int64_t> max_output_tokens;
   std::optional<int64_t> deadline_ms;
@@ -57,6 +71,8 @@ struct AdviceInput {
   // Left out: a measured number negative, not finite or over 2^31 - 1 (ms or tokens), or a
   // `ts` that is no Unix time. The report says how many.
   int64_t absurd = 0;
+  // Not generation (GET /v1/models, embeddings, passed-through paths): not measured.
+  int64_t not_generation = 0;
 };
 
 // Reads the log text. An empty log, a line that is not complete JSON (truncated), or lines
@@ -66,7 +82,7 @@ Result<AdviceInput> read_access_log(std::string_view text);
 // The nearest-rank q quantile of `values` (sorted in place); nullopt when empty.
 std::optional<double> quantile(std::vector<double>& values, double q);
 
-// The proposed limits of one group at `target` (0 < target < 1).
+// The proposed limits of one group at `target` (0 < target < 1), headroom included.
 Proposal propose(Observed& observed, double target);
 
 // `text` with what a terminal would act on escaped: control characters (C0, DEL, C1), bytes
