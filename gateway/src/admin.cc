@@ -12,7 +12,6 @@
 #include "cutline/policy/api_key.h"
 #include "cutline/policy/policy_json.h"
 #include "cutline/proto/net/event_loop.h"
-#include "cutline/base/json_writer.h"
 #include "cutline/proto/net/timer.h"
 
 namespace cutline::gateway {
@@ -202,6 +201,19 @@ void Admin::probe_ready(std::shared_ptr<proto::ServerStream> s) {
       if (p->outcome[i] != 1) {
         w.value(p->names[i]);
         ready = false;
+      }
+    }
+    w.end_array();
+    // Pools whose first round of health checks is still running (no endpoint has passed one
+    // yet): a check is bounded by health.timeout, so this lasts that long at most.
+    w.key("health_pending").begin_array();
+    if (const auto pools = gw->upstream_pools()) {
+      for (const policy::Upstream& u : pools->policy().upstreams) {
+        const EndpointPool* pool = pools->find(u);
+        if (pool && !pool->health_settled()) {
+          w.value(u.name);
+          ready = false;
+        }
       }
     }
     w.end_array();

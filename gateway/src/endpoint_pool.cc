@@ -162,8 +162,33 @@ void EndpointPool::adopt(const EndpointPool& old) {
     }
   }
   auto set = make_set(std::move(now));
+  panic_.fetch_add(old.panic_total(), std::memory_order_relaxed);  // the counter goes on
   std::lock_guard<std::mutex> lock(mu_);
   set_ = std::move(set);
+}
+
+bool EndpointPool::in_panic() const {
+  if (!upstream_.health) return false;
+  const int64_t now = clock_.now_ns();
+  std::shared_ptr<const Set> set = snapshot();
+  if (!set) return false;
+  size_t available = 0;
+  for (const auto& e : set->endpoints) {
+    if (e->available(now)) ++available;
+  }
+  return below_panic_threshold(available, set->endpoints.size(), upstream_.health->panic_threshold);
+}
+
+bool EndpointPool::health_settled() const {
+  if (!upstream_.health) return true;
+  std::shared_ptr<const Set> set = snapshot();
+  if (!set) return true;
+  bool all_checked = true;
+  for (const auto& e : set->endpoints) {
+    if (e->checked() && e->healthy()) return true;
+    if (!e->checked()) all_checked = false;
+  }
+  return all_checked;
 }
 
 std::shared_ptr<const EndpointPool::Set> EndpointPool::snapshot() const {
@@ -281,14 +306,27 @@ EndpointLease EndpointPool::pick(const PickRequest& request) const {
   Scratch& s = scratch();
   s.candidates.clear();
   size_t tried = 0;
+  size_t available = 0;  // tried or not: the pool's health, not this request's
   if (set) {
     for (uint32_t i = 0; i < set->endpoints.size(); ++i) {
       const PoolEndpoint& e = *set->endpoints[i];
+      const bool up = e.available(now);
+      if (up) ++available;
       if (contains(request.tried, e.id())) {
         ++tried;
         continue;
       }
-      if (e.available(now)) s.candidates.push_back(i);
+      if (up) s.candidates.push_back(i);
+    }
+    if (upstream_.health && below_panic_threshold(available, set->endpoints.size(),
+                                                  upstream_.health->panic_threshold)) {
+      // Panic: health ignored, ejection kept.
+      s.candidates.clear();
+      for (uint32_t i = 0; i < set->endpoints.size(); ++i) {
+        const PoolEndpoint& e = *set->endpoints[i];
+        if (!e.ejected(now) && !contains(request.tried, e.id())) s.candidates.push_back(i);
+      }
+      if (!s.candidates.empty()) panic_.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (s.candidates.empty()) {

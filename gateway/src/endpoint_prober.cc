@@ -2,6 +2,7 @@
 #include "cutline/gateway/endpoint_prober.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 
 #include "cutline/gateway/load_report.h"
@@ -73,12 +74,30 @@ void EndpointProber::resolve() {
     }
     pool_->set_addresses(std::move(addresses));
     pool_->set_resolve_error("");
+    // New addresses are checked now, not an interval later (they are routable meanwhile).
+    if (pool_->upstream().health) {
+      for (const auto& e : pool_->endpoints()) {
+        if (!e->checked()) probe(e, Kind::kHealth);
+      }
+    }
   });
 }
 
 void EndpointProber::check_health() {
   ++health_rounds_;
   for (const auto& e : pool_->endpoints()) probe(e, Kind::kHealth);
+}
+
+void EndpointProber::note_first_round() const {
+  const auto endpoints = pool_->endpoints();
+  const auto healthy = std::count_if(endpoints.begin(), endpoints.end(),
+                                     [](const auto& e) { return e->checked() && e->healthy(); });
+  if (healthy > 0) return;
+  std::fprintf(stderr,
+               "cutline-gateway: upstream %s: no endpoint of %zu passed its first health check "
+               "(GET %s); /readyz no longer waits for it%s\n",
+               pool_->name().c_str(), endpoints.size(), pool_->upstream().health->path.c_str(),
+               pool_->in_panic() ? ", requests go to every endpoint not ejected (panic)" : "");
 }
 
 void EndpointProber::poll_load() {
@@ -155,6 +174,10 @@ void EndpointProber::finish(uint64_t key, bool ok, int /*status*/, const std::st
   probes_.erase(it);
   if (p->kind == Kind::kHealth) {
     p->endpoint->set_healthy(ok);
+    if (!first_round_over_ && pool_->health_settled()) {
+      first_round_over_ = true;
+      note_first_round();
+    }
   } else {
     std::optional<LoadSnapshot> snapshot;
     if (ok) {

@@ -71,12 +71,19 @@ std::string UpstreamPools::render_json() const {
       w.field("resolve_error", pool->resolve_error());
     }
     w.field("no_endpoint", pool->no_endpoint_total());
+    if (u.health) {
+      w.field("health_path", u.health->path);
+      w.field("panic_threshold", u.health->panic_threshold);
+    }
+    w.field("panic", pool->in_panic());
+    w.field("panic_picks", pool->panic_total());
     w.key("endpoints").begin_array();
     for (const auto& e : pool->endpoints()) {
       const auto c = e->counters();
       w.begin_object();
       w.field("address", e->address().label);
       w.field("healthy", e->healthy());
+      w.field("checked", e->checked());
       w.field("ejected", e->ejected(now));
       w.field("ejected_for_ms",
               e->ejected(now) ? (e->ejected_until_ns() - now) / 1000000 : int64_t{0});
@@ -146,7 +153,20 @@ std::string UpstreamPools::render_prometheus() const {
       {"cutline_upstream_endpoint_healthy", "gauge", "1 when passing health checks."},
       {"cutline_upstream_endpoint_ejected", "gauge", "1 while ejected."},
   };
-  std::string out;
+  std::string out =
+      "# HELP cutline_upstream_panic_total Requests routed while too few of the pool's "
+      "endpoints were healthy (health ignored).\n# TYPE cutline_upstream_panic_total counter\n";
+  for (const auto& pool : pools_) {
+    out += "cutline_upstream_panic_total{upstream=\"" + label_value(pool->name()) + "\"} " +
+           std::to_string(pool->panic_total()) + "\n";
+  }
+  out +=
+      "# HELP cutline_upstream_panic 1 while fewer than health.panic_threshold percent of the "
+      "pool's endpoints are healthy.\n# TYPE cutline_upstream_panic gauge\n";
+  for (const auto& pool : pools_) {
+    out += "cutline_upstream_panic{upstream=\"" + label_value(pool->name()) + "\"} " +
+           (pool->in_panic() ? "1" : "0") + "\n";
+  }
   for (size_t s = 0; s < std::size(kSeries); ++s) {
     out += std::string("# HELP ") + kSeries[s].name + " " + kSeries[s].help + "\n";
     out += std::string("# TYPE ") + kSeries[s].name + " " + kSeries[s].type + "\n";

@@ -117,8 +117,9 @@ constexpr KeySpec kPrefixAffinityKeys[] = {
 
 constexpr KeySpec kHealthKeys[] = {
     {.name = "path",
-     .description = "Path checked; a non-2xx answer marks the endpoint unhealthy.",
-     .default_value = "/healthz",
+     .description = "Path checked; a non-2xx answer marks the endpoint unhealthy (vLLM, SGLang, "
+                    "TGI, llama.cpp and Cutline backends answer /health).",
+     .default_value = "/health",
      .pattern = "^/[^ \\r\\n]*$"},
     {.name = "interval",
      .type = Type::kDuration,
@@ -128,6 +129,13 @@ constexpr KeySpec kHealthKeys[] = {
      .type = Type::kDuration,
      .description = "Longest wait for an answer (at most interval).",
      .default_value = "2s"},
+    {.name = "panic_threshold",
+     .type = Type::kInteger,
+     .description = "Below this percent of the pool's endpoints healthy (and not ejected), "
+                    "requests go to every endpoint not ejected, health ignored; 0 never (at "
+                    "most 100).",
+     .default_value = "50",
+     .min = 0},
 };
 
 constexpr KeySpec kOutlierKeys[] = {

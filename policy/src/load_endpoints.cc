@@ -185,7 +185,7 @@ bool load_health(YamlReader& r, const YAML::Node& node, const std::string& path,
     if (p && (*p)[0] == '/' && p->find_first_of(" \r\n") == std::string::npos) {
       h.path = *p;
     } else {
-      if (p) r.error(e->value, key_path(path, "path"), "expected a path such as /healthz");
+      if (p) r.error(e->value, key_path(path, "path"), "expected a path such as /health");
       ok = false;
     }
   }
@@ -200,6 +200,19 @@ bool load_health(YamlReader& r, const YAML::Node& node, const std::string& path,
       h.timeout_ms = *v;
     else
       ok = false;
+  }
+  if (auto* e = f->get("panic_threshold")) {
+    const std::string pp = key_path(path, "panic_threshold");
+    if (auto v = r.integer(e->value, pp, 0)) {
+      if (*v > 100) {
+        r.error(e->value, pp, "must be at most 100, got " + std::to_string(*v));
+        ok = false;
+      } else {
+        h.panic_threshold = *v;
+      }
+    } else {
+      ok = false;
+    }
   }
   if (ok && h.timeout_ms > h.interval_ms) {
     r.error(node, path, "timeout must not exceed interval");

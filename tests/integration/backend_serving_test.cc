@@ -150,6 +150,11 @@ TEST_F(BackendServing, ModelsHealthStateAndMetrics) {
   auto health = backend_->get("/healthz");
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->status, 200);
+  // /health too, the path vLLM, SGLang and TGI answer and a gateway checks by default.
+  auto vllm_style = backend_->get("/health");
+  ASSERT_TRUE(vllm_style.ok());
+  EXPECT_EQ(vllm_style->status, 200);
+  EXPECT_NE(vllm_style->body.find("\"ok\""), std::string::npos) << vllm_style->body;
 
   auto state = backend_->get("/v1/cutline/state");
   ASSERT_TRUE(state.ok());

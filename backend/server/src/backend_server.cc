@@ -224,11 +224,12 @@ void BackendServer::handle(std::shared_ptr<proto::ServerStream> http) {
                         make_error(ErrorKind::kBadRequest, "use POST for " + std::string(path)));
     return handle_tokenize(std::move(http), path == "/detokenize");
   }
-  if (!get && (path == "/healthz" || path == "/metrics" || path == "/v1/models" ||
-               path == "/v1/cutline/state"))
+  if (!get && (path == "/healthz" || path == "/health" || path == "/metrics" ||
+               path == "/v1/models" || path == "/v1/cutline/state"))
     return send_error(*http,
                       make_error(ErrorKind::kBadRequest, "use GET for " + std::string(path)));
-  if (path == "/healthz") {
+  // /health as vLLM, SGLang, TGI and llama.cpp's server answer it (a gateway's default check).
+  if (path == "/healthz" || path == "/health") {
     if (draining_.load()) return send_json(*http, 503, R"({"status":"draining"})");
     return send_json(*http, 200, R"({"status":"ok"})");
   }

@@ -137,6 +137,11 @@ void handle(evhttp_request* req, void* arg) {
     return handle_load_report(srv, req, path);
   }
   if (srv->vllm_metrics && path == "/metrics") return handle_load_report(srv, req, path);
+  if (srv->health_only && (path == "/health" || path == "/healthz")) {
+    // Health checks are not recorded (they would count as requests seen).
+    return path == "/health" ? send_json(req, 200, "{}")
+                             : send_json(req, 404, R"({"detail":"Not Found"})");
+  }
   if (srv->vllm_metrics && path == "/v1/cutline/state") {
     return send_json(req, 404, R"({"detail":"Not Found"})");
   }

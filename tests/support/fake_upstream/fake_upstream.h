@@ -95,6 +95,7 @@ struct Server {
   int min_delay_ms = 0;
   std::vector<std::string> resident;  // --resident: models reported resident
   bool vllm_metrics = false;          // --vllm-metrics: /metrics only, as vLLM
+  bool health_only = false;           // --health-only: GET /health 200, /healthz 404, as vLLM
   bool lenient_routes = false;        // --lenient-routes: paths matched as a lenient router does
 };
 

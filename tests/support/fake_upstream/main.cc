@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   const char* bind_ip = "127.0.0.1";
   std::string resident;
   bool vllm_metrics = false;
+  bool health_only = false;
   bool lenient_routes = false;
   cutline::proto::TlsServerConfig tls_config;
   tls_config.alpn = {"http/1.1"};  // evhttp speaks HTTP/1.1 only
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--bind") == 0 && i + 1 < argc) bind_ip = argv[++i];
     if (std::strcmp(argv[i], "--resident") == 0 && i + 1 < argc) resident = argv[++i];
     if (std::strcmp(argv[i], "--vllm-metrics") == 0) vllm_metrics = true;
+    if (std::strcmp(argv[i], "--health-only") == 0) health_only = true;
     if (std::strcmp(argv[i], "--lenient-routes") == 0) lenient_routes = true;
     if (std::strcmp(argv[i], "--tls-cert") == 0 && i + 1 < argc) tls_config.cert_file = argv[++i];
     if (std::strcmp(argv[i], "--tls-key") == 0 && i + 1 < argc) tls_config.key_file = argv[++i];
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   cutline::fake_upstream::Server srv;
   srv.vllm_metrics = vllm_metrics;
+  srv.health_only = health_only;
   srv.lenient_routes = lenient_routes;
   for (size_t at = 0; at < resident.size();) {
     const size_t comma = std::min(resident.find(',', at), resident.size());

@@ -276,7 +276,7 @@ TEST_F(PoolTest, CancelledAttemptsSayNothingAboutTheEndpoint) {
 }
 
 TEST_F(PoolTest, UnhealthyEndpointsAreSkippedUntilTheyPassAgain) {
-  make("", 2);
+  make("    health: {panic_threshold: 0}\n", 2);
   ep(0).set_healthy(false);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(pick_label(), "10.0.0.2:8081");
   ep(1).set_healthy(false);
@@ -286,6 +286,98 @@ TEST_F(PoolTest, UnhealthyEndpointsAreSkippedUntilTheyPassAgain) {
   EXPECT_EQ(pool_->no_endpoint_total(), 1u);
   ep(0).set_healthy(true);
   EXPECT_EQ(pick_label(), "10.0.0.1:8081");
+}
+
+TEST(PanicThreshold, FewerThanThePercentHealthy) {
+  // Envoy's arithmetic: panic when healthy / total < threshold.
+  EXPECT_FALSE(below_panic_threshold(2, 4, 50));  // exactly half: not below
+  EXPECT_TRUE(below_panic_threshold(1, 4, 50));
+  EXPECT_TRUE(below_panic_threshold(1, 3, 50));
+  EXPECT_FALSE(below_panic_threshold(2, 3, 50));
+  EXPECT_TRUE(below_panic_threshold(0, 1, 50));
+  EXPECT_FALSE(below_panic_threshold(1, 1, 100));
+  EXPECT_TRUE(below_panic_threshold(2, 3, 100));
+  EXPECT_FALSE(below_panic_threshold(0, 3, 0));   // 0: never
+  EXPECT_FALSE(below_panic_threshold(0, 0, 50));  // an empty pool has nothing to spread over
+  EXPECT_TRUE(below_panic_threshold(33, 100, 34));
+  EXPECT_FALSE(below_panic_threshold(34, 100, 34));
+}
+
+TEST_F(PoolTest, EndpointsAreRoutableBeforeTheirFirstCheck) {
+  make("", 3);
+  EXPECT_FALSE(pool_->health_settled());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(ep(i).checked());
+  for (int i = 0; i < 6; ++i) EXPECT_FALSE(pick_label().empty());
+  EXPECT_EQ(pool_->no_endpoint_total(), 0u);
+  // One endpoint passed: settled (readiness need not wait for the rest).
+  ep(1).set_healthy(true);
+  EXPECT_TRUE(pool_->health_settled());
+}
+
+TEST_F(PoolTest, AFirstRoundWithNoHealthyEndpointSettlesToo) {
+  make("", 2);
+  ep(0).set_healthy(false);
+  EXPECT_FALSE(pool_->health_settled());
+  ep(1).set_healthy(false);
+  EXPECT_TRUE(pool_->health_settled());
+}
+
+TEST_F(PoolTest, TooFewHealthyEndpointsRouteAcrossAllOfThem) {
+  make("    balance: round_robin\n", 3);
+  // One of three unhealthy: 67 % healthy, no panic; it is skipped.
+  ep(0).set_healthy(false);
+  EXPECT_FALSE(pool_->in_panic());
+  for (int i = 0; i < 6; ++i) EXPECT_NE(pick_label(), "10.0.0.1:8081");
+  EXPECT_EQ(pool_->panic_total(), 0u);
+  // Two of three: 33 % < 50 %: every endpoint gets requests, health ignored.
+  ep(1).set_healthy(false);
+  EXPECT_TRUE(pool_->in_panic());
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 6; ++i) ++seen[pick_label()];
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(pool_->panic_total(), 6u);
+  EXPECT_EQ(pool_->no_endpoint_total(), 0u);
+  // Every endpoint failing checks (a wrong health path): still served.
+  ep(2).set_healthy(false);
+  EXPECT_TRUE(pool_->pick({}));
+  // A check passes again: out of panic.
+  ep(0).set_healthy(true);
+  ep(1).set_healthy(true);
+  EXPECT_FALSE(pool_->in_panic());
+  for (int i = 0; i < 6; ++i) EXPECT_NE(pick_label(), "10.0.0.3:8081");
+  EXPECT_EQ(pool_->panic_total(), 7u);
+}
+
+TEST_F(PoolTest, PanicKeepsEjectedEndpointsOut) {
+  make("    balance: round_robin\n    outlier: {consecutive_failures: 1}\n", 4);
+  // Two of four ejected (the max_ejection_percent cap), one of the others unhealthy: 1 of 4
+  // available, panic; the unhealthy one is picked again, the ejected ones are not.
+  for (int i = 0; i < 2; ++i) {
+    EndpointLease l = pool_->pick({});
+    ASSERT_TRUE(l);
+    l.report(EndpointOutcome::kConnectFailure);
+  }
+  std::vector<std::string> ejected;
+  for (const auto& e : pool_->endpoints()) {
+    if (e->ejected(clock_.now_ns())) ejected.push_back(e->address().label);
+  }
+  ASSERT_EQ(ejected.size(), 2u);
+  for (const auto& e : pool_->endpoints()) {
+    if (!e->ejected(clock_.now_ns())) {
+      e->set_healthy(false);
+      break;
+    }
+  }
+  EXPECT_TRUE(pool_->in_panic());
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 8; ++i) ++seen[pick_label()];
+  EXPECT_EQ(seen.size(), 2u);
+  for (const auto& label : ejected) EXPECT_EQ(seen.count(label), 0u) << label;
+  // With panic_threshold: 0 the unhealthy one stays out.
+  make("    balance: round_robin\n    health: {panic_threshold: 0}\n", 2);
+  ep(0).set_healthy(false);
+  EXPECT_FALSE(pool_->in_panic());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(pick_label(), "10.0.0.2:8081");
 }
 
 TEST_F(PoolTest, ARetrySkipsTheEndpointsAlreadyTried) {

@@ -21,10 +21,11 @@
 namespace cutline::gateway {
 namespace {
 
-// A tiny server: GET /healthz answers health_status; GET /v1/cutline/state answers `state`
-// (404 when empty, as a vLLM server would); any other path answers `metrics`.
+// A tiny server: GET /health answers health_status (the default health path); GET /v1/cutline/state
+// answers `state` (404 when empty, as a vLLM server would); any other path answers `metrics`.
 struct MiniServer {
   int health_status = 200;
+  int requests = 0;
   std::string metrics;
   std::string state;
   evhttp* http = nullptr;
@@ -43,7 +44,8 @@ struct MiniServer {
           auto* self = static_cast<MiniServer*>(arg);
           const std::string uri = evhttp_request_get_uri(req);
           evbuffer* out = evbuffer_new();
-          if (uri == "/healthz") {
+          ++self->requests;
+          if (uri == "/health") {
             evhttp_send_reply(req, self->health_status, "x", out);
           } else if (uri == "/v1/cutline/state") {
             evbuffer_add(out, self->state.data(), self->state.size());
@@ -117,7 +119,7 @@ TEST(EndpointProber, HealthAndLoadReportsComeFromTheEndpoints) {
   auto policy = load("    endpoints: [\"http://127.0.0.1:" + std::to_string(good.port) +
                      "\", \"http://127.0.0.1:" + std::to_string(sick.port) +
                      "\", \"http://127.0.0.1:" + std::to_string(silent.port) + "\"]\n" +
-                     "    health: {interval: 10s, timeout: 200ms}\n"
+                     "    health: {interval: 10s, timeout: 200ms, panic_threshold: 0}\n"
                      "    load_report: {from: vllm, interval: 300ms}\n");
   ASSERT_TRUE(policy);
   auto pool = EndpointPool::create(policy->upstreams[0], clock);
@@ -151,6 +153,46 @@ TEST(EndpointProber, HealthAndLoadReportsComeFromTheEndpoints) {
     ASSERT_TRUE(lease);
     EXPECT_EQ(lease.endpoint().address().port, good.port);
   }
+  prober.reset();
+}
+
+// With a long interval, the first check still runs at start(): a sick endpoint is out of
+// rotation at once (not an interval later), the healthy ones are checked, and the pool's first
+// round is over (what /readyz waits for).
+TEST(EndpointProber, TheFirstHealthCheckRunsAtOnce) {
+  proto::EventLoop loop;
+  base::MonotonicClock clock;
+  MiniServer a(loop), b(loop), sick(loop);
+  sick.health_status = 503;
+  auto policy = load("    endpoints: [\"http://127.0.0.1:" + std::to_string(a.port) +
+                     "\", \"http://127.0.0.1:" + std::to_string(b.port) +
+                     "\", \"http://127.0.0.1:" + std::to_string(sick.port) + "\"]\n" +
+                     "    health: {interval: 600s, timeout: 30s}\n");
+  ASSERT_TRUE(policy);
+  EXPECT_EQ(policy->upstreams[0].health->path, "/health");
+  auto pool = EndpointPool::create(policy->upstreams[0], clock);
+  EXPECT_FALSE(pool->health_settled());
+  proto::HttpClient client(loop);
+  DnsResolver resolver(loop);
+  auto prober = std::make_unique<EndpointProber>(loop, client, resolver, pool);
+  prober->start();
+  // Generous: an hour-long interval is what would otherwise pass first.
+  ASSERT_TRUE(run_until(
+      loop,
+      [&] {
+        for (const auto& e : pool->endpoints()) {
+          if (!e->checked()) return false;
+        }
+        return true;
+      },
+      20000));
+  EXPECT_TRUE(pool->health_settled());
+  EXPECT_EQ(prober->health_rounds(), 1u);
+  for (const auto& e : pool->endpoints()) {
+    EXPECT_EQ(e->healthy(), e->address().port != sick.port) << e->address().label;
+  }
+  EXPECT_EQ(a.requests, 1);
+  EXPECT_EQ(sick.requests, 1);
   prober.reset();
 }
 

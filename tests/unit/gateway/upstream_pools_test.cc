@@ -41,16 +41,22 @@ TEST(UpstreamPools, OnePoolPerUpstreamAndTheLivePicture) {
   EXPECT_NE(json.find(R"("name":"pool","balance":"least_request","load_report":"none")"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find(R"("address":")" + failed_label +
-                      R"(","healthy":true,"ejected":true,"ejected_for_ms":30000,"outstanding":0,)"
-                      R"("requests":1,"errors":1,"ejections":1)"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find(
+          R"("address":")" + failed_label +
+          R"(","healthy":true,"checked":false,"ejected":true,"ejected_for_ms":30000,"outstanding":0,)"
+          R"("requests":1,"errors":1,"ejections":1)"),
+      std::string::npos)
       << json;
   EXPECT_NE(json.find(R"("outstanding":1,"requests":1,"errors":0)"), std::string::npos) << json;
 
   const std::string text = pools.render_prometheus();
   EXPECT_NE(text.find("# TYPE cutline_upstream_endpoint_ejections_total counter\n"),
             std::string::npos);
+  EXPECT_NE(text.find("cutline_upstream_panic_total{upstream=\"pool\"} 0\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cutline_upstream_panic{upstream=\"pool\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(json.find(R"("panic":false,"panic_picks":0)"), std::string::npos) << json;
   EXPECT_NE(text.find("cutline_upstream_endpoint_retries_total{upstream=\"pool\",endpoint=\"" +
                       failed_label + "\"} 1\n"),
             std::string::npos)

@@ -21,7 +21,7 @@ TEST(LoadEndpoints, AListOfUrlsWithEveryPoolKey) {
       with_upstream("    endpoints: [\"http://10.0.0.1:8081/v1\", \"http://10.0.0.2:8081/v1\"]\n"
                     "    balance: load_aware\n"
                     "    prefix_affinity: {tokens: 64, max_load_factor: 1.5}\n"
-                    "    health: {path: /ready, interval: 2s, timeout: 500ms}\n"
+                    "    health: {path: /ready, interval: 2s, timeout: 500ms, panic_threshold: 0}\n"
                     "    outlier: {consecutive_failures: 3, base_ejection: 10s, max_ejection: 1m,"
                     " max_ejection_percent: 100}\n"
                     "    load_report: {from: vllm, interval: 250ms}\n"
@@ -48,6 +48,7 @@ TEST(LoadEndpoints, AListOfUrlsWithEveryPoolKey) {
   EXPECT_EQ(u.outlier->base_ejection_ms, 10000);
   EXPECT_EQ(u.outlier->max_ejection_ms, 60000);
   EXPECT_EQ(u.outlier->max_ejection_percent, 100);
+  EXPECT_EQ(u.health->panic_threshold, 0);
   EXPECT_EQ(u.response_head_timeout_ms, 2000);
   EXPECT_EQ(u.load_report.kind, LoadReportKind::kVllm);
   EXPECT_EQ(u.load_report.interval_ms, 250);
@@ -65,8 +66,9 @@ TEST(LoadEndpoints, PoolsCheckHealthAndEjectByDefaultASingleUrlDoesNot) {
   const Upstream& pool = p->upstreams[0];
   EXPECT_EQ(pool.balance, Balance::kLeastRequest);
   ASSERT_TRUE(pool.health);
-  EXPECT_EQ(pool.health->path, "/healthz");
+  EXPECT_EQ(pool.health->path, "/health");  // what vLLM, SGLang, TGI and llama.cpp answer
   EXPECT_EQ(pool.health->interval_ms, 5000);
+  EXPECT_EQ(pool.health->panic_threshold, 50);
   ASSERT_TRUE(pool.outlier);
   EXPECT_EQ(pool.outlier->consecutive_failures, 5);
   EXPECT_EQ(pool.load_report.kind, LoadReportKind::kNone);
@@ -168,8 +170,12 @@ TEST(LoadEndpoints, ErrorsNameTheKeyLineAndColumn) {
   out =
       load_errors(with_upstream("    endpoints: [\"http://a:1\"]\n"
                                 "    outlier: {max_ejection_percent: 150}\n"
+                                "    health: {panic_threshold: 101}\n"
                                 "    response_head_timeout: 0s\n"));
   EXPECT_NE(out.find("upstreams[0].outlier.max_ejection_percent: must be at most 100, got 150"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("upstreams[0].health.panic_threshold: must be at most 100, got 101"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("upstreams[0].response_head_timeout: must be a positive duration"),

@@ -5,9 +5,12 @@
 //   GET /readyz               (cached for 1 s) 200 when the policy is loaded, every upstream
 //   answers
 //                             (GET <base_path>/v1/models, any status, within 2 s), every
-//                             supervised upstream process is "ready" and the gateway is not
-//                             draining; else 503. The body names the unreachable upstreams and
-//                             each process: {"upstream","state","pid","restarts","last_exit"}
+//                             supervised upstream process is "ready", every pool with health
+//                             checks has an endpoint that passed one or has checked each
+//                             endpoint once ("health_pending" names the others; the first round
+//                             lasts at most health.timeout), and the gateway is not draining;
+//                             else 503. The body names the unreachable upstreams and each
+//                             process: {"upstream","state","pid","restarts","last_exit"}
 //   GET /v1/cutline/streams   live streams across all workers: tenant, model, phase, tokens so
 //                             far, time left on each armed timer
 //   GET /v1/cutline/policy    {"generation", "loaded_at_unix_s", "restart_required": [...],

@@ -25,7 +25,12 @@
 //
 // How pick() chooses, in order:
 //   1. candidates: endpoints available now (not ejected, passing health checks, not in
-//      `tried`). None: an error lease.
+//      `tried`). None: an error lease. Panic (health.panic_threshold, Envoy's
+//      healthy_panic_threshold): when fewer than that percent of the pool's endpoints are
+//      available, health is ignored and every endpoint not ejected (and not in `tried`) is a
+//      candidate, so that a health check that fails everywhere (a wrong path, a slow /health)
+//      does not take the whole pool down. Ejection stays in force (max_ejection_percent keeps
+//      part of the pool in service). Such picks are counted (panic_total()).
 //   2. residency: when fresh load reports list resident models, only endpoints where
 //      `model` is resident stay candidates; when none has it, every candidate stays and the
 //      lease is routed_cold (the request will pay a model load).
@@ -138,6 +143,12 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
 
   // Picks that found no candidate (all ejected, unhealthy, or none resolved).
   uint64_t no_endpoint_total() const { return no_endpoint_.load(std::memory_order_relaxed); }
+  // Picks made in panic (health ignored), and whether the pool is in panic now.
+  uint64_t panic_total() const { return panic_.load(std::memory_order_relaxed); }
+  bool in_panic() const;
+  // Readiness: the pool has no health checks, no endpoints yet, an endpoint that passed a check,
+  // or every endpoint checked once (the first round is over, whatever it found).
+  bool health_settled() const;
   // The DNS state for errors and /v1/cutline/upstreams: "" when fine.
   void set_resolve_error(std::string error);
   std::string resolve_error() const;
@@ -163,6 +174,7 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   mutable std::atomic<uint64_t> rng_;
   mutable std::atomic<uint64_t> round_robin_{0};
   mutable std::atomic<uint64_t> no_endpoint_{0};
+  mutable std::atomic<uint64_t> panic_{0};
 
   // Ejection decisions are taken one at a time, so that two endpoints failing at once cannot
   // both take the last room under max_ejection_percent.
@@ -172,6 +184,13 @@ class EndpointPool : public std::enable_shared_from_this<EndpointPool> {
   std::shared_ptr<const Set> set_;  // guarded by mu_
   std::string resolve_error_;       // guarded by mu_
 };
+
+// Panic routing: fewer than `threshold_percent` of `total` endpoints are `available`
+// (threshold 0: never; an empty pool: never).
+constexpr bool below_panic_threshold(size_t available, size_t total, int64_t threshold_percent) {
+  return total > 0 && threshold_percent > 0 &&
+         available * 100 < static_cast<size_t>(threshold_percent) * total;
+}
 
 // "host:port" for an address ("[v6]:port" for IPv6).
 std::string endpoint_label(std::string_view host, uint16_t port);

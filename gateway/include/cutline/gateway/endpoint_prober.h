@@ -1,7 +1,11 @@
 #pragma once
 // EndpointProber: the active side of one upstream pool (endpoint_pool.h), on one EventLoop:
-//   - health: GET upstreams[i].health.path on every endpoint each interval; a 2xx marks it
-//     healthy, anything else (status, transport error, no answer within timeout) unhealthy;
+//   - health: GET upstreams[i].health.path on every endpoint at start() (a reload starts a new
+//     prober: its endpoints are checked at once too), on an address DNS adds as soon as it
+//     appears, and then each interval; a 2xx marks it healthy, anything else (status,
+//     transport error, no answer within timeout) unhealthy. An endpoint is routable before its
+//     first check completes. When the first round ends with no endpoint healthy, the log says
+//     so (the pool then routes in panic, endpoint_pool.h);
 //   - load: GET /v1/cutline/state (load_report: cutline) or /metrics (vllm) each interval,
 //     parsed (load_report.h) into the endpoint's report; a garbage or missing answer clears it,
 //     so the endpoint counts as "no report" rather than as idle; answers over 1 MiB are cut off.
@@ -58,6 +62,7 @@ class EndpointProber {
   void resolve();
   void probe(const std::shared_ptr<PoolEndpoint>& endpoint, Kind kind);
   void finish(uint64_t key, bool ok, int status, const std::string& body);
+  void note_first_round() const;
   // The format to ask `endpoint` for its load in (load_report: auto: the one it last answered).
   policy::LoadReportKind report_kind(const PoolEndpoint& endpoint) const;
 
@@ -73,6 +78,7 @@ class EndpointProber {
   // load_report: auto: the format each endpoint (by id) is asked in next; kCutline when absent.
   std::map<uint64_t, policy::LoadReportKind> auto_kinds_;
   std::shared_ptr<bool> alive_;
+  bool first_round_over_ = false;
   uint64_t health_rounds_ = 0;
   uint64_t load_polls_ = 0;
   uint64_t resolutions_ = 0;

@@ -59,7 +59,11 @@ class PoolEndpoint {
     return healthy_.load(std::memory_order_relaxed) &&
            now_ns >= ejected_until_ns_.load(std::memory_order_relaxed);
   }
+  // Passing health checks, or not checked yet: an endpoint is routable from the start, as
+  // Envoy's hosts are before their first check (ignore_new_hosts_until_first_hc off).
   bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+  // A health check of this endpoint has completed (pass or fail).
+  bool checked() const { return checked_.load(std::memory_order_relaxed); }
   bool ejected(int64_t now_ns) const {
     return now_ns < ejected_until_ns_.load(std::memory_order_relaxed);
   }
@@ -78,7 +82,10 @@ class PoolEndpoint {
   void retried_away() { retries_.fetch_add(1, std::memory_order_relaxed); }
 
   // The prober: active health, and the latest load report (nullopt: none or unparseable).
-  void set_healthy(bool healthy) { healthy_.store(healthy, std::memory_order_relaxed); }
+  void set_healthy(bool healthy) {
+    healthy_.store(healthy, std::memory_order_relaxed);
+    checked_.store(true, std::memory_order_relaxed);
+  }
   void set_load(std::optional<LoadSnapshot> load);
   // The report if it is younger than stale_after_ns at now_ns.
   std::optional<LoadSnapshot> load(int64_t now_ns, int64_t stale_after_ns) const;
@@ -104,6 +111,7 @@ class PoolEndpoint {
 
   std::atomic<int64_t> outstanding_{0};
   std::atomic<bool> healthy_{true};  // optimistic until a check fails
+  std::atomic<bool> checked_{false};
   std::atomic<int64_t> consecutive_failures_{0};
   std::atomic<int64_t> ejected_until_ns_{0};
   std::atomic<int> ejection_level_{0};  // back-off exponent: the next ejection lasts 2^level base

@@ -45,13 +45,15 @@ class UpstreamPools {
   void stop_probing();
 
   // {"upstreams":[{"name":..,"balance":..,"dns":..,"resolve_error":..,"no_endpoint":N,
-  //   "endpoints":[{"address":"10.0.0.1:8081","healthy":true,"ejected":false,
+  //   "health_path":"/health","panic_threshold":50,"panic":false,"panic_picks":N,
+  //   "endpoints":[{"address":"10.0.0.1:8081","healthy":true,"checked":true,"ejected":false,
   //   "ejected_for_ms":0,"outstanding":2,"requests":..,"errors":..,"ejections":..,
   //   "picked_cold":..,"affinity_hits":..,"load":{"waiting":..,"running":..,"kv_usage":..,
   //   "resident_models":[..],"age_ms":..}|null}]}]}
   std::string render_json() const;
   // cutline_upstream_endpoint_{requests,errors,ejections,picked_cold,affinity_hits}_total,
-  // cutline_upstream_endpoint_{outstanding,healthy,ejected} with labels upstream, endpoint.
+  // cutline_upstream_endpoint_{outstanding,healthy,ejected} with labels upstream, endpoint;
+  // cutline_upstream_panic_total and cutline_upstream_panic with label upstream.
   std::string render_prometheus() const;
 
   const policy::Policy& policy() const { return *policy_; }

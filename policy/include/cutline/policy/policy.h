@@ -145,11 +145,13 @@ struct PrefixAffinity {
 
 // upstreams[i].health: active checks, one GET per endpoint per interval; a non-2xx answer, a
 // transport error or no answer within timeout_ms marks the endpoint unhealthy until a check
-// passes again.
+// passes again. An endpoint not checked yet counts as healthy. Below panic_threshold percent of
+// the pool healthy and not ejected, the pool routes to every endpoint not ejected (panic).
 struct HealthCheck {
-  std::string path = "/healthz";
+  std::string path = "/health";
   int64_t interval_ms = 5000;
   int64_t timeout_ms = 2000;
+  int64_t panic_threshold = 50;  // percent, 0..100; 0: never
   YamlRef ref;
 };
 

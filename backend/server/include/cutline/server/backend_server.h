@@ -1,8 +1,8 @@
 #pragma once
 // BackendServer: cutline-backend as a library — the OpenAI HTTP API over the residency manager
-// and one engine per resident model, plus /metrics, /healthz, /v1/models and /v1/cutline/state.
-// backend/main.cc parses the options, creates it, start()s it and calls shutdown() on
-// SIGTERM/SIGINT.
+// and one engine per resident model, plus /metrics, /healthz (and /health), /v1/models and
+// /v1/cutline/state. backend/main.cc parses the options, creates it, start()s it and calls
+// shutdown() on SIGTERM/SIGINT.
 //
 // Endpoints:
 //   POST /v1/chat/completions, /v1/completions   streaming (SSE) and not; every response ends with
@@ -13,7 +13,7 @@
 //   GET  /v1/models                              the configured models (resident or not)
 //   GET  /v1/cutline/state                       residency, KV blocks, queue, running (JSON)
 //   GET  /metrics                                cutline_backend_* (Prometheus text format)
-//   GET  /healthz                                200 once started; 503 while draining
+//   GET  /healthz, /health                       200 once started; 503 while draining
 //
 // Threads: HTTP worker loops (--threads) run the handlers; loop 0 also routes engine events;
 // each resident model has its engine thread; a request whose model is not resident waits for
