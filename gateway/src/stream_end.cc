@@ -316,6 +316,7 @@ Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopR
     proto::ErrorBodyFields fields;
     fields.param = e.param;
     fields.code = e.code;
+    fields.type = e.type;
     fields.cutline = &record;
     last.error_body = proto::error_body(*e.error, fields);
     hot_.bytes_out += static_cast<int64_t>(last.error_body.size());

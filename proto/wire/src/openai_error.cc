@@ -44,7 +44,8 @@ std::string_view openai_error_type(ErrorKind kind) {
 void write_error_body(std::string& out, const Error& error, const ErrorBodyFields& fields) {
   base::JsonWriter w(out);
   w.begin_object().key("error").begin_object();
-  w.field("message", error.message).field("type", openai_error_type(error.kind));
+  w.field("message", error.message)
+      .field("type", fields.type.empty() ? openai_error_type(error.kind) : fields.type);
   w.key("param");
   if (fields.param.empty()) {
     w.null();

@@ -61,5 +61,12 @@ TEST(OpenAiErrorTest, ParsesOtherServersShapes) {
             "error body: error.message must be a string, a number or null");
 }
 
+TEST(OpenAiErrorTest, TypeCanBeNamedForARefusalByPolicy) {
+  EXPECT_EQ(error_body(make_error(ErrorKind::kUnauthorized, "no rule"),
+                       {.code = "permission_denied", .type = "permission_error"}),
+            R"({"error":{"message":"no rule","type":"permission_error","param":null,)"
+            R"("code":"permission_denied"}})");
+}
+
 }  // namespace
 }  // namespace cutline::proto

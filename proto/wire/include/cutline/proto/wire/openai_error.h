@@ -28,6 +28,8 @@ std::string_view openai_error_type(ErrorKind kind);
 struct ErrorBodyFields {
   std::string_view param = {};  // the offending request field, e.g. "max_tokens"; null when empty
   std::string_view code = {};   // overrides the default code when non-empty
+  std::string_view type = {};   // overrides openai_error_type(kind) when non-empty
+                                // ("permission_error" for a 403 the policy answers)
   const StopRecord* cutline = nullptr;  // written as error.cutline when set
 };
 void write_error_body(std::string& out, const Error& error, const ErrorBodyFields& fields = {});
