@@ -84,7 +84,8 @@ struct Ending {
   std::string type;            // the error's "type" when not the kind's ("permission_error")
   int64_t retry_after_s = 0;   // Retry-After on 429
   // The upstream answered an error status before anything was sent: pass its status (`status`)
-  // and body on unchanged, the record in the Cutline-Stop header.
+  // and body on, the record in the Cutline-Stop header and (a JSON object body) in the body
+  // (proto::put_error_record), the upstream's other members unchanged.
   bool upstream_error_body = false;
 };
 

@@ -44,4 +44,12 @@ struct ParsedErrorBody {
 // {"object":"error","message":...}. Anything else is a kUpstream error.
 Result<ParsedErrorBody> parse_error_body(std::string_view body);
 
+// An upstream's own error body with `record` as the answer's one stop record, every other byte
+// kept, into `out` (cleared first). In an OpenAI error object ({"error": {...}}) the record goes
+// where the gateway's own error bodies carry it, error.cutline (over one the upstream put there,
+// as a Cutline backend does); in any other JSON object it is the top-level "cutline" (over one
+// sent there). A top-level "cutline" beside an error object is overwritten with the same record.
+// Fails (kUpstream) when `body` is not one valid JSON object: the caller passes it on unchanged.
+Status put_error_record(std::string_view body, const StopRecord& record, std::string& out);
+
 }  // namespace cutline::proto
