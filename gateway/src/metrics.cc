@@ -92,6 +92,10 @@ GatewayMetrics::GatewayMetrics(LabelBounds bounds)
                   .Name("cutline_policy_reload_total")
                   .Help("Policy reloads by result (ok, error)")
                   .Register(r);
+  // Both results from 0, so that the first failed reload is an increase an alert can see
+  // (CutlinePolicyReloadFailed) and not a series that appears at 1.
+  reloads_->Add({{"result", "ok"}});
+  reloads_->Add({{"result", "error"}});
   bad_requests_ = &prometheus::BuildCounter()
                        .Name("cutline_bad_requests_total")
                        .Help("Requests rejected as bad input, by error kind")
@@ -289,7 +293,8 @@ void GatewayMetrics::record(const RequestOutcome& o) {
   if (s.ttft_ms) mp.ttft->Observe(*s.ttft_ms / 1000.0);
   if (s.queue_ms) mp.queue_wait->Observe(*s.queue_ms / 1000.0);
   if (s.duration_ms) mp.duration->Observe(*s.duration_ms / 1000.0);
-  if (s.cause != proto::Cause::kAdmissionRejected && s.cause != proto::Cause::kInvalidRequest) {
+  if (s.cause != proto::Cause::kAdmissionRejected && s.cause != proto::Cause::kInvalidRequest &&
+      s.cause != proto::Cause::kPolicyDenied) {
     mp.output_tokens->Observe(static_cast<double>(s.output_tokens));
   }
   if (s.input_tokens && *s.input_tokens > 0)

@@ -116,7 +116,7 @@ bool Passthrough::decide() {
                    [&](const std::string& glob) { return policy::glob_match(glob, path); })) {
     // The upstreams' own operational answers (model file paths, metrics) are not the clients'.
     Ending e;
-    e.cause = proto::Cause::kAdmissionRejected;
+    e.cause = proto::Cause::kPolicyDenied;
     e.rule = "passthrough_operational";
     e.error = make_error(ErrorKind::kNotFound,
                          "no route for " + req.method + " " + path +
@@ -129,13 +129,16 @@ bool Passthrough::decide() {
   rule_ = life_.match(path, model_, req.headers);
   if (rule_) policy_name_ = rule_->name;
   if (!rule_ && policy.passthrough != policy::PassthroughMode::kAllow) {
+    // Refused by the operator's policy, not for a missing or wrong key: 403 permission_error.
     Ending e;
-    e.cause = proto::Cause::kAdmissionRejected;
+    e.cause = proto::Cause::kPolicyDenied;
     e.rule = "passthrough";
     e.error = make_error(ErrorKind::kUnauthorized, "no policy rule matches " + req.method + " " +
                                                        path + " (passthrough: deny)");
     e.message = e.error->message;
     e.status = 403;
+    e.type = "permission_error";
+    e.code = "permission_denied";
     finish(std::move(e));
     return false;
   }
@@ -358,6 +361,8 @@ void Passthrough::finish(Ending e) {
     status = e.status != 0 ? e.status : e.error->status();
     ClientRecordView client_view(host_.upstream_error_detail(), record);
     proto::ErrorBodyFields fields;
+    fields.code = e.code;
+    fields.type = e.type;
     fields.cutline = &record;
     error_body = proto::error_body(*e.error, fields);
     stop_header = proto::stop_header_value(record);

@@ -372,8 +372,9 @@ void Stream::end_from_upstream(bool transport_closed) {
                                         : "upstream ended the stream without a finish_reason")
                     : upstream_error_message();
     if (hot_.relay.error_status() != 0 && !client_->head_sent()) {
-      // Nothing was sent: the upstream's status and error body reach the client unchanged (its
-      // codes, e.g. context_length_exceeded, included); the stop record goes in the header.
+      // Nothing was sent: the upstream's status and error body reach the client (its codes, e.g.
+      // context_length_exceeded, included), the stop record in the header and, when the body
+      // is a JSON object, in the body as well.
       e.upstream_error_body = true;
       e.status = hot_.relay.error_status();
     } else if (end.kind != UpstreamEndKind::kFinished) {

@@ -244,8 +244,8 @@ struct Stream::LastBytes {
   enum class Kind { kNone, kError, kUpstreamError, kStreamEnd, kBody };
   Kind kind = Kind::kNone;
   int status = 200;
-  std::string error_body;
-  std::string out;  // the last bytes of a completion
+  std::string error_body;  // the gateway's error body, or the upstream's with the record in it
+  std::string out;         // the last bytes of a completion
 };
 
 void Stream::finish(Ending e) {
@@ -309,13 +309,19 @@ Stream::LastBytes Stream::prepare_last_bytes(const Ending& e, const proto::StopR
   if (e.upstream_error_body && !client_->head_sent()) {
     last.kind = Kind::kUpstreamError;
     last.status = e.status;
-    hot_.bytes_out += static_cast<int64_t>(hot_.upstream_error_body.size());
+    // A JSON error body carries the record as every error answer does (the upstream's members
+    // byte for byte); any other body goes on unchanged, the record in Cutline-Stop only.
+    if (!proto::put_error_record(hot_.upstream_error_body, record, last.error_body).ok()) {
+      last.error_body = hot_.upstream_error_body;
+    }
+    hot_.bytes_out += static_cast<int64_t>(last.error_body.size());
   } else if (e.error && !client_->head_sent()) {
     last.kind = Kind::kError;
     last.status = e.status != 0 ? e.status : e.error->status();
     proto::ErrorBodyFields fields;
     fields.param = e.param;
     fields.code = e.code;
+    fields.type = e.type;
     fields.cutline = &record;
     last.error_body = proto::error_body(*e.error, fields);
     hot_.bytes_out += static_cast<int64_t>(last.error_body.size());
@@ -360,7 +366,7 @@ void Stream::send_last_bytes(const Ending& e, LastBytes& last, const std::string
                                                       : std::string_view(upstream_error_type_),
                          stop_header, life_.request_id());
       if (!upstream_retry_after_.empty()) h.add("Retry-After", upstream_retry_after_);
-      client_->send_simple(last.status, h, hot_.upstream_error_body);
+      client_->send_simple(last.status, h, last.error_body);
       break;
     }
     case LastBytes::Kind::kStreamEnd:

@@ -176,7 +176,7 @@ bool Stream::decide() {
     // Told as an unknown model (404 model_not_found), so that a tenant cannot learn which models
     // other tenants' rules name; the log and the metrics keep the refusal and its reason.
     Ending e = model_not_found();
-    e.operator_cause = Cause::kAdmissionRejected;
+    e.operator_cause = Cause::kPolicyDenied;
     e.operator_rule = "policies";
     e.operator_message = decision_.no_match_message;
     finish(std::move(e));

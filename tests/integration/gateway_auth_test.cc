@@ -211,8 +211,18 @@ TEST_F(TwoTenantsTest, AnotherTenantsModelIsAnsweredAsAnUnknownModel) {
   })) << read_file(env->log_path);
   EXPECT_NE(line.find(R"("tenant":"bob")"), std::string::npos) << line;
   EXPECT_NE(line.find(R"("status":404)"), std::string::npos) << line;
-  EXPECT_NE(line.find(R"("cause":"admission_rejected")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("cause":"policy_denied")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("origin":"policy")"), std::string::npos) << line;
   EXPECT_NE(line.find("no policy matches this request"), std::string::npos) << line;
+  // Counted as a refusal of the policy, not as an admission problem (no alert about capacity).
+  auto m = proto::http_fetch(env->admin_url("/metrics"));
+  ASSERT_TRUE(m.ok());
+  const size_t stops = m->body.find(R"(cutline_stops_total{cause="policy_denied")");
+  ASSERT_NE(stops, std::string::npos) << m->body;
+  const std::string series = m->body.substr(stops, m->body.find('\n', stops) - stops);
+  EXPECT_NE(series.find(R"(origin="policy")"), std::string::npos) << series;
+  EXPECT_EQ(m->body.find(R"(cutline_stops_total{cause="admission_rejected")"), std::string::npos)
+      << m->body;
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // What the gateway leaves untouched (DESIGN.md "Fidelity"): finish reasons it did not cause,
 // tool-call deltas, SSE events it does not know and upstream error bodies reach the client as the
-// upstream sent them, with the stop record beside them; the real gateway in front of the scripted
-// fake upstream.
+// upstream sent them, with the stop record beside them (and, in a JSON error body, in it); the real
+// gateway in front of the scripted fake upstream.
 
 #include <gtest/gtest.h>
 
+#include "cutline/proto/wire/openai_error.h"
 #include "gateway_harness.h"
 #include "support/ci.h"
 
@@ -164,14 +165,34 @@ TEST_F(FidelityTest, AGatewayCutStillLabelsTheFinishReason) {
   EXPECT_NE(last.find(R"("cause":"gateway_deadline")"), std::string::npos) << last;
 }
 
+// The upstream's error members byte for byte, and the gateway's record, the answer's only one,
+// where the gateway's own error bodies carry it (error.cutline).
+void expect_upstream_error_with_record(const proto::HttpResponse& r, const std::string& members) {
+  SCOPED_TRACE(r.body);
+  const std::string open = R"({"error":{"cutline":{"v":1,"cause":"upstream_error",)";
+  ASSERT_EQ(r.body.rfind(open, 0), 0u);
+  const size_t end = r.body.find(R"(},"message":)");
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_EQ(r.body.substr(end + 2), members);
+  size_t records = 0;
+  for (size_t at = 0; (at = r.body.find("\"cutline\":", at)) != std::string::npos; ++at) ++records;
+  EXPECT_EQ(records, 1u);
+  auto parsed = proto::parse_error_body(r.body);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  ASSERT_TRUE(parsed->cutline);
+  EXPECT_EQ(parsed->cutline->cause, proto::Cause::kUpstreamError);
+  EXPECT_EQ(parsed->cutline->reporter, "gateway");
+  EXPECT_EQ(r.headers.get("Content-Length").value_or(""), std::to_string(r.body.size()));
+}
+
 TEST_F(FidelityTest, UpstreamClientErrorsKeepTheirStatusBodyAndCode) {
   for (bool stream : {true, false}) {
     auto r =
         post(chat(stream), "status=400,type=invalid_request_error,code=context_length_exceeded");
     EXPECT_EQ(r.status, 400) << r.body;
-    EXPECT_EQ(r.body,
-              R"({"error":{"message":"fake upstream status 400","type":"invalid_request_error",)"
-              R"("param":null,"code":"context_length_exceeded"}})");
+    expect_upstream_error_with_record(
+        r, R"("message":"fake upstream status 400","type":"invalid_request_error",)"
+           R"("param":null,"code":"context_length_exceeded"}})");
     const std::string stop(r.headers.get("Cutline-Stop").value_or(""));
     EXPECT_NE(stop.find("cause=upstream_error"), std::string::npos) << stop;
     const std::string id(r.headers.get("Cutline-Request-Id").value_or(""));
@@ -180,7 +201,43 @@ TEST_F(FidelityTest, UpstreamClientErrorsKeepTheirStatusBodyAndCode) {
   }
   auto r = post(chat(false), "status=503,code=overloaded");
   EXPECT_EQ(r.status, 503);
-  EXPECT_NE(r.body.find(R"("code":"overloaded")"), std::string::npos) << r.body;
+  expect_upstream_error_with_record(
+      r, R"("message":"fake upstream status 503","type":"server_error","param":null,)"
+         R"("code":"overloaded"}})");
+}
+
+// A Cutline backend's own record in its error body gives way to the gateway's: one per answer.
+TEST_F(FidelityTest, AnUpstreamsRecordInItsErrorBodyIsReplacedByTheGateways) {
+  for (bool stream : {true, false}) {
+    auto r = post(chat(stream), "status=503,code=overloaded,cutline=backend_oom");
+    EXPECT_EQ(r.status, 503) << r.body;
+    // In the backend's place, its cause kept as upstream_cause.
+    EXPECT_EQ(
+        r.body.rfind(R"({"error":{"message":"fake upstream status 503","type":"server_error",)"
+                     R"("param":null,"code":"overloaded","cutline":{"v":1,)"
+                     R"("cause":"upstream_error",)",
+                     0),
+        0u)
+        << r.body;
+    EXPECT_EQ(r.body.substr(r.body.size() - 3), "}}}") << r.body;
+    EXPECT_EQ(r.body.find("\"reporter\":\"backend\""), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find("\"cutline\":"), r.body.rfind("\"cutline\":")) << r.body;
+    auto parsed = proto::parse_error_body(r.body);
+    ASSERT_TRUE(parsed.ok() && parsed->cutline) << r.body;
+    EXPECT_EQ(parsed->cutline->reporter, "gateway");
+    EXPECT_EQ(parsed->cutline->upstream_cause, proto::Cause::kBackendOom);
+    EXPECT_EQ(r.headers.get("Content-Length").value_or(""), std::to_string(r.body.size()));
+  }
+}
+
+// A body that is not JSON goes on as sent; the record is in the header only.
+TEST_F(FidelityTest, AnUpstreamErrorBodyThatIsNotJsonPassesUnchanged) {
+  auto r = post(chat(false), "status=502,shape=text");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(r.body, "upstream says no");
+  EXPECT_EQ(r.headers.get("Content-Type").value_or(""), "text/plain");
+  EXPECT_NE(r.headers.get("Cutline-Stop").value_or("").find("cause=upstream_error;"),
+            std::string::npos);
 }
 
 // ---- the chat route's inserted limit ---------------------------------------------------------

@@ -196,12 +196,47 @@ TEST_F(RoutesTest, ModelsMergeEveryUpstreamAndShowOnlyWhatTheRulesAllow) {
   EXPECT_NE(seen.find(R"("path":"/v1/models")"), std::string::npos) << seen;
 }
 
+// Refused by the policy by design, not for want of capacity: 403 permission_error, cause
+// policy_denied (origin policy) in the body, the header, the access log and the metrics, never
+// admission_rejected.
 TEST_F(RoutesTest, PassthroughWithoutARuleIsRefused) {
   auto r = proto::http_fetch(env->url("/v1/files"), "GET", {}, "", 5000);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 403) << r->body;
   EXPECT_NE(r->body.find("passthrough"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find(R"("type":"permission_error")"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find(R"("code":"permission_denied")"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find(R"("cause":"policy_denied","origin":"policy","truncated":true,)"
+                         R"("serving_cut":false)"),
+            std::string::npos)
+      << r->body;
+  const std::string stop(r->headers.get("Cutline-Stop").value_or(""));
+  EXPECT_EQ(stop.rfind("cause=policy_denied; origin=policy;", 0), 0u) << stop;
+  EXPECT_NE(stop.find("rule=passthrough;"), std::string::npos) << stop;
   EXPECT_EQ(fake_requests().find("/v1/files"), std::string::npos);
+
+  const std::string id(r->headers.get("Cutline-Request-Id").value_or(""));
+  ASSERT_FALSE(id.empty());
+  std::string line;
+  EXPECT_TRUE(wait_for([&] {
+    const std::string log = read_file(env->log_path);
+    const size_t at = log.find("\"request_id\":\"" + id + "\"");
+    if (at == std::string::npos) return false;
+    const size_t begin = log.rfind('\n', at);
+    line = log.substr(begin == std::string::npos ? 0 : begin + 1,
+                      log.find('\n', at) - (begin == std::string::npos ? 0 : begin + 1));
+    return true;
+  })) << read_file(env->log_path);
+  EXPECT_NE(line.find(R"("cause":"policy_denied")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("status":403)"), std::string::npos) << line;
+  auto m = proto::http_fetch(env->admin_url("/metrics"));
+  ASSERT_TRUE(m.ok());
+  const size_t stops = m->body.find(R"(cutline_stops_total{cause="policy_denied")");
+  ASSERT_NE(stops, std::string::npos) << m->body;
+  const std::string series = m->body.substr(stops, m->body.find('\n', stops) - stops);
+  EXPECT_NE(series.find(R"(origin="policy")"), std::string::npos) << series;
+  EXPECT_EQ(m->body.find(R"(cutline_truncations_total{cause="policy_denied")"), std::string::npos);
+  EXPECT_EQ(m->body.find(R"(cutline_stops_total{cause="admission_rejected")"), std::string::npos);
 }
 
 // A catch-all rule does not open the upstream's operational paths to clients: a Cutline
@@ -216,7 +251,7 @@ TEST_F(RoutesTest, TheUpstreamsOperationalPathsAreNotPassedThrough) {
     ASSERT_TRUE(r.ok()) << path;
     EXPECT_EQ(r->status, 404) << path << ": " << r->body;
     EXPECT_NE(r->body.find("\"error\":{"), std::string::npos) << r->body;
-    EXPECT_NE(r->body.find("\"cause\":\"admission_rejected\""), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("\"cause\":\"policy_denied\""), std::string::npos) << r->body;
     EXPECT_NE(r->headers.get("Cutline-Stop").value_or("").find("rule=passthrough_operational"),
               std::string::npos)
         << r->headers.get("Cutline-Stop").value_or("");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "cutline/proto/wire/openai_error.h"
@@ -597,18 +598,24 @@ TEST_F(GatewayTest, BadInputGetsA4xxNamingTheProblem) {
 
 TEST_F(GatewayTest, InvalidReloadKeepsThePolicyInForce) {
   const std::string good = read_file(env->config_path);
+  // Both results are counted from 0 (an alert sees the first failure as an increase).
+  auto reloads = [](const char* result) {
+    const std::string text = metrics();
+    const std::string key = std::string("cutline_policy_reload_total{result=\"") + result + "\"} ";
+    const size_t at = text.find(key);
+    return at == std::string::npos ? -1L : std::atol(text.c_str() + at + key.size());
+  };
+  EXPECT_GE(reloads("error"), 0);
+  const long errors_before = reloads("error");
+  const long ok_before = reloads("ok");
   std::ofstream(env->config_path) << "listen: [oops\n";
   env->gateway.signal(SIGHUP);
-  EXPECT_TRUE(wait_for([] {
-    return metrics().find("cutline_policy_reload_total{result=\"error\"}") != std::string::npos;
-  }));
+  EXPECT_TRUE(wait_for([&] { return reloads("error") > errors_before; }));
   // The old policy still applies (the deadline rule still cuts).
   auto r = post(chat(true), "tokens=200,interval_ms=10", "deadline");
   std::ofstream(env->config_path) << good;
   expect_streamed_cause(r, Cause::kGatewayDeadline, "length");
-  EXPECT_TRUE(wait_for([] {
-    return metrics().find("cutline_policy_reload_total{result=\"ok\"}") != std::string::npos;
-  }));
+  EXPECT_TRUE(wait_for([&] { return reloads("ok") > ok_before; }));
 }
 
 }  // namespace

@@ -224,7 +224,7 @@ class Observability : public ::testing::Test {
     // A reload (the same file): cutline_policy_reload_total{result="ok"}.
     gateway_->signal(SIGHUP);
     ASSERT_TRUE(wait_for(
-        [] { return gateway_metrics().find("result=\"ok\"") != std::string::npos; }, 10000));
+        [] { return gateway_metrics().find("result=\"ok\"} 1") != std::string::npos; }, 10000));
   }
   static void TearDownTestSuite() {
     delete gateway_;  // stops it, and it stops the backend

@@ -31,10 +31,11 @@ constexpr std::array<CauseInfo, kCauseCount> kCauses = {{
     {"upstream_disconnect", Origin::kTransport},
     {"content_filter", Origin::kModel},
     {"invalid_request", Origin::kClient},
+    {"policy_denied", Origin::kPolicy},
 }};
 
 constexpr std::array<std::string_view, kOriginCount> kOrigins = {
-    "model", "client", "gateway", "backend", "upstream", "transport"};
+    "model", "client", "gateway", "backend", "upstream", "transport", "policy"};
 
 Error field_error(std::string_view field, std::string_view what) {
   std::string msg = "cutline stop record: field \"";
@@ -89,7 +90,8 @@ bool is_truncated(Cause cause) { return cause != Cause::kEos && cause != Cause::
 
 bool is_serving_cut(Cause cause) {
   return is_truncated(cause) && cause != Cause::kClientMaxTokens &&
-         cause != Cause::kContentFilter && cause != Cause::kInvalidRequest;
+         cause != Cause::kContentFilter && cause != Cause::kInvalidRequest &&
+         cause != Cause::kPolicyDenied;
 }
 
 std::string_view default_finish_reason(Cause cause) {

@@ -212,9 +212,17 @@ void handle(evhttp_request* req, void* arg) {
   }
   if (s->script.status != 0) {
     srv->requests.back().completed = true;
+    if (s->script.shape == "text") {
+      evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+      evbuffer* out = evbuffer_new();
+      evbuffer_add(out, "upstream says no", 16);
+      evhttp_send_reply(req, s->script.status, "Error", out);
+      evbuffer_free(out);
+      return;
+    }
     return send_json(req, s->script.status,
                      error_body("fake upstream status " + std::to_string(s->script.status),
-                                s->script.type, s->script.code));
+                                s->script.type, s->script.code, s->script.cutline));
   }
   s->limit = s->script.tokens;
   if (max_tokens >= 0 && max_tokens < s->limit) s->limit = static_cast<int>(max_tokens);

@@ -110,9 +110,10 @@ RecordedRequest record_request(evhttp_request* req, const std::string& path);
 // returns its max_tokens (max_completion_tokens, max_output_tokens), -1 when absent.
 int64_t read_completion_fields(const std::string& body, FakeStream& s);
 void send_json(evhttp_request* req, int code, const std::string& json);
-// An OpenAI error body; `code` "" writes "code": null.
+// An OpenAI error body; `code` "" writes "code": null. A non-empty `cutline` (a cause) adds a
+// Cutline backend's stop record as error.cutline.
 std::string error_body(const std::string& message, const std::string& type,
-                       const std::string& code = "");
+                       const std::string& code = "", const std::string& cutline = "");
 
 // ---- stream.cc ----
 

@@ -13,7 +13,9 @@
 //   usage=0|1         force sending (or not) the usage chunk; default: stream_options.include_usage
 //   status=C          answer HTTP status C with an OpenAI error body, no stream
 //   code=X            that error body's error.code (default null); type=T its error.type
-//                     (default server_error); the message names the status
+//                     (default server_error); the message names the status. With cutline=CAUSE
+//                     the error object carries a Cutline backend's error.cutline; with
+//                     shape=text the body is plain text ("upstream says no"), not JSON
 //   tools=N           the answer is N parallel tool calls (call_0.. calling get_weather_<i>), each
 //                     one's arguments split over two chunks; finish_reason "tool_calls" unless
 //                     finish= says otherwise. Non-streaming: message.tool_calls, content null
@@ -26,7 +28,8 @@
 //                     (benchmarks measure per-token latency through a proxy with it)
 //   hang=1            read the request and never answer it, on any path (a stopped server; set
 //                     by the X-Fake-Script header only)
-//   cutline=CAUSE     last chunk carries a Cutline backend "cutline" object with this cause,
+//   cutline=CAUSE     last chunk (or status='s error body) carries a Cutline backend "cutline"
+//   object with this cause,
 //                     preemptions, kv bytes and TTFT phases (e.g. backend_preempted, backend_oom)
 //
 // Streams whenever the request has "stream": true; otherwise answers one JSON body.

@@ -54,8 +54,8 @@ void send_json(evhttp_request* req, int code, const std::string& json) {
   evbuffer_free(out);
 }
 
-std::string error_body(const std::string& message, const std::string& type,
-                       const std::string& code) {
+std::string error_body(const std::string& message, const std::string& type, const std::string& code,
+                       const std::string& cutline) {
   std::string out;
   JsonWriter w(out);
   w.begin_object().key("error").begin_object();
@@ -64,6 +64,11 @@ std::string error_body(const std::string& message, const std::string& type,
     w.key("code").null();
   } else {
     w.field("code", code);
+  }
+  if (!cutline.empty()) {
+    w.key("cutline").begin_object();
+    w.field("v", 1).field("cause", cutline).field("reporter", "backend");
+    w.field("output_tokens", 0).field("count_method", "engine").end_object();
   }
   w.end_object().end_object();
   return out;

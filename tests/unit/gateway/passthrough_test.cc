@@ -113,18 +113,20 @@ TEST_F(PassthroughDenied, ARouteNoRuleMatchesIs403) {
   EXPECT_TRUE(upstream_->calls.empty());
   auto rec = proto::parse_stop_header(c->headers().get("Cutline-Stop").value_or(""));
   ASSERT_TRUE(rec.ok());
-  EXPECT_EQ(rec->cause, proto::Cause::kAdmissionRejected);
+  EXPECT_EQ(rec->cause, proto::Cause::kPolicyDenied);
   EXPECT_EQ(rec->rule, "passthrough");
   EXPECT_EQ(c->ends(), 1);
   EXPECT_EQ(count_of(c->body(), "\"cutline\":{"), 1u) << c->body();
-  EXPECT_NE(c->body().find("\"cause\":\"admission_rejected\""), std::string::npos) << c->body();
+  EXPECT_NE(c->body().find("\"cause\":\"policy_denied\""), std::string::npos) << c->body();
+  EXPECT_NE(c->body().find("\"type\":\"permission_error\""), std::string::npos) << c->body();
   EXPECT_EQ(last_->phase(), Phase::kDone);
   const std::vector<std::string> lines = host_.log_lines();
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("\"status\":403"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("\"rule\":\"passthrough\""), std::string::npos) << lines[0];
   EXPECT_EQ(records(), 1.0);
-  EXPECT_EQ(metric_sum(metrics(), "cutline_stops_total{cause=\"admission_rejected\""), 1.0);
+  EXPECT_EQ(metric_sum(metrics(), "cutline_stops_total{cause=\"policy_denied\""), 1.0);
+  EXPECT_EQ(metric_sum(metrics(), "cutline_stops_total{cause=\"admission_rejected\""), 0.0);
 }
 
 // The upstreams' operational paths are not the clients': even under passthrough: allow (or a
@@ -139,7 +141,7 @@ TEST_F(PassthroughPhases, AnUpstreamsOperationalPathIs404) {
     EXPECT_EQ(count_of(c->body(), "\"cutline\":{"), 1u) << c->body();
     auto rec = proto::parse_stop_header(c->headers().get("Cutline-Stop").value_or(""));
     ASSERT_TRUE(rec.ok()) << target;
-    EXPECT_EQ(rec->cause, proto::Cause::kAdmissionRejected);
+    EXPECT_EQ(rec->cause, proto::Cause::kPolicyDenied);
     EXPECT_EQ(rec->rule, "passthrough_operational");
   }
   EXPECT_TRUE(upstream_->calls.empty());

@@ -3,6 +3,7 @@
 // end-to-end versions are in tests/integration/gateway_stop_causes_test.cc.
 #include <gtest/gtest.h>
 
+#include "cutline/proto/wire/openai_error.h"
 #include "cutline/proto/wire/stop_record.h"
 #include "stream_fakes.h"
 
@@ -91,7 +92,9 @@ TEST_F(StreamRelayPhases, ToolCallsFinishReasonPassesThroughAsEos) {
   EXPECT_NE(metrics().find("cutline_stops_total{cause=\"eos\""), std::string::npos);
 }
 
-TEST_F(StreamRelayPhases, AnUpstream4xxBodyPassesThroughUnchangedWithTheRecordInTheHeader) {
+// The upstream's members byte for byte (its codes reach the client) and the gateway's record,
+// in the body as in the header.
+TEST_F(StreamRelayPhases, AnUpstream4xxBodyKeepsItsMembersAndCarriesTheRecord) {
   auto s = start(Route::kChatCompletions,
                  R"({"model":"m","messages":[{"role":"user","content":"long"}],"stream":true})");
   const std::string error =
@@ -101,7 +104,18 @@ TEST_F(StreamRelayPhases, AnUpstream4xxBodyPassesThroughUnchangedWithTheRecordIn
 
   ASSERT_TRUE(s.client->answered());
   EXPECT_EQ(s.client->status(), 400);
-  EXPECT_EQ(s.client->body(), error);  // byte for byte: its codes reach the client
+  const std::string body = s.client->body();
+  const std::string members =
+      R"("message":"This model's maximum context length is 8 tokens",)"
+      R"("type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})";
+  EXPECT_EQ(body.rfind(R"({"error":{"cutline":{"v":1,"cause":"upstream_error",)", 0), 0u) << body;
+  ASSERT_GT(body.size(), members.size());
+  EXPECT_EQ(body.substr(body.size() - members.size()), members) << body;
+  EXPECT_EQ(body.find("\"cutline\":"), body.rfind("\"cutline\":")) << body;
+  auto in_body = proto::parse_error_body(body);
+  ASSERT_TRUE(in_body.ok() && in_body->cutline) << body;
+  EXPECT_EQ(in_body->cutline->cause, Cause::kUpstreamError);
+  EXPECT_EQ(in_body->cutline->rule, "upstreams.up");
   EXPECT_EQ(s.client->headers().get("Content-Type").value_or(""), "application/json");
   auto rec = proto::parse_stop_header(s.client->headers().get("Cutline-Stop").value_or(""));
   ASSERT_TRUE(rec.ok());

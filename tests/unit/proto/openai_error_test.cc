@@ -61,5 +61,55 @@ TEST(OpenAiErrorTest, ParsesOtherServersShapes) {
             "error body: error.message must be a string, a number or null");
 }
 
+TEST(OpenAiErrorTest, TypeCanBeNamedForARefusalByPolicy) {
+  EXPECT_EQ(error_body(make_error(ErrorKind::kUnauthorized, "no rule"),
+                       {.code = "permission_denied", .type = "permission_error"}),
+            R"({"error":{"message":"no rule","type":"permission_error","param":null,)"
+            R"("code":"permission_denied"}})");
+}
+
+// An upstream's error body gets the gateway's record, every other byte kept: in the error object
+// where the gateway's own errors carry it (over a Cutline backend's), else at the top level.
+TEST(OpenAiErrorTest, PutErrorRecordKeepsTheUpstreamsMembers) {
+  StopRecord rec;
+  rec.cause = Cause::kUpstreamError;
+  rec.reporter = "gateway";
+  const std::string record = stop_record_json(rec);
+  std::string out;
+
+  ASSERT_TRUE(
+      put_error_record(R"( {"error": {"message": "bad", "code": "x_1" }, "n": 1.50} )", rec, out)
+          .ok());
+  EXPECT_EQ(out, R"( {"error": {"cutline":)" + record +
+                     R"(,"message": "bad", "code": "x_1" }, "n": 1.50} )");
+
+  StopRecord backend;
+  backend.cause = Cause::kBackendOom;
+  backend.reporter = "backend";
+  const std::string from_backend =
+      error_body(make_error(ErrorKind::kExhausted, "out of KV"), {.cutline = &backend});
+  ASSERT_TRUE(put_error_record(from_backend, rec, out).ok());
+  EXPECT_EQ(out, error_body(make_error(ErrorKind::kExhausted, "out of KV"), {.cutline = &rec}));
+  auto parsed = parse_error_body(out);
+  ASSERT_TRUE(parsed.ok() && parsed->cutline);
+  EXPECT_EQ(parsed->cutline->cause, Cause::kUpstreamError);
+
+  ASSERT_TRUE(put_error_record(R"({"error":{}})", rec, out).ok());
+  EXPECT_EQ(out, R"({"error":{"cutline":)" + record + "}}");
+  ASSERT_TRUE(
+      put_error_record(R"({"object":"error","message":"m","cutline":{"v":1}})", rec, out).ok());
+  EXPECT_EQ(out, R"({"object":"error","message":"m","cutline":)" + record + "}");
+  ASSERT_TRUE(put_error_record(R"({"error":"overloaded"})", rec, out).ok());
+  EXPECT_EQ(out, R"({"cutline":)" + record + R"(,"error":"overloaded"})");
+  ASSERT_TRUE(put_error_record("{}", rec, out).ok());
+  EXPECT_EQ(out, R"({"cutline":)" + record + "}");
+
+  for (const char* not_one_object :
+       {"<html>", "", "[1]", R"({"error":{"message":"x"})", R"({"a":1} {"b":2})", R"({"a":tru})",
+        R"({"cutline":1,"cutline":2})"}) {
+    EXPECT_FALSE(put_error_record(not_one_object, rec, out).ok()) << not_one_object;
+  }
+}
+
 }  // namespace
 }  // namespace cutline::proto

@@ -5,8 +5,9 @@
 namespace cutline::proto {
 namespace {
 
-TEST(StopRecord, TaxonomyHasSixteenCausesWithStableNames) {
-  EXPECT_EQ(kCauseCount, 16);
+TEST(StopRecord, TaxonomyHasSeventeenCausesWithStableNames) {
+  EXPECT_EQ(kCauseCount, 17);
+  EXPECT_EQ(kOriginCount, 7);
   for (int i = 0; i < kCauseCount; ++i) {
     Cause c = cause_at(i);
     auto back = parse_cause(to_string(c));
@@ -18,6 +19,10 @@ TEST(StopRecord, TaxonomyHasSixteenCausesWithStableNames) {
   EXPECT_EQ(static_cast<int>(Cause::kUpstreamDisconnect), 13);
   EXPECT_EQ(to_string(Cause::kContentFilter), "content_filter");
   EXPECT_EQ(to_string(Cause::kInvalidRequest), "invalid_request");
+  EXPECT_EQ(static_cast<int>(Cause::kInvalidRequest), 15);
+  EXPECT_EQ(static_cast<int>(Cause::kPolicyDenied), 16);
+  EXPECT_EQ(to_string(Cause::kPolicyDenied), "policy_denied");
+  EXPECT_EQ(to_string(Origin::kPolicy), "policy");
   EXPECT_FALSE(parse_cause("stop").has_value());
 }
 
@@ -44,6 +49,47 @@ TEST(StopRecord, OriginAndTruncationFollowDesign) {
   EXPECT_EQ(origin_of(Cause::kInvalidRequest), Origin::kClient);
   EXPECT_FALSE(is_serving_cut(Cause::kInvalidRequest));
   EXPECT_TRUE(is_serving_cut(Cause::kAdmissionRejected));
+}
+
+// policy_denied: the operator's rules refuse the request by design. The client holds no answer
+// (truncated), but serving cut nothing: no truncation, no admission problem.
+TEST(StopRecord, PolicyDeniedIsARefusalOfThePolicyNotAServingCut) {
+  EXPECT_EQ(origin_of(Cause::kPolicyDenied), Origin::kPolicy);
+  EXPECT_TRUE(is_truncated(Cause::kPolicyDenied));
+  EXPECT_FALSE(is_serving_cut(Cause::kPolicyDenied));
+  EXPECT_EQ(default_finish_reason(Cause::kPolicyDenied), "length");
+
+  StopRecord r;
+  r.cause = Cause::kPolicyDenied;
+  r.reporter = "gateway";
+  r.rule = "passthrough";
+  r.message = "no policy rule matches GET /v1/files (passthrough: deny)";
+  const std::string json = stop_record_json(r);
+  EXPECT_NE(json.find(R"("cause":"policy_denied","origin":"policy","truncated":true,)"
+                      R"("serving_cut":false)"),
+            std::string::npos)
+      << json;
+  auto back = parse_stop_record(json);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->cause, Cause::kPolicyDenied);
+  EXPECT_EQ(back->origin(), Origin::kPolicy);
+  EXPECT_EQ(back->rule, "passthrough");
+  EXPECT_EQ(back->message, r.message);
+
+  const std::string header = stop_header_value(r);
+  EXPECT_EQ(header.rfind("cause=policy_denied; origin=policy; truncated=true; rule=passthrough", 0),
+            0u)
+      << header;
+  auto from_header = parse_stop_header(header);
+  ASSERT_TRUE(from_header.ok());
+  EXPECT_EQ(from_header->cause, Cause::kPolicyDenied);
+
+  StopRecord upstream;
+  upstream.cause = Cause::kUpstreamError;
+  upstream.upstream_cause = Cause::kPolicyDenied;
+  auto nested = parse_stop_record(stop_record_json(upstream));
+  ASSERT_TRUE(nested.ok());
+  EXPECT_EQ(nested->upstream_cause, Cause::kPolicyDenied);
 }
 
 TEST(StopRecord, JsonRoundTripKeepsEveryField) {

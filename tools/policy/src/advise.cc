@@ -180,7 +180,7 @@ Result<AdviceInput> read_access_log(std::string_view text) {
                        "no stop record (\"cause\"): this is not a Cutline gateway access log");
     }
     ++in.lines;
-    if (cause == "invalid_request" || cause == "admission_rejected") {
+    if (cause == "invalid_request" || cause == "admission_rejected" || cause == "policy_denied") {
       ++in.skipped;
       continue;
     }
@@ -247,8 +247,8 @@ Result<AdviceInput> read_access_log(std::string_view text) {
   }
   if (in.groups.empty()) {
     return make_error(ErrorKind::kBadRequest,
-                      "every request was refused before an upstream (invalid_request or "
-                      "admission_rejected): nothing to measure");
+                      "every request was refused before an upstream (invalid_request, "
+                      "admission_rejected or policy_denied): nothing to measure");
   }
   return in;
 }

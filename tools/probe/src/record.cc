@@ -74,6 +74,7 @@ void derive_cause(RequestRecord& r, bool saw_done) {
   if (r.client_timeout) return set(Cause::kClientCancel);
   if (!r.transport_error.empty()) return set(Cause::kUpstreamDisconnect);
   if (r.http_status == 429) return set(Cause::kAdmissionRejected);
+  if (r.http_status == 403) return set(Cause::kPolicyDenied);  // the endpoint's policy says no
   if (r.http_status == 400 || r.http_status == 404 || r.http_status == 413 ||
       r.http_status == 415 || r.http_status == 422) {
     return set(Cause::kInvalidRequest);  // the request itself was refused

@@ -18,17 +18,19 @@
 //
 // The upstreams' operational paths (/metrics, /healthz, /health, /readyz, /v1/cutline/*: what a
 // Cutline backend, vLLM or llama.cpp serve to their operators) are not forwarded unless the
-// policy's passthrough_operational lists them: a client gets 404 (admission_rejected, rule
-// passthrough_operational) whatever rule matches.
+// policy's passthrough_operational lists them: a client gets 404 (policy_denied, rule
+// passthrough_operational) whatever rule matches. A route no rule serves under passthrough: deny
+// gets 403 (policy_denied, rule passthrough, error type permission_error).
 //
 // Every end — 401, 403, 404, no endpoint, an upstream failure, the client going away mid-relay, the
 // answer relayed whole — goes through finish(Ending), which runs once (a later end event, such as
 // an upstream error arriving after the client left, is a no-op): it cancels the upstream call and
 // ends its endpoint attempt, writes the one stop record (eos for an answer relayed whole, also
 // for an upstream's 2xx/3xx; upstream_error for an upstream 4xx/5xx or failure; client_cancel;
-// admission_rejected for a refusal) to the access log and the metrics, and then sends the last
-// bytes: the errors the gateway answers itself carry the record in their body and Cutline-Stop
-// header; a relayed answer ends with the upstream's trailers; one that fails mid-body is reset.
+// admission_rejected for a refused key; policy_denied for a refused route) to the access log and
+// the metrics, and then sends the last bytes: the errors the gateway answers itself carry the
+// record in their body and Cutline-Stop header; a relayed answer ends with the upstream's trailers;
+// one that fails mid-body is reset.
 //
 // The upstream is chosen by the model the request names — "model" in a JSON object body
 // (/v1/embeddings, ...) or the {model} of /v1/models/{model} — with the upstreams' model globs;

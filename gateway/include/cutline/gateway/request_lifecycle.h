@@ -81,9 +81,11 @@ struct Ending {
   int status = 0;              // overrides error->status() when set (403, 415, upstream 4xx)
   std::string param;           // the request field an error is about
   std::string code;            // the error's "code" when not the kind's ("model_not_found")
+  std::string type;            // the error's "type" when not the kind's ("permission_error")
   int64_t retry_after_s = 0;   // Retry-After on 429
   // The upstream answered an error status before anything was sent: pass its status (`status`)
-  // and body on unchanged, the record in the Cutline-Stop header.
+  // and body on, the record in the Cutline-Stop header and (a JSON object body) in the body
+  // (proto::put_error_record), the upstream's other members unchanged.
   bool upstream_error_body = false;
 };
 

@@ -288,6 +288,8 @@ std::string generated_log() {
          "\n";
   log += R"({"ts":6000.0,"model":"m","policy":"batch","cause":"admission_rejected"})"
          "\n";
+  log += R"({"ts":6000.0,"model":"m","policy":"","cause":"policy_denied","status":404})"
+         "\n";
   return log;
 }
 
@@ -305,8 +307,8 @@ TEST(PolicyAdvise, QuantilesAreNearestRank) {
 TEST(PolicyAdvise, ProposesLimitsThatCutAtMostTheTargetShare) {
   auto in = cutline::tools::read_access_log(generated_log());
   ASSERT_TRUE(in.ok()) << in.error().message;
-  EXPECT_EQ(in->lines, 302);
-  EXPECT_EQ(in->skipped, 2);
+  EXPECT_EQ(in->lines, 303);
+  EXPECT_EQ(in->skipped, 3);  // invalid_request, admission_rejected, policy_denied
   cutline::tools::Observed& chat = in->groups.at({"chat", "m"});
   cutline::tools::Proposal p = cutline::tools::propose(chat, 0.01);
   // The p99 (answers 199 and 200, 1%, beyond it) with headroom: x 1.25 on counts, x 1.5 on
@@ -337,7 +339,7 @@ TEST(PolicyAdvise, CommandPrintsTheNumbersBehindEachProposalAndADiff) {
                                         "  - name: rest\n");
   Outcome r = run({"advise", log, "--target-cut-rate", "1%", "--policy", policy});
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("302 requests read, 2 refused before an upstream"), std::string::npos)
+  EXPECT_NE(r.out.find("303 requests read, 3 refused before an upstream"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("policy \"chat\"  model \"m\"  (200 requests)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  budget.max_output_tokens   248        output tokens: p50 100  p90 180  "

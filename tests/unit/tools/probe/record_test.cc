@@ -44,6 +44,10 @@ TEST(ProbeRecord, DerivesCausesAPlainClientCanSee) {
   r.http_status = 429;
   derive_cause(r, false);
   EXPECT_EQ(r.cause, "admission_rejected");
+  r.http_status = 403;  // the endpoint's policy refuses it: not a capacity problem either
+  derive_cause(r, false);
+  EXPECT_EQ(r.cause, "policy_denied");
+  EXPECT_TRUE(r.truncated);
   r.http_status = 400;  // refused as malformed: not a capacity problem
   derive_cause(r, false);
   EXPECT_EQ(r.cause, "invalid_request");

@@ -28,6 +28,8 @@ std::string_view openai_error_type(ErrorKind kind);
 struct ErrorBodyFields {
   std::string_view param = {};  // the offending request field, e.g. "max_tokens"; null when empty
   std::string_view code = {};   // overrides the default code when non-empty
+  std::string_view type = {};   // overrides openai_error_type(kind) when non-empty
+                                // ("permission_error" for a 403 the policy answers)
   const StopRecord* cutline = nullptr;  // written as error.cutline when set
 };
 void write_error_body(std::string& out, const Error& error, const ErrorBodyFields& fields = {});
@@ -41,5 +43,13 @@ struct ParsedErrorBody {
 // Accepts {"error":{...}} (cutline inside "error" or at top level) and vLLM's top-level
 // {"object":"error","message":...}. Anything else is a kUpstream error.
 Result<ParsedErrorBody> parse_error_body(std::string_view body);
+
+// An upstream's own error body with `record` as the answer's one stop record, every other byte
+// kept, into `out` (cleared first). In an OpenAI error object ({"error": {...}}) the record goes
+// where the gateway's own error bodies carry it, error.cutline (over one the upstream put there,
+// as a Cutline backend does); in any other JSON object it is the top-level "cutline" (over one
+// sent there). A top-level "cutline" beside an error object is overwritten with the same record.
+// Fails (kUpstream) when `body` is not one valid JSON object: the caller passes it on unchanged.
+Status put_error_record(std::string_view body, const StopRecord& record, std::string& out);
 
 }  // namespace cutline::proto

@@ -37,11 +37,14 @@ enum class Cause : uint8_t {
                         // "content_filter", passed through as sent)
   kInvalidRequest,      // client: refused as malformed before admission (bad JSON, types, limits,
                         // unknown model, request-target)
+  kPolicyDenied,        // policy: refused by the operator's policy, not for want of capacity (no
+                        // rule serves the request, passthrough: deny, an upstream's operational
+                        // path that passthrough_operational does not list)
 };
-inline constexpr int kCauseCount = 16;
+inline constexpr int kCauseCount = 17;
 
-enum class Origin : uint8_t { kModel, kClient, kGateway, kBackend, kUpstream, kTransport };
-inline constexpr int kOriginCount = 6;
+enum class Origin : uint8_t { kModel, kClient, kGateway, kBackend, kUpstream, kTransport, kPolicy };
+inline constexpr int kOriginCount = 7;
 
 std::string_view to_string(Cause cause);
 std::string_view to_string(Origin origin);
@@ -49,12 +52,15 @@ std::optional<Cause> parse_cause(std::string_view name);
 Cause cause_at(int index);  // 0 <= index < kCauseCount, for iterating the taxonomy
 
 Origin origin_of(Cause cause);
-// True for every cause except eos and stop_sequence: the answer is not what the model would
-// have produced without the limit.
+// True for every cause except eos and stop_sequence: the client does not hold the answer the model
+// would have produced. A refusal (admission_rejected, invalid_request, policy_denied) counts: the
+// client got no answer at all, and a client that trusts `truncated: false` to mean "this is the
+// whole answer" must not be told so.
 bool is_truncated(Cause cause);
 // A cut made by serving (gateway, backend, upstream, transport, or a client that gave up), as
-// opposed to a model stop (content_filter included), the client's own max_tokens, or a request
-// refused as malformed. What cutline_truncations_total counts.
+// opposed to a model stop (content_filter included), the client's own max_tokens, a request
+// refused as malformed, or one the policy refuses by design (policy_denied: nothing was queued or
+// cut, the operator's rules say no). What cutline_truncations_total counts.
 bool is_serving_cut(Cause cause);
 // The OpenAI `finish_reason` that a plain client sees by default: "stop" for model stops,
 // "content_filter" for content_filter, "length" for everything else (budget and time cuts read as

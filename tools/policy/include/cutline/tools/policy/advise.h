@@ -2,9 +2,10 @@
 // `cutline policy advise ACCESS_LOG [--target-cut-rate 1%] [--policy FILE]`: limits proposed
 // from the gateway's own access log (gateway/src/access_log.cc, one JSON object per line).
 //
-// Per policy and model, over the requests that reached an upstream (not invalid_request, not
-// admission_rejected), each limit is set at the (1 - target) quantile (nearest rank) of what the
-// requests measured, so that at most the target share of that traffic would have been cut:
+// Per policy and model, over the requests that reached an upstream (not invalid_request,
+// admission_rejected or policy_denied), each limit is set at the (1 - target) quantile (nearest
+// rank) of what the requests measured, so that at most the target share of that traffic would have
+// been cut:
 //   budget.max_output_tokens   output_tokens
 //   deadline                   duration_ms            (rounded up to 10 ms)
 //   ttft_timeout               ttft_ms                (rounded up to 10 ms)
@@ -67,7 +68,8 @@ struct AdviceInput {
   // (policy, model) -> observations; the policy "" is "no rule matched".
   std::map<std::pair<std::string, std::string>, Observed> groups;
   int64_t lines = 0;
-  int64_t skipped = 0;  // refused before an upstream (invalid_request, admission_rejected)
+  int64_t skipped = 0;  // refused before an upstream (invalid_request, admission_rejected,
+                        // policy_denied)
   // Left out: a measured number negative, not finite or over 2^31 - 1 (ms or tokens), or a
   // `ts` that is no Unix time. The report says how many.
   int64_t absurd = 0;
