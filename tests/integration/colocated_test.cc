@@ -23,19 +23,10 @@
 #include "cutline/proto/http/http_fetch.h"
 #include "cutline/proto/wire/stop_record.h"
 #include "gateway_harness.h"
+#include "support/count_of.h"
 
 namespace cutline::test {
 namespace {
-
-// How many times `needle` occurs in `text`.
-size_t count_of(std::string_view text, std::string_view needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string_view::npos;
-       at = text.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
-}
 
 using proto::Cause;
 

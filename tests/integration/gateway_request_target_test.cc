@@ -22,7 +22,7 @@ using proto::testing::Http2TestClient;
 
 GatewayEnv* env = nullptr;
 
-// One catch-all rule (so any other path is passthrough, as in the audit) that clamps max_tokens
+// One catch-all rule (so any other path is passthrough) that clamps max_tokens
 // to 4; the upstream serves "fake" only (its "fake-secret" is filtered out of /v1/models).
 std::string policy_yaml(uint16_t fake_port, const std::string& log_path) {
   return "listen:\n  - address: 127.0.0.1:0\nadmin:\n  address: 127.0.0.1:0\n"

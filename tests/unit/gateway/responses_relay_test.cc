@@ -1,5 +1,7 @@
 #include "cutline/gateway/responses_relay.h"
 
+#include "support/count_of.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -7,6 +9,8 @@
 
 namespace cutline::gateway {
 namespace {
+
+using ::cutline::test::count_of;
 
 // A Responses stream as a Cutline backend sends it: the terminal event's response carries the
 // backend's own record (client_max_tokens: from its side, the clamped limit was the client's).
@@ -31,15 +35,6 @@ proto::StopRecord budget_record() {
   r.reporter = "gateway";
   r.upstream_cause = proto::Cause::kClientMaxTokens;
   return r;
-}
-
-size_t count_of(std::string_view text, std::string_view needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string_view::npos;
-       at = text.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
 }
 
 std::string relay_to_end(bool client_stream) {

@@ -23,9 +23,12 @@
 #include "cutline/policy/loader.h"
 #include "cutline/proto/net/event_loop.h"
 #include "cutline/proto/net/timer.h"
+#include "support/count_of.h"
 #include "support/unique_temp_path.h"
 
 namespace cutline::gateway::test {
+
+using ::cutline::test::count_of;
 
 // The process around the streams: everything real but the clock (manual) and the upstream pools
 // (none, so that a request goes to its upstream's url, unless the test asks for them with
@@ -260,16 +263,6 @@ class PhaseTest : public ::testing::Test {
 inline const std::string kAliceTenant =
     "tenants:\n  - name: alice\n    api_keys: "
     "[\"sha256:d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\"]\n";
-
-// Occurrences of `needle` in `text`.
-inline size_t count_of(std::string_view text, std::string_view needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string_view::npos;
-       at = text.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
-}
 
 // The sum of the samples of the Prometheus series in `text` whose name and first labels are
 // `series_prefix` (e.g. `cutline_stops_total{cause="eos"`): how many stop records were counted.
