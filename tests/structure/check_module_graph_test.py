@@ -63,6 +63,38 @@ class CheckModuleGraph(unittest.TestCase):
             self.assertEqual(lines, ["module graph: 3 targets, links and includes as the "
                                      "README's table says"])
 
+    def test_only_a_row_of_an_optional_toolkit_may_be_absent_from_a_build(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            links = os.path.join(tmp, "links.txt")
+            with open(links, "w") as f:
+                f.write("cutline_base: \ncutline_net: cutline_base;PkgConfig::LIBEVENT\n"
+                        "app: cutline_net\n")
+            readme = os.path.join(tmp, "README.md")
+            with open(os.path.join(FIXTURE, "README.md")) as f:
+                table = f.read()
+            table = table.replace("| `cutline_base` | `base/` | — | — |",
+                                  "| `cutline_base` | `base/` | — | OpenSSL |")
+            # Two rows no target of this build has: a CUDA plugin (built only where nvcc is
+            # found) and an ordinary module.
+            table = table.replace("| `app` | `app/main.cc` | `cutline_net` | — |",
+                                  "| `app` | `app/main.cc` | `cutline_net` | — |\n"
+                                  "| `cutline_gpu` | `gpu/` | `cutline_base` | CUDA |\n"
+                                  "| `cutline_gone` | `gone/` | `cutline_base` | — |")
+            with open(readme, "w") as f:
+                f.write(table)
+            root = os.path.join(tmp, "tree")
+            subprocess.run(["cp", "-r", FIXTURE, root], check=True)
+            with open(os.path.join(root, "base/src/result.cc"), "w") as f:
+                f.write('#include "cutline/base/result.h"\n#include <openssl/ssl.h>\n')
+            with open(os.path.join(root, "net/src/loop.cc"), "w") as f:
+                f.write('#include "cutline/net/loop.h"\n')
+            rc, lines = run(root, links, readme)
+            self.assertEqual(rc, 1, lines)
+            self.assertEqual(lines, [
+                "links: README row cutline_gone names no target of this build",
+                "module graph: 1 violation(s)",
+            ])
+
     def test_a_cycle_in_the_table_is_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
             readme = os.path.join(tmp, "README.md")
