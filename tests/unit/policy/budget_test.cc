@@ -221,9 +221,9 @@ TEST_F(Budget, EveryChoiceIsReservedAndAClampIsShared) {
 // 8 x 2^61 is 2^64 (zero). Either would leave the pool drained for everyone or admit a request
 // with nothing reserved; both are refused and the pool is untouched.
 TEST_F(Budget, ChoicesThatWouldOverflowTheReservationAreRefusedNotWrapped) {
-  auto p =
-      load_ok(with_policies("  - name: p\n"
-                            "    budget: {max_output_tokens: 8, global_tokens_per_minute: 1000}\n"));
+  auto p = load_ok(
+      with_policies("  - name: p\n"
+                    "    budget: {max_output_tokens: 8, global_tokens_per_minute: 1000}\n"));
   const PoolSpec global{"global/p", 1000};
   for (int64_t choices : {int64_t{1} << 60, int64_t{1} << 61, INT64_MAX}) {
     RequestFacts f;
@@ -248,12 +248,13 @@ TEST_F(Budget, ChoicesThatWouldOverflowTheReservationAreRefusedNotWrapped) {
 // Under clamp, min_output_tokens x choices saturates too: the request is refused, not served a
 // wrapped minimum.
 TEST_F(Budget, ClampMinimumThatWouldOverflowIsRefused) {
-  auto p = load_ok(with_policies("  - name: p\n"
-                                 "    budget:\n"
-                                 "      max_output_tokens: 8\n"
-                                 "      global_tokens_per_minute: 1000\n"
-                                 "      on_pool_exhausted: clamp\n"
-                                 "      min_output_tokens: 4\n"));
+  auto p =
+      load_ok(with_policies("  - name: p\n"
+                            "    budget:\n"
+                            "      max_output_tokens: 8\n"
+                            "      global_tokens_per_minute: 1000\n"
+                            "      on_pool_exhausted: clamp\n"
+                            "      min_output_tokens: 4\n"));
   RequestFacts f;
   f.model = "m";
   f.route = "/v1/chat/completions";

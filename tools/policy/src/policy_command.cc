@@ -306,9 +306,10 @@ int run_advise(const std::string& log_file, double target, const std::string& po
     few += static_cast<int64_t>(observed.duration_ms.size()) < kMinSample;
   }
   if (few > 0) {
-    std::printf("\nwarning: %lld policy and model group(s) measured fewer than %lld requests: "
-                "their proposals are noise\n",
-                static_cast<long long>(few), static_cast<long long>(kMinSample));
+    std::printf(
+        "\nwarning: %lld policy and model group(s) measured fewer than %lld requests: "
+        "their proposals are noise\n",
+        static_cast<long long>(few), static_cast<long long>(kMinSample));
   }
   std::printf("\n--- %s\n+++ proposed\n", policy_file.c_str());
   std::fputs(diff(*r.policy, proposed).c_str(), stdout);
