@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "cutline/gateway/printable.h"
+#include "cutline/gateway/request_target.h"
 #include "cutline/gateway/stream.h"
 #include "cutline/gateway/stream_host.h"
 #include "cutline/gateway/worker.h"
@@ -78,6 +79,30 @@ Ending Stream::model_not_found() {
   e.error = make_error(ErrorKind::kNotFound, e.message);
   e.param = "model";
   e.code = "model_not_found";
+  return e;
+}
+
+bool Stream::served_on_another_route(policy::RequestFacts facts) const {
+  const std::string_view route = facts.route;
+  for (const std::string_view other : kCoreRoutePaths) {
+    if (other == route || other == "/v1/models") continue;  // models: listed, not decided
+    facts.route = other;
+    if (policy::match_rule(life_.policy(), facts)) return true;
+  }
+  return false;
+}
+
+Ending Stream::route_not_allowed() {
+  Ending e;
+  e.cause = Cause::kPolicyDenied;
+  e.rule = "policies";
+  e.error = make_error(ErrorKind::kUnauthorized, "the model `" + model_ + "` is not served on " +
+                                                     std::string(route_path(route_)) +
+                                                     " by this gateway's policy");
+  e.message = e.error->message;
+  e.status = 403;
+  e.type = "permission_error";
+  e.code = "permission_denied";
   return e;
 }
 
@@ -171,17 +196,20 @@ bool Stream::decide() {
     live = queue_->live();
   }
   decision_ = policy::decide(life_.policy(), facts, live);
-  facts.header = nullptr;
   if (!decision_.matched) {
-    // Told as an unknown model (404 model_not_found), so that a tenant cannot learn which models
-    // other tenants' rules name; the log and the metrics keep the refusal and its reason.
-    Ending e = model_not_found();
+    // A model that a rule serves this tenant on another route is one the tenant knows already:
+    // the refusal says what it is (403, this route is not allowed). Any other model is told as
+    // an unknown one (404 model_not_found), so that a tenant cannot learn which models other
+    // tenants' rules name. The log and the metrics keep the refusal and its reason either way.
+    Ending e = served_on_another_route(facts) ? route_not_allowed() : model_not_found();
+    facts.header = nullptr;
     e.operator_cause = Cause::kPolicyDenied;
     e.operator_rule = "policies";
     e.operator_message = decision_.no_match_message;
     finish(std::move(e));
     return false;
   }
+  facts.header = nullptr;
   if (const auto& max = decision_.rule->budget.max_choices; max && choices_ > max->value) {
     Ending e = bad_input(ErrorKind::kBadRequest,
                          "this policy allows at most " + std::to_string(max->value) +

@@ -132,7 +132,7 @@ class TwoTenantsTest : public ::testing::Test {
              "access_log: " +
              log + "\nupstreams:\n  - name: fake\n    url: http://127.0.0.1:" +
              std::to_string(fake_port) +
-             "\n    models: [\"fake\", \"alice-*\", \"other-*\"]\n"
+             "\n    models: [\"fake\", \"alice-*\", \"other-*\", \"chat-only-*\"]\n"
              "tenants:\n"
              "  - name: alice\n    api_keys: [\"sha256:" +
              kAliceDigest +
@@ -142,7 +142,9 @@ class TwoTenantsTest : public ::testing::Test {
              "\"]\n"
              "policies:\n"
              "  - name: alice-models\n    match: {tenants: [alice], models: [\"alice-*\"]}\n"
-             "  - name: shared\n    match: {models: [fake]}\n";
+             "  - name: shared\n    match: {models: [fake]}\n"
+             "  - name: alice-chat\n    match: {tenants: [alice], models: [\"chat-only-*\"], "
+             "routes: [/v1/chat/completions]}\n";
     })) << env->error;
   }
   static void TearDownTestSuite() {
@@ -223,6 +225,33 @@ TEST_F(TwoTenantsTest, AnotherTenantsModelIsAnsweredAsAnUnknownModel) {
   EXPECT_NE(series.find(R"(origin="policy")"), std::string::npos) << series;
   EXPECT_EQ(m->body.find(R"(cutline_stops_total{cause="admission_rejected")"), std::string::npos)
       << m->body;
+}
+
+// A model the tenant may use on chat, asked for on completions: the tenant knows the model, so
+// the refusal says what it is (403, the route is not allowed). Another tenant asking the same is
+// still told the model is unknown.
+TEST_F(TwoTenantsTest, AModelServedOnAnotherRouteIsA403ForItsOwnTenantOnly) {
+  const auto completion = [](const std::string& key, const std::string& model) {
+    proto::HttpHeaders h{{"Content-Type", "application/json"},
+                         {"X-Fake-Script", "tokens=2"},
+                         {"Authorization", "Bearer " + key}};
+    auto r = proto::http_fetch(env->url("/v1/completions"), "POST", h,
+                               R"({"model":")" + model + R"(","prompt":"hi"})", 5000);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? std::move(r).value() : proto::HttpResponse{};
+  };
+  EXPECT_EQ(post("sk-alice-example", "chat-only-1").status, 200);
+  auto own = completion("sk-alice-example", "chat-only-1");
+  EXPECT_EQ(own.status, 403) << own.body;
+  EXPECT_NE(own.body.find(R"("type":"permission_error")"), std::string::npos) << own.body;
+  EXPECT_NE(own.body.find("is not served on /v1/completions"), std::string::npos) << own.body;
+  EXPECT_NE(own.body.find(R"("cause":"policy_denied")"), std::string::npos) << own.body;
+  EXPECT_EQ(own.body.find("alice-chat"), std::string::npos) << own.body;  // no rule named
+
+  auto others = completion("sk-bob-example", "chat-only-1");
+  auto unknown = completion("sk-bob-example", "no-such-model");
+  EXPECT_EQ(others.status, 404) << others.body;
+  EXPECT_EQ(shape(others, "chat-only-1"), shape(unknown, "no-such-model"));
 }
 
 }  // namespace

@@ -162,8 +162,12 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   double elapsed_ms() const;
   Ending bad_input(ErrorKind kind, std::string message, std::string param, int status = 0);
   // 404 model_not_found for model_, worded as OpenAI's unknown-model answer: what a client is
-  // told both when no upstream serves the model and when no rule lets it use the model.
+  // told both when no upstream serves the model and when no rule lets the tenant use the model
+  // on any route.
   Ending model_not_found();
+  // No rule serves the request, but one serves its model to this tenant on another core route.
+  bool served_on_another_route(policy::RequestFacts facts) const;
+  Ending route_not_allowed();
   // model_not_found for a model no upstream serves (a bad request; the log says so).
   Ending unserved_model();
 
