@@ -54,8 +54,9 @@ std::string explain(const Decision& d, const PoolGrant* grant) {
   if (!d.matched) {
     out += "no policy matched: " + d.no_match_message + "\n";
     out +=
-        "  the gateway answers 404 (model_not_found, as for a model that does not exist); add a "
-        "catch-all rule to serve it\n";
+        "  the gateway answers 404 (model_not_found, as for a model that does not exist; 403 "
+        "when a rule serves the model to this tenant on another route); add a catch-all rule to "
+        "serve it\n";
     return out;
   }
   out += "policy \"" + std::string(d.policy_name) + "\"  (" + d.rule->ref.path + ", line " +
