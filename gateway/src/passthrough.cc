@@ -36,15 +36,6 @@ std::string model_of(const proto::HttpRequest& req) {
   return std::string(model);
 }
 
-bool equals_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
 // The operational paths: a Cutline backend's /healthz, /metrics and /v1/cutline/state (model
 // file paths), vLLM's and TGI's /health and /metrics, the usual /readyz.
 constexpr std::string_view kOperationalPaths[] = {"/metrics", "/healthz", "/health", "/readyz",
@@ -54,11 +45,11 @@ constexpr std::string_view kOperationalPaths[] = {"/metrics", "/healthz", "/heal
 
 bool is_operational_path(std::string_view path) {
   for (std::string_view p : kOperationalPaths) {
-    if (equals_ignoring_case(path, p)) return true;
+    if (proto::iequals(path, p)) return true;
   }
   constexpr std::string_view kCutline = "/v1/cutline/";
   return path.size() >= kCutline.size() &&
-         equals_ignoring_case(path.substr(0, kCutline.size()), kCutline);
+         proto::iequals(path.substr(0, kCutline.size()), kCutline);
 }
 
 Passthrough::Passthrough(StreamHost& host, Worker& worker,
@@ -218,10 +209,7 @@ void Passthrough::on_head_timeout() {
   if (life_.finishing() || life_.phase() != Phase::kRoute) return;
   const int64_t limit_ms = upstream_->response_head_timeout_ms;
   const double waited_ms = static_cast<double>(host_.clock().now_ns() - head_armed_ns_) / 1e6;
-  if (waited_ms < static_cast<double>(limit_ms)) {  // libevent's clock ran ahead of ours
-    head_timer_.arm(std::max<int64_t>(1, limit_ms - static_cast<int64_t>(waited_ms)));
-    return;
-  }
+  if (rearm_if_early(head_timer_, limit_ms, waited_ms)) return;
   host_.metrics().upstream_error(upstream_->name, "response_head_timeout");
   attempts_.report(EndpointOutcome::kConnectFailure);
   if (retry_elsewhere(EndpointOutcome::kConnectFailure, std::nullopt)) return;

@@ -2,11 +2,14 @@
 // and the guard that makes finish write one record.
 #include "cutline/gateway/request_lifecycle.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 
 #include "cutline/gateway/bearer_auth.h"
 #include "cutline/gateway/request_id.h"
 #include "cutline/gateway/stream_host.h"
+#include "cutline/proto/net/timer.h"
 
 namespace cutline::gateway {
 
@@ -41,6 +44,12 @@ ClientRecordView::ClientRecordView(bool upstream_error_detail, proto::StopRecord
 
 ClientRecordView::~ClientRecordView() {
   if (!endpoints_.empty()) record_.endpoints = std::move(endpoints_);
+}
+
+bool rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms) {
+  if (observed_ms >= static_cast<double>(limit_ms)) return false;
+  timer.arm(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limit_ms - observed_ms))));
+  return true;
 }
 
 RequestLifecycle::RequestLifecycle(StreamHost& host, uint64_t id)

@@ -36,15 +36,6 @@ Ending Stream::timer_cut(Cause cause, const policy::TimeLimit& limit, double obs
   return e;
 }
 
-// libevent's timer clock and the injected Clock may disagree by a fraction of a millisecond: a
-// timer that fires before the limit has passed on the Clock waits for the rest, so a record
-// never shows observed < limit.
-bool Stream::rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms) {
-  if (observed_ms >= static_cast<double>(limit_ms)) return false;
-  timer.arm(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limit_ms - observed_ms))));
-  return true;
-}
-
 void Stream::on_deadline() {
   const double e = elapsed_ms();
   if (rearm_if_early(deadline_timer_, *decision_.deadline.ms, e)) return;

@@ -42,6 +42,10 @@
 #include "cutline/proto/http1/http_message.h"
 #include "cutline/proto/wire/stop_record.h"
 
+namespace cutline::proto {
+class Timer;
+}  // namespace cutline::proto
+
 namespace cutline::gateway {
 
 class StreamHost;
@@ -88,6 +92,11 @@ struct Ending {
   // (proto::put_error_record), the upstream's other members unchanged.
   bool upstream_error_body = false;
 };
+
+// A timer of `limit_ms` that fired when the injected Clock says only `observed_ms` passed
+// (libevent's timer clock and the Clock may disagree by a fraction of a millisecond) is armed
+// again for the rest, and true is returned: so a record never shows observed < limit.
+bool rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms);
 
 // The client's copy of a stop record, for as long as it lives: the endpoints an upstream pool
 // tried are operators' information and are taken out unless the gateway shows upstream errors

@@ -126,7 +126,6 @@ class Stream final : public std::enable_shared_from_this<Stream>, public Admissi
   void on_queue_timeout();
   void on_head_timeout();  // stream_endpoint.cc
   Ending timer_cut(proto::Cause cause, const policy::TimeLimit& limit, double observed_ms);
-  bool rearm_if_early(proto::Timer& timer, int64_t limit_ms, double observed_ms);
 
   // ---- observe mode (stream_observe.cc) ---------------------------------------------------
   // With on_cut.mode: observe the rule's limits are computed but nothing is enforced: the
